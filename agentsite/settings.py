@@ -1,0 +1,190 @@
+"""Settings for agentsite, read from the environment (PROTOCOL.md section 1)."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_DEV_SECRET_KEY = "dev-insecure-agentsite-key-change-me"  # noqa: S105 - flagged by a system check
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_optional(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+SECRET_KEY = os.environ.get("SECRET_KEY") or _DEV_SECRET_KEY
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "chat.csp.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "chat.context_processors.agent",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=0,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Runs write from several threads of one process; WAL lets readers go on while
+    # a writer commits, and the busy timeout makes writers queue instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Channel layer: the doorbell that tells sockets a new event row exists.
+REDIS_URL = env_optional("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            # Plain pub/sub: group_send is one PUBLISH instead of a Lua script over
+            # every member channel, and nothing piles up for a dead consumer.
+            # Why this class and these numbers: see README "Channel layer".
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            # One doorbell per flush window per socket; a consumer that falls this
+            # far behind refills from the database, so dropping is safe.
+            "CONFIG": {"capacity": 1000, "expiry": 60},
+        }
+    }
+
+# --- The agent ----------------------------------------------------------------
+OPENAI_API_KEY = env_optional("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_optional("OPENAI_BASE_URL")
+AGENT_MODEL = env_optional("AGENT_MODEL") or ("demo" if not OPENAI_API_KEY else None)
+AGENT_MAX_RETRIES = int(os.environ.get("AGENT_MAX_RETRIES", "3"))
+AGENT_RETRY_INTERVAL = float(os.environ.get("AGENT_RETRY_INTERVAL", "10"))
+AGENT_MAX_ITERATIONS = int(os.environ.get("AGENT_MAX_ITERATIONS", "10"))
+AGENT_TEMPERATURE = env_optional("AGENT_TEMPERATURE")
+AGENT_MAX_TOKENS = env_optional("AGENT_MAX_TOKENS")
+AGENT_TOP_P = env_optional("AGENT_TOP_P")
+AGENT_TOOLS = env_list("AGENT_TOOLS", "calculator,current_time,read_file,write_file,list_files,load_skill")
+AGENT_SKILLS_DIR = Path(os.environ.get("AGENT_SKILLS_DIR", str(BASE_DIR / "skills")))
+AGENT_WORKSPACE_ROOT = Path(os.environ.get("AGENT_WORKSPACE_ROOT", str(BASE_DIR / "workspaces")))
+AGENT_MAX_MESSAGE_CHARS = int(os.environ.get("AGENT_MAX_MESSAGE_CHARS", "32000"))
+AGENT_STREAM_FLUSH_MS = int(os.environ.get("AGENT_STREAM_FLUSH_MS", "50"))
+AGENT_SYSTEM_PROMPT = os.environ.get(
+    "AGENT_SYSTEM_PROMPT",
+    "You are a helpful assistant. Use the tools you are given when they help, "
+    "and answer in the language of the user.",
+)
+# Seconds a model call may take (connect + whole stream) before it counts as failed.
+AGENT_LLM_TIMEOUT = float(os.environ.get("AGENT_LLM_TIMEOUT", "120"))
+# Seconds one tool call may run; calls of one round run at most this many at once.
+AGENT_TOOL_TIMEOUT = float(os.environ.get("AGENT_TOOL_TIMEOUT", "30"))
+AGENT_TOOL_CONCURRENCY = int(os.environ.get("AGENT_TOOL_CONCURRENCY", "4"))
+# Tool calls one run may make before further calls are refused (0: no cap).
+AGENT_MAX_TOOL_CALLS = int(os.environ.get("AGENT_MAX_TOOL_CALLS", "50"))
+# Seconds between a running run's heartbeats, and silence after which it is dead.
+AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS", "5"))
+AGENT_HEARTBEAT_TIMEOUT = float(os.environ.get("AGENT_HEARTBEAT_TIMEOUT", "20"))
+# Delay between chunks of the demo model, so that it streams like a real one.
+AGENT_DEMO_CHUNK_DELAY = float(os.environ.get("AGENT_DEMO_CHUNK_DELAY", "0.03"))
+TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
+ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "chat": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+        "django": {"handlers": ["console"], "level": "WARNING"},
+    },
+}

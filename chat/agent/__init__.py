@@ -1,0 +1,45 @@
+"""The framework-free agent core: a streaming ReAct loop that yields AgentStreamEvents.
+
+Nothing in this package imports Django; the server persists and broadcasts what it yields.
+"""
+
+from .events import (
+    AgentEvent,
+    CompleteEvent,
+    ErrorEvent,
+    ReferenceEvent,
+    TextEvent,
+    ThinkingEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    UserMessageEvent,
+    event_from_dict,
+)
+from .hooks import AgentHook, ModelInterceptor, ToolInterceptor
+from .llm import ChatModel, ModelOptions
+from .loop import Agent, AgentResult, AgentRun
+from .tools import ToolContext, ToolRecord, ToolRegistry
+
+__all__ = [
+    "Agent",
+    "AgentEvent",
+    "AgentHook",
+    "AgentResult",
+    "AgentRun",
+    "ChatModel",
+    "CompleteEvent",
+    "ErrorEvent",
+    "ModelInterceptor",
+    "ModelOptions",
+    "ReferenceEvent",
+    "TextEvent",
+    "ThinkingEvent",
+    "ToolContext",
+    "ToolEndEvent",
+    "ToolInterceptor",
+    "ToolRecord",
+    "ToolRegistry",
+    "ToolStartEvent",
+    "UserMessageEvent",
+    "event_from_dict",
+]

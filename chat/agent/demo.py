@@ -1,0 +1,155 @@
+"""The offline demo model: an httpx2 transport that speaks OpenAI's streaming format.
+
+It lets a fresh install show the whole timeline (thinking, a tool call, the
+answer) with no API key, and goes through exactly the client path a real
+provider does: AsyncOpenAI -> HTTP request -> server-sent events -> parser.
+It is deterministic and says plainly that it is a demo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+
+DEMO_BASE_URL = "http://demo.agentsite.invalid/v1"
+
+_ARITHMETIC = re.compile(r"[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+")
+_TIME_WORDS = re.compile(r"\b(time|date|today|clock|hour)\b|时间|几点|日期", re.IGNORECASE)
+
+HOW_TO_CONFIGURE = (
+    "To use a real model, set `OPENAI_API_KEY` (and `OPENAI_BASE_URL` for DeepSeek, MiniMax, "
+    "DashScope, Ollama or vLLM) and `AGENT_MODEL`, then restart the server."
+)
+
+
+def _chunks_of(text: str) -> list[str]:
+    """Word-sized pieces, like a tokenizer would stream them."""
+    return re.findall(r"\s*\S+|\s+", text)
+
+
+class _Script:
+    """The chunks of one streamed reply."""
+
+    def __init__(self) -> None:
+        self.deltas: list[dict[str, Any]] = []
+        self.finish_reason = "stop"
+
+    def say(self, text: str) -> None:
+        self.deltas.extend({"content": piece} for piece in _chunks_of(text))
+
+    def call(self, name: str, arguments: dict[str, Any]) -> None:
+        index = sum(1 for d in self.deltas if "tool_calls" in d and d["tool_calls"][0].get("id"))
+        args = json.dumps(arguments)
+        self.deltas.append(
+            {"tool_calls": [{"index": index, "id": f"call_demo_{index}", "type": "function",
+                             "function": {"name": name, "arguments": ""}}]}
+        )
+        middle = len(args) // 2
+        for piece in (args[:middle], args[middle:]):
+            self.deltas.append({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        self.finish_reason = "tool_calls"
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return content or ""
+    return ""
+
+
+def demo_reply(body: dict[str, Any]) -> _Script:
+    messages = body.get("messages", [])
+    tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    script = _Script()
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        results = []
+        for message in reversed(messages):
+            if message.get("role") != "tool":
+                break
+            results.insert(0, message.get("content", ""))
+        script.say("<think>The tool answered; I can reply now.</think>")
+        if any('"error"' in r for r in results):
+            script.say(f"The tool reported a problem: {results[0]} (This is the offline demo model.)")
+        else:
+            script.say(f"The tool says: **{'; '.join(results)}**. (Answered by the offline demo model.)")
+        return script
+
+    question = _last_user_text(messages)
+    expression = _ARITHMETIC.search(question)
+    if expression and "calculator" in tools:
+        expr = expression.group(0).strip()
+        script.say(f"<think>The user asks for arithmetic: {expr}. I will use the calculator tool.</think>")
+        script.call("calculator", {"expression": expr})
+        return script
+    if _TIME_WORDS.search(question) and "current_time" in tools:
+        script.say("<think>The user asks about the time; I will call current_time.</think>")
+        script.call("current_time", {"timezone": "UTC"})
+        return script
+    script.say(
+        "<think>This is not arithmetic or a question about the time, which is all the demo can do.</think>"
+        "I am the **offline demo model** of agentsite: I can do arithmetic with the calculator "
+        "(try *what is 6*7?*) and tell the time (try *what time is it?*), and that is all. "
+        + HOW_TO_CONFIGURE
+    )
+    return script
+
+
+class _EventStream(httpx2.AsyncByteStream):
+    def __init__(self, script: _Script, *, model: str, include_usage: bool, delay: float):
+        self.script = script
+        self.model = model
+        self.include_usage = include_usage
+        self.delay = delay
+
+    def _frame(self, delta: dict[str, Any] | None, finish: str | None = None, usage: dict | None = None) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": "chatcmpl-demo",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if usage is not None:
+            chunk["usage"] = usage
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._frame({"role": "assistant", "content": ""})
+        for delta in self.script.deltas:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            yield self._frame(delta)
+        yield self._frame({}, finish=self.script.finish_reason)
+        if self.include_usage:
+            completion = len(self.script.deltas)
+            usage = {"prompt_tokens": 50, "completion_tokens": completion, "total_tokens": 50 + completion}
+            yield self._frame(None, usage=usage)
+        yield b"data: [DONE]\n\n"
+
+
+class DemoTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, *, chunk_delay: float = 0.03):
+        self.chunk_delay = chunk_delay
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not request.url.path.endswith("/chat/completions"):
+            return httpx2.Response(404, json={"error": {"message": "the demo model only serves chat completions"}})
+        body = json.loads(await request.aread() or b"{}")
+        script = demo_reply(body)
+        stream = _EventStream(
+            script,
+            model=body.get("model", "demo"),
+            include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+            delay=self.chunk_delay,
+        )
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)

@@ -1,0 +1,159 @@
+"""The AgentStreamEvent family: immutable events whose JSON is exactly PROTOCOL.md section 4.
+
+`seq` and `runId` are not part of these types: the server adds them when it stores an event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvent:
+    type: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessageEvent(AgentEvent):
+    content: str
+    type: ClassVar[str] = "user_message"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class TextEvent(AgentEvent):
+    content: str
+    type: ClassVar[str] = "text"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingEvent(AgentEvent):
+    content: str
+    type: ClassVar[str] = "thinking"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStartEvent(AgentEvent):
+    tool_name: str
+    tool_call_id: str
+    arguments: str
+    type: ClassVar[str] = "tool_start"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolName": self.tool_name,
+            "toolCallId": self.tool_call_id,
+            "arguments": self.arguments,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEndEvent(AgentEvent):
+    tool_name: str
+    tool_call_id: str
+    result: str
+    is_error: bool
+    duration_ms: int
+    type: ClassVar[str] = "tool_end"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolName": self.tool_name,
+            "toolCallId": self.tool_call_id,
+            "result": self.result,
+            "isError": self.is_error,
+            "durationMs": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent(AgentEvent):
+    code: str
+    message: str
+    detail: str = ""
+    type: ClassVar[str] = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "code": self.code, "message": self.message, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteEvent(AgentEvent):
+    status: str  # succeeded | failed | cancelled | interrupted
+    type: ClassVar[str] = "complete"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "status": self.status}
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    title: str
+    url: str
+    snippet: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"title": self.title, "url": self.url, "snippet": self.snippet}
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceEvent(AgentEvent):
+    references: tuple[Reference, ...]
+    type: ClassVar[str] = "reference"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "references": [ref.to_dict() for ref in self.references]}
+
+
+class ErrorCode:
+    LLM_CALL_FAILED = "LLM_CALL_FAILED"
+    MAX_ITERATIONS = "MAX_ITERATIONS"
+    CANCELLED = "CANCELLED"
+    INTERRUPTED = "INTERRUPTED"
+    INVALID_OUTPUT = "INVALID_OUTPUT"
+
+
+class RunStatus:
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+def event_from_dict(data: dict[str, Any]) -> AgentEvent:
+    """Rebuild an event from its protocol JSON (extra keys such as seq and runId are ignored)."""
+    kind = data.get("type")
+    if kind == "user_message":
+        return UserMessageEvent(content=data["content"])
+    if kind == "text":
+        return TextEvent(content=data["content"])
+    if kind == "thinking":
+        return ThinkingEvent(content=data["content"])
+    if kind == "tool_start":
+        return ToolStartEvent(data["toolName"], data["toolCallId"], data["arguments"])
+    if kind == "tool_end":
+        return ToolEndEvent(
+            data["toolName"], data["toolCallId"], data["result"], bool(data["isError"]), int(data["durationMs"])
+        )
+    if kind == "error":
+        return ErrorEvent(data["code"], data["message"], data.get("detail", ""))
+    if kind == "complete":
+        return CompleteEvent(data["status"])
+    if kind == "reference":
+        refs = tuple(Reference(r.get("title", ""), r.get("url", ""), r.get("snippet", "")) for r in data["references"])
+        return ReferenceEvent(refs)
+    raise ValueError(f"unknown event type: {kind!r}")

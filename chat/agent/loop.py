@@ -1,0 +1,404 @@
+"""The ReAct loop: model call -> tool calls -> model call ... -> answer, as a stream of events.
+
+    agent = Agent(model, tools=registry, system_prompt="...")
+    run = agent.stream("what is 6*7?")
+    async for event in run:      # ThinkingEvent, ToolStartEvent, ..., CompleteEvent
+        ...
+    run.result                    # AgentResult: status, text, messages, tool records, usage
+
+The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop
+it at any await (closing the model stream, cancelling running tools) and still
+emit the closing events: a `tool_end` for every started tool, `error` CANCELLED,
+then `complete`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pydantic
+
+from .events import (
+    AgentEvent,
+    CompleteEvent,
+    ErrorCode,
+    ErrorEvent,
+    RunStatus,
+    TextEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+)
+from .hooks import (
+    AgentHook,
+    AgentState,
+    ModelInterceptor,
+    ToolCallRequest,
+    ToolInterceptor,
+    ToolOutcome,
+    chain_model,
+    chain_tool,
+)
+from .llm import ChatModel, ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
+from .tools import ToolContext, ToolError, ToolRecord, ToolRegistry, error_result, result_to_text
+
+logger = logging.getLogger(__name__)
+
+_END = object()
+TRUNCATION_MARKER = "\n[... truncated: {omitted} more characters]"
+
+
+@dataclass
+class AgentResult:
+    status: str
+    text: str
+    # Messages the run added after its input: assistant turns and tool results.
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_records: list[ToolRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    error: ErrorEvent | None = None
+    structured: Any = None
+
+
+class AgentRunError(Exception):
+    def __init__(self, result: AgentResult):
+        reason = result.error.message if result.error else result.status
+        super().__init__(f"agent run {result.status}: {reason}")
+        self.result = result
+
+
+def _response_format(spec: Any) -> dict[str, Any] | None:
+    if spec is None:
+        return None
+    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": spec.__name__, "schema": spec.model_json_schema(), "strict": False},
+        }
+    if isinstance(spec, dict) and spec.get("type") in ("json_schema", "json_object"):
+        return spec
+    if isinstance(spec, dict):
+        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": spec, "strict": False}}
+    raise TypeError("response_format must be a pydantic model class or a JSON schema dict")
+
+
+def _validate_structured(spec: Any, text: str) -> Any:
+    """Parse the final answer against the requested format; ValueError says why it does not fit."""
+    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
+        try:
+            return spec.model_validate_json(text)
+        except pydantic.ValidationError as exc:
+            raise ValueError(str(exc)) from None
+    data = json.loads(text)
+    schema = spec.get("json_schema", {}).get("schema", spec) if spec.get("type") == "json_schema" else spec
+    if isinstance(schema, dict) and schema.get("type") == "object":
+        if not isinstance(data, dict):
+            raise ValueError("the answer is not a JSON object")
+        missing = [key for key in schema.get("required", []) if key not in data]
+        if missing:
+            raise ValueError(f"the answer misses required keys: {', '.join(missing)}")
+    return data
+
+
+class Agent:
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        tools: ToolRegistry | None = None,
+        system_prompt: str | None = None,
+        max_iterations: int = 10,
+        max_retries: int = 3,
+        retry_interval: float = 10.0,
+        tool_timeout: float = 30.0,
+        tool_concurrency: int = 4,
+        max_tool_calls: int | None = None,
+        max_tool_result_chars: int = 20_000,
+        hooks: Sequence[AgentHook] = (),
+        model_interceptors: Sequence[ModelInterceptor] = (),
+        tool_interceptors: Sequence[ToolInterceptor] = (),
+        response_format: Any = None,
+    ):
+        self.model = model
+        self.tools = tools or ToolRegistry()
+        self.system_prompt = system_prompt
+        self.max_iterations = max_iterations
+        self.max_retries = max_retries
+        self.retry_interval = retry_interval
+        self.tool_timeout = tool_timeout
+        self.tool_concurrency = max(1, tool_concurrency)
+        self.max_tool_calls = max_tool_calls
+        self.max_tool_result_chars = max_tool_result_chars
+        self.hooks = list(hooks)
+        self.model_interceptors = list(model_interceptors)
+        self.tool_interceptors = list(tool_interceptors)
+        self.response_format = response_format
+        self._response_format = _response_format(response_format)
+
+    def stream(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> AgentRun:
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        return AgentRun(self, list(messages), context or ToolContext())
+
+    async def invoke(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> AgentResult:
+        run = self.stream(messages, context=context)
+        async for _ in run:
+            pass
+        return run.result
+
+    async def call(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> str:
+        """The final answer's text; AgentRunError when the run did not succeed."""
+        result = await self.invoke(messages, context=context)
+        if result.status != RunStatus.SUCCEEDED:
+            raise AgentRunError(result)
+        return result.text
+
+
+class AgentRun:
+    """One execution of an agent: an async iterator of its events."""
+
+    def __init__(self, agent: Agent, messages: list[dict[str, Any]], context: ToolContext):
+        self.agent = agent
+        self._input = messages
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._context = replace(context, emit=self._emit_async)
+        self._text: list[str] = []
+        self._tool_calls = 0
+        self.result = AgentResult(status="running", text="")
+
+    # -- consumer side --------------------------------------------------------
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        self._start()
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # later calls also end
+            raise StopAsyncIteration
+        return item
+
+    def cancel(self) -> None:
+        """Stop the run; its remaining events (tool_end, error CANCELLED, complete) still arrive."""
+        self._start()
+        self._task.cancel()
+
+    async def aclose(self) -> None:
+        if self._task and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drive(), name="agent-run")
+
+    # -- producer side --------------------------------------------------------
+    def _emit(self, event: AgentEvent) -> None:
+        if isinstance(event, TextEvent):
+            self._text.append(event.content)
+        self._queue.put_nowait(event)
+
+    async def _emit_async(self, event: AgentEvent) -> None:
+        self._emit(event)
+
+    def _finish(self, status: str, error: ErrorEvent | None = None) -> None:
+        if error is not None:
+            self._emit(error)
+            self.result.error = error
+        self.result.status = status
+        self.result.text = "".join(self._text)
+        self._emit(CompleteEvent(status))
+
+    async def _drive(self) -> None:
+        try:
+            status, error = await self._loop()
+            self._finish(status, error)
+        except asyncio.CancelledError:
+            self._finish(RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
+        except Exception as exc:  # a bug in a hook or interceptor must still close the run
+            logger.exception("agent run failed")
+            self._finish(RunStatus.FAILED, ErrorEvent("AGENT_ERROR", "The agent failed.", f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._queue.put_nowait(_END)
+
+    async def _loop(self) -> tuple[str, ErrorEvent | None]:
+        agent = self.agent
+        history = list(self._input)
+        if agent.system_prompt and not (history and history[0].get("role") == "system"):
+            history.insert(0, {"role": "system", "content": agent.system_prompt})
+        state = AgentState(messages=list(history), context=self._context, tool_records=self.result.tool_records)
+        for hook in agent.hooks:
+            await hook.before_agent(state)
+        try:
+            return await self._rounds(history, state)
+        finally:
+            self.result.usage = state.usage
+            for hook in agent.hooks:
+                await hook.after_agent(state)
+
+    async def _rounds(self, history: list[dict[str, Any]], state: AgentState) -> tuple[str, ErrorEvent | None]:
+        agent = self.agent
+        call_model = chain_model(agent.model_interceptors, self._stream_model)
+        tool_specs = agent.tools.specs()
+        for iteration in range(1, agent.max_iterations + 1):
+            state.iteration = self.result.iterations = iteration
+            state.messages = list(history)
+            for hook in agent.hooks:
+                await hook.before_model(state)
+            turn = await self._call_with_retries(call_model, state, tool_specs)
+            if turn is None:
+                return RunStatus.FAILED, None  # the final LLM_CALL_FAILED was emitted
+            if turn.usage:
+                state.usage = state.usage + turn.usage
+            for hook in agent.hooks:
+                await hook.after_model(state, turn)
+            if not turn.streamed and turn.content:
+                self._emit(TextEvent(turn.content))
+            message = turn.assistant_message()
+            history.append(message)
+            self.result.messages.append(message)
+            if not turn.tool_calls:
+                return self._settle_answer(turn)
+            for tool_message in await self._run_tools(turn.tool_calls, state):
+                history.append(tool_message)
+                self.result.messages.append(tool_message)
+        error = ErrorEvent(
+            ErrorCode.MAX_ITERATIONS,
+            f"Stopped after {agent.max_iterations} model calls without a final answer.",
+            f"AGENT_MAX_ITERATIONS={agent.max_iterations}",
+        )
+        return RunStatus.FAILED, error
+
+    def _settle_answer(self, turn: ModelTurn) -> tuple[str, ErrorEvent | None]:
+        spec = self.agent._response_format
+        if spec is None:
+            return RunStatus.SUCCEEDED, None
+        try:
+            self.result.structured = _validate_structured(self.agent.response_format, turn.content)
+        except ValueError as exc:
+            return RunStatus.FAILED, ErrorEvent(
+                ErrorCode.INVALID_OUTPUT, "The answer does not match the requested format.", str(exc)
+            )
+        return RunStatus.SUCCEEDED, None
+
+    async def _call_with_retries(self, call_model, state: AgentState, tool_specs) -> ModelTurn | None:
+        agent = self.agent
+        failures = 0
+        while True:
+            request = ModelRequest(
+                messages=list(state.messages),
+                tools=list(tool_specs),
+                options=agent.model.options,
+                response_format=agent._response_format,
+            )
+            try:
+                return await call_model(request)
+            except ModelCallError as exc:
+                failures += 1
+                if failures > agent.max_retries:
+                    self._emit(
+                        ErrorEvent(
+                            ErrorCode.LLM_CALL_FAILED,
+                            f"The model call failed; gave up after {agent.max_retries} retries.",
+                            exc.detail,
+                        )
+                    )
+                    return None
+                self._emit(
+                    ErrorEvent(
+                        ErrorCode.LLM_CALL_FAILED,
+                        f"The model call failed, retrying in {agent.retry_interval:g} s "
+                        f"({failures}/{agent.max_retries})",
+                        exc.detail,
+                    )
+                )
+                await asyncio.sleep(agent.retry_interval)
+
+    async def _stream_model(self, request: ModelRequest) -> ModelTurn:
+        turn: ModelTurn | None = None
+        async for item in self.agent.model.stream(request):
+            if isinstance(item, ModelTurn):
+                turn = item
+            else:
+                self._emit(item)
+        assert turn is not None  # ChatModel.stream always ends with a turn or raises
+        return turn
+
+    async def _run_tools(self, calls: Sequence[ToolCall], state: AgentState) -> list[dict[str, Any]]:
+        agent = self.agent
+        limit = asyncio.Semaphore(agent.tool_concurrency)
+        outcomes: dict[int, ToolOutcome] = {}
+        began = time.monotonic()
+        for call in calls:
+            self._emit(ToolStartEvent(call.name, call.id, call.arguments))
+
+        async def run_one(index: int, call: ToolCall) -> None:
+            async with limit:
+                started_at, t0 = time.time(), time.monotonic()
+                outcome = await self._execute_tool(call, state)
+                duration_ms = int((time.monotonic() - t0) * 1000)
+            outcomes[index] = outcome
+            state.tool_records.append(
+                ToolRecord(call.id, call.name, call.arguments, outcome.result, outcome.is_error, started_at, duration_ms)
+            )
+            self._emit(ToolEndEvent(call.name, call.id, outcome.result, outcome.is_error, duration_ms))
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, call in enumerate(calls):
+                    group.create_task(run_one(index, call))
+        except asyncio.CancelledError:
+            # Every tool_start gets its tool_end, even when the run is stopped mid-call.
+            duration_ms = int((time.monotonic() - began) * 1000)
+            for index, call in enumerate(calls):
+                if index not in outcomes:
+                    result = error_result("cancelled: the run was stopped before the tool finished")
+                    self._emit(ToolEndEvent(call.name, call.id, result, True, duration_ms))
+            raise
+        return [
+            {"role": "tool", "tool_call_id": call.id, "content": outcomes[index].result}
+            for index, call in enumerate(calls)
+        ]
+
+    async def _execute_tool(self, call: ToolCall, state: AgentState) -> ToolOutcome:
+        """Run one call through the interceptors; every failure becomes an error outcome."""
+        agent = self.agent
+        tool = agent.tools.get(call.name)
+        timeout = (tool.timeout if tool and tool.timeout else None) or agent.tool_timeout
+        self._tool_calls += 1
+        if agent.max_tool_calls is not None and self._tool_calls > agent.max_tool_calls:
+            return ToolOutcome(
+                error_result(f"tool-call limit reached ({agent.max_tool_calls} per run); answer with what you have"),
+                True,
+            )
+
+        async def innermost(request: ToolCallRequest) -> ToolOutcome:
+            if tool is None:
+                available = ", ".join(agent.tools.names()) or "none"
+                raise ToolError(f"unknown tool {request.call.name!r}; available tools: {available}")
+            async with asyncio.timeout(timeout):
+                value = await tool.run(request.call.arguments, request.context)
+            return ToolOutcome(self._cap(result_to_text(value)))
+
+        handler = chain_tool(agent.tool_interceptors, innermost)
+        try:
+            return await handler(ToolCallRequest(call, self._context))
+        except ToolError as exc:
+            return ToolOutcome(error_result(str(exc)), True)
+        except TimeoutError:
+            return ToolOutcome(error_result(f"{call.name} timed out after {timeout:g} s"), True)
+        except Exception as exc:
+            return ToolOutcome(error_result(f"{call.name} failed: {type(exc).__name__}: {exc}"), True)
+
+    def _cap(self, text: str) -> str:
+        limit = self.agent.max_tool_result_chars
+        if len(text) <= limit:
+            return text
+        return text[:limit] + TRUNCATION_MARKER.format(omitted=len(text) - limit)

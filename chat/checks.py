@@ -1,0 +1,63 @@
+"""System checks: misconfiguration is reported at start-up, not at the first run."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core import checks
+
+from chat.tools import BUILTIN_TOOLS
+
+_DEV_KEY_PREFIX = "dev-insecure-"
+
+
+@checks.register(checks.Tags.security, deploy=False)
+def check_secret_key(app_configs, **kwargs):
+    if not settings.DEBUG and settings.SECRET_KEY.startswith(_DEV_KEY_PREFIX):
+        return [
+            checks.Warning(
+                "SECRET_KEY is the development key while DEBUG is off.",
+                hint="Set SECRET_KEY to a long random value in production.",
+                id="agentsite.W001",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_agent_settings(app_configs, **kwargs):
+    errors = []
+    if not settings.AGENT_MODEL:
+        errors.append(
+            checks.Error(
+                "OPENAI_API_KEY is set but AGENT_MODEL is not.",
+                hint="Set AGENT_MODEL to the model name of your endpoint, e.g. gpt-4o-mini or deepseek-chat.",
+                id="agentsite.E001",
+            )
+        )
+    unknown = [name for name in settings.AGENT_TOOLS if name not in BUILTIN_TOOLS]
+    if unknown:
+        errors.append(
+            checks.Error(
+                f"AGENT_TOOLS names unknown tools: {', '.join(unknown)}.",
+                hint=f"Known tools: {', '.join(sorted(BUILTIN_TOOLS))}.",
+                id="agentsite.E002",
+            )
+        )
+    numbers = {
+        "AGENT_MAX_RETRIES": (settings.AGENT_MAX_RETRIES, 0),
+        "AGENT_RETRY_INTERVAL": (settings.AGENT_RETRY_INTERVAL, 0),
+        "AGENT_MAX_ITERATIONS": (settings.AGENT_MAX_ITERATIONS, 1),
+        "AGENT_MAX_MESSAGE_CHARS": (settings.AGENT_MAX_MESSAGE_CHARS, 1),
+        "AGENT_STREAM_FLUSH_MS": (settings.AGENT_STREAM_FLUSH_MS, 0),
+    }
+    for name, (value, minimum) in numbers.items():
+        if value < minimum:
+            errors.append(checks.Error(f"{name} must be at least {minimum}, not {value}.", id="agentsite.E003"))
+    for name in ("AGENT_TEMPERATURE", "AGENT_MAX_TOKENS", "AGENT_TOP_P"):
+        value = getattr(settings, name)
+        try:
+            if value is not None:
+                float(value)
+        except ValueError:
+            errors.append(checks.Error(f"{name} must be a number, not {value!r}.", id="agentsite.E004"))
+    return errors

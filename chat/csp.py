@@ -1,0 +1,39 @@
+"""Content-Security-Policy: the page may run only its own scripts and talk only to its own host.
+
+Model and tool output is rendered as sanitised Markdown, and this header is the
+second wall: even if markup slipped through, inline script, event-handler
+attributes, foreign images and foreign connections stay blocked.
+"""
+
+from __future__ import annotations
+
+
+def policy_for(request) -> str:
+    host = request.get_host()
+    ws_scheme = "wss" if request.is_secure() else "ws"
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            f"connect-src 'self' {ws_scheme}://{host}",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+class ContentSecurityPolicyMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        # The admin ships inline scripts of its own; it is staff-only and renders no model output as HTML.
+        if not request.path.startswith("/admin/"):
+            response.headers.setdefault("Content-Security-Policy", policy_for(request))
+        return response
