@@ -1,0 +1,246 @@
+"""A fake OpenAI-compatible chat-completions server: real HTTP on loopback.
+
+The tests (and the benchmarks) point the real `openai` SDK at it. It runs an
+asyncio server in a thread of its own, so sync tests, async tests and a daphne
+subprocess can all talk to it, and hundreds of concurrent streams cost little.
+
+A reply is a dict (the transcripts in tests/transcripts/*.json hold lists of them):
+
+    {"status": 200,                 # non-200: `body` is sent as JSON, no stream
+     "body": {...},
+     "headers": {"retry-after": "0"},
+     "chunks": [                     # each an SSE event
+        {"delta": {"content": "Hi"}},                     # shorthand, wrapped into a chunk
+        {"delta": {}, "finish_reason": "stop"},
+        {"usage": {"prompt_tokens": 1, ...}},             # usage-only chunk
+        {"error": {"message": "overloaded"}},             # a mid-stream error event
+        {"raw": {...}}                                    # sent exactly as given
+     ],
+     "delay": 0.0,                   # seconds before each chunk
+     "truncate_after": null,         # close the connection after N chunks, no [DONE]
+     "done": true}                   # send "data: [DONE]" at the end
+
+Replies are served in order from a queue; when it is empty the `responder`
+(a function of the request body returning a reply) answers, by default a short
+fixed answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TRANSCRIPTS = Path(__file__).parent / "transcripts"
+
+Reply = dict[str, Any]
+
+
+def text_reply(text: str, *, thinking: str | None = None, piece: int = 4, delay: float = 0.0) -> Reply:
+    """An answer streamed in pieces of `piece` characters, with optional reasoning_content first."""
+    chunks: list[dict[str, Any]] = []
+    if thinking:
+        chunks += [{"delta": {"reasoning_content": thinking[i : i + piece]}} for i in range(0, len(thinking), piece)]
+    chunks += [{"delta": {"content": text[i : i + piece]}} for i in range(0, len(text), piece)]
+    chunks.append({"delta": {}, "finish_reason": "stop"})
+    return {"chunks": chunks, "delay": delay}
+
+
+def tool_call_reply(*calls: tuple[str, dict[str, Any] | str], delay: float = 0.0) -> Reply:
+    """One round that calls the given tools: (name, arguments) pairs, ids call_0, call_1, ..."""
+    chunks: list[dict[str, Any]] = []
+    for index, (name, arguments) in enumerate(calls):
+        args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        chunks.append(
+            {"delta": {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function",
+                                       "function": {"name": name, "arguments": ""}}]}}
+        )
+        chunks.append({"delta": {"tool_calls": [{"index": index, "function": {"arguments": args}}]}})
+    chunks.append({"delta": {}, "finish_reason": "tool_calls"})
+    return {"chunks": chunks, "delay": delay}
+
+
+def load_transcript(name: str) -> list[Reply]:
+    return json.loads((TRANSCRIPTS / f"{name}.json").read_text())["replies"]
+
+
+def _default_responder(body: dict[str, Any]) -> Reply:
+    return text_reply("Hello from the fake model.")
+
+
+class FakeLLM:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.host = host
+        self.port = port
+        self.replies: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.responder: Callable[[dict[str, Any]], Reply] = _default_responder
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -- control -----------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        with self._lock:
+            self.replies.extend(replies)
+
+    def load(self, name: str) -> list[Reply]:
+        replies = load_transcript(name)
+        self.script(*replies)
+        return replies
+
+    def reset(self) -> None:
+        with self._lock:
+            self.replies.clear()
+            self.requests.clear()
+            self.responder = _default_responder
+
+    def start(self) -> FakeLLM:
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._handle, self.host, self.port, backlog=2048)
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, name="fake-llm", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+
+        async def shutdown() -> None:
+            self._server.close()
+            handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP ----------------------------------------------------------------------
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            if self.replies:
+                return self.replies.popleft()
+            responder = self.responder
+        return responder(body)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:  # keep-alive: the SDK reuses connections
+                request_line = await reader.readline()
+                if not request_line:
+                    return
+                method, path, _ = request_line.decode("latin-1").split(" ", 2)
+                headers: dict[str, str] = {}
+                while True:
+                    line = await reader.readline()
+                    if line in (b"\r\n", b"\n", b""):
+                        break
+                    key, _, value = line.decode("latin-1").partition(":")
+                    headers[key.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0"))
+                raw = await reader.readexactly(length) if length else b""
+                if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+                    await self._send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+                    continue
+                body = json.loads(raw or b"{}")
+                reply = self._next_reply(body)
+                keep_open = await self._send_reply(writer, reply, body)
+                if not keep_open:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            writer.close()
+
+    async def _send_json(self, writer: asyncio.StreamWriter, status: int, body: Any, headers=None) -> None:
+        data = json.dumps(body).encode()
+        head = [f"HTTP/1.1 {status} X", "content-type: application/json", f"content-length: {len(data)}"]
+        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+        await writer.drain()
+
+    async def _send_reply(self, writer: asyncio.StreamWriter, reply: Reply, body: dict[str, Any]) -> bool:
+        status = reply.get("status", 200)
+        if status != 200:
+            await self._send_json(writer, status, reply.get("body", {"error": {"message": "fake error"}}),
+                                  reply.get("headers"))
+            return True
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        delay = reply.get("delay", 0.0)
+        truncate_after = reply.get("truncate_after")
+        model = body.get("model", "fake")
+        for count, chunk in enumerate(reply.get("chunks", [])):
+            if truncate_after is not None and count >= truncate_after:
+                await writer.drain()
+                return False  # the connection dies mid-stream
+            if delay:
+                await asyncio.sleep(delay)
+            self._write_event(writer, self._wrap(chunk, model))
+            await writer.drain()
+        if truncate_after is not None:
+            return False
+        if reply.get("done", True):
+            self._write_event(writer, "[DONE]")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    @staticmethod
+    def _wrap(chunk: dict[str, Any], model: str) -> Any:
+        if "raw" in chunk:
+            return chunk["raw"]
+        if "error" in chunk:
+            return {"error": chunk["error"]}
+        out: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                               "created": int(time.time()), "model": model, "choices": []}
+        if "delta" in chunk or "finish_reason" in chunk:
+            out["choices"] = [{"index": 0, "delta": chunk.get("delta", {}),
+                               "finish_reason": chunk.get("finish_reason")}]
+        if "usage" in chunk:
+            out["usage"] = chunk["usage"]
+        return out
+
+    @staticmethod
+    def _write_event(writer: asyncio.StreamWriter, payload: Any) -> None:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        event = f"data: {data}\n\n".encode()
+        writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+
+
+if __name__ == "__main__":  # python tests/fakellm.py: serve on a fixed port for manual runs and benchmarks
+    import sys
+
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
+    with FakeLLM(port=port) as fake:
+        print(f"fake OpenAI-compatible server on {fake.base_url}", flush=True)
+        threading.Event().wait()
