@@ -177,7 +177,8 @@ class FakeLLM:
                 keep_open = await self._send_reply(writer, reply, body)
                 if not keep_open:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            # CancelledError: the server is shutting down with this connection idle.
             return
         finally:
             writer.close()
