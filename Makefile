@@ -1,0 +1,47 @@
+# The two set-up commands of the README: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
+REDIS ?= redis://127.0.0.1:6379/0
+
+.PHONY: run test test-services install install-test browser bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test browser
+
+# Debian's chromium for the browser tests; Playwright drives it and never downloads one.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
+
+# Everything on SQLite + the in-memory layer, then the service tests again on PostgreSQL + Redis.
+test: install-test
+	$(PY) -m pytest -p no:cacheprovider
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m services
+
+bench: install-test
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts

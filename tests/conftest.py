@@ -1,0 +1,34 @@
+"""Shared fixtures: the fake OpenAI-compatible server and settings that point the app at it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakellm import FakeLLM
+
+
+@pytest.fixture(scope="session")
+def fake_llm_server():
+    with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_llm(fake_llm_server):
+    fake_llm_server.reset()
+    yield fake_llm_server
+    fake_llm_server.reset()
+
+
+@pytest.fixture
+def llm_settings(settings, fake_llm):
+    """Django settings aimed at the fake model, with no waiting between retries."""
+    from chat import assistant
+
+    settings.AGENT_MODEL = "fake-model"
+    settings.OPENAI_API_KEY = "test-key"
+    settings.OPENAI_BASE_URL = fake_llm.base_url
+    settings.AGENT_RETRY_INTERVAL = 0
+    assistant._client.cache_clear()
+    yield fake_llm
+    assistant._client.cache_clear()
