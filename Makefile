@@ -35,10 +35,11 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
 
-# Everything on SQLite + the in-memory layer, then the service tests again on PostgreSQL + Redis.
+# Everything on SQLite + the in-memory layer, then the tests marked `services` again on
+# PostgreSQL + Redis, with the `multiprocess` ones (several daphnes) that need them.
 test: install-test
-	$(PY) -m pytest -p no:cacheprovider
-	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m services
+	$(PY) -m pytest -p no:cacheprovider -m "not multiprocess"
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m "services or multiprocess"
 
 bench: install-test
 	$(PY) -m bench

@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -19,6 +20,14 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_number(name: str, default: str, kind: type = int):
+    raw = os.environ.get(name, "").strip() or default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a{'n integer' if kind is int else ' number'}, not {raw!r}") from None
 
 
 def env_optional(name: str) -> str | None:
@@ -147,34 +156,34 @@ else:
 OPENAI_API_KEY = env_optional("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_optional("OPENAI_BASE_URL")
 AGENT_MODEL = env_optional("AGENT_MODEL") or ("demo" if not OPENAI_API_KEY else None)
-AGENT_MAX_RETRIES = int(os.environ.get("AGENT_MAX_RETRIES", "3"))
-AGENT_RETRY_INTERVAL = float(os.environ.get("AGENT_RETRY_INTERVAL", "10"))
-AGENT_MAX_ITERATIONS = int(os.environ.get("AGENT_MAX_ITERATIONS", "10"))
+AGENT_MAX_RETRIES = env_number("AGENT_MAX_RETRIES", "3")
+AGENT_RETRY_INTERVAL = env_number("AGENT_RETRY_INTERVAL", "10", float)
+AGENT_MAX_ITERATIONS = env_number("AGENT_MAX_ITERATIONS", "10")
 AGENT_TEMPERATURE = env_optional("AGENT_TEMPERATURE")
 AGENT_MAX_TOKENS = env_optional("AGENT_MAX_TOKENS")
 AGENT_TOP_P = env_optional("AGENT_TOP_P")
 AGENT_TOOLS = env_list("AGENT_TOOLS", "calculator,current_time,read_file,write_file,list_files,load_skill")
 AGENT_SKILLS_DIR = Path(os.environ.get("AGENT_SKILLS_DIR", str(BASE_DIR / "skills")))
 AGENT_WORKSPACE_ROOT = Path(os.environ.get("AGENT_WORKSPACE_ROOT", str(BASE_DIR / "workspaces")))
-AGENT_MAX_MESSAGE_CHARS = int(os.environ.get("AGENT_MAX_MESSAGE_CHARS", "32000"))
-AGENT_STREAM_FLUSH_MS = int(os.environ.get("AGENT_STREAM_FLUSH_MS", "50"))
+AGENT_MAX_MESSAGE_CHARS = env_number("AGENT_MAX_MESSAGE_CHARS", "32000")
+AGENT_STREAM_FLUSH_MS = env_number("AGENT_STREAM_FLUSH_MS", "50")
 AGENT_SYSTEM_PROMPT = os.environ.get(
     "AGENT_SYSTEM_PROMPT",
     "You are a helpful assistant. Use the tools you are given when they help, "
     "and answer in the language of the user.",
 )
 # Seconds a model call may take (connect + whole stream) before it counts as failed.
-AGENT_LLM_TIMEOUT = float(os.environ.get("AGENT_LLM_TIMEOUT", "120"))
+AGENT_LLM_TIMEOUT = env_number("AGENT_LLM_TIMEOUT", "120", float)
 # Seconds one tool call may run; calls of one round run at most this many at once.
-AGENT_TOOL_TIMEOUT = float(os.environ.get("AGENT_TOOL_TIMEOUT", "30"))
-AGENT_TOOL_CONCURRENCY = int(os.environ.get("AGENT_TOOL_CONCURRENCY", "4"))
+AGENT_TOOL_TIMEOUT = env_number("AGENT_TOOL_TIMEOUT", "30", float)
+AGENT_TOOL_CONCURRENCY = env_number("AGENT_TOOL_CONCURRENCY", "4")
 # Tool calls one run may make before further calls are refused (0: no cap).
-AGENT_MAX_TOOL_CALLS = int(os.environ.get("AGENT_MAX_TOOL_CALLS", "50"))
+AGENT_MAX_TOOL_CALLS = env_number("AGENT_MAX_TOOL_CALLS", "50")
 # Seconds between a running run's heartbeats, and silence after which it is dead.
-AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS", "5"))
-AGENT_HEARTBEAT_TIMEOUT = float(os.environ.get("AGENT_HEARTBEAT_TIMEOUT", "20"))
+AGENT_HEARTBEAT_SECONDS = env_number("AGENT_HEARTBEAT_SECONDS", "5", float)
+AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 # Delay between chunks of the demo model, so that it streams like a real one.
-AGENT_DEMO_CHUNK_DELAY = float(os.environ.get("AGENT_DEMO_CHUNK_DELAY", "0.03"))
+AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 

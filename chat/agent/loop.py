@@ -171,6 +171,7 @@ class AgentRun:
         self._context = replace(context, emit=self._emit_async)
         self._text: list[str] = []
         self._tool_calls = 0
+        self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
         self.result = AgentResult(status="running", text="")
 
     # -- consumer side --------------------------------------------------------
@@ -185,10 +186,21 @@ class AgentRun:
             raise StopAsyncIteration
         return item
 
-    def cancel(self) -> None:
-        """Stop the run; its remaining events (tool_end, error CANCELLED, complete) still arrive."""
+    def cancel(
+        self,
+        *,
+        status: str = RunStatus.CANCELLED,
+        code: str = ErrorCode.CANCELLED,
+        message: str = "The run was cancelled.",
+    ) -> None:
+        """Stop the run; its remaining events (tool_end, the error, complete) still arrive.
+
+        A server shutting down passes status/code `interrupted`/`INTERRUPTED`.
+        """
         self._start()
-        self._task.cancel()
+        if not self._task.done():
+            self._cancel_reason = (status, ErrorEvent(code, message, ""))
+            self._task.cancel()
 
     async def aclose(self) -> None:
         if self._task and not self._task.done():
@@ -221,7 +233,7 @@ class AgentRun:
             status, error = await self._loop()
             self._finish(status, error)
         except asyncio.CancelledError:
-            self._finish(RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
+            self._finish(*self._cancel_reason)
         except Exception as exc:  # a bug in a hook or interceptor must still close the run
             logger.exception("agent run failed")
             self._finish(RunStatus.FAILED, ErrorEvent("AGENT_ERROR", "The agent failed.", f"{type(exc).__name__}: {exc}"))
