@@ -179,6 +179,8 @@ AGENT_TOOL_TIMEOUT = env_number("AGENT_TOOL_TIMEOUT", "30", float)
 AGENT_TOOL_CONCURRENCY = env_number("AGENT_TOOL_CONCURRENCY", "4")
 # Tool calls one run may make before further calls are refused (0: no cap).
 AGENT_MAX_TOOL_CALLS = env_number("AGENT_MAX_TOOL_CALLS", "50")
+# Messages (runs) one user may start per minute, across conversations (0: no limit).
+AGENT_MESSAGES_PER_MINUTE = env_number("AGENT_MESSAGES_PER_MINUTE", "20")
 # Seconds between a running run's heartbeats, and silence after which it is dead.
 AGENT_HEARTBEAT_SECONDS = env_number("AGENT_HEARTBEAT_SECONDS", "5", float)
 AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
@@ -195,5 +197,8 @@ LOGGING = {
     "loggers": {
         "chat": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django": {"handlers": ["console"], "level": "WARNING"},
+        # One line per model request is noise at INFO.
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
     },
 }

@@ -1,3 +1,14 @@
-from django.urls import path
+from django.urls import include, path
 
-urlpatterns: list = []
+from . import api, views
+
+urlpatterns = [
+    path("", views.chat_page, name="chat"),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("healthz", api.healthz, name="healthz"),
+    path("api/conversations/", api.conversations, name="api-conversations"),
+    path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
+    path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
+]

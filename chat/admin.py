@@ -1,0 +1,75 @@
+"""Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge them."""
+
+from django.contrib import admin
+
+from .models import Conversation, Event, Run, ToolRecord
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class RunInline(admin.TabularInline):
+    model = Run
+    fields = ("id", "status", "model", "iterations", "total_tokens", "started_at", "finished_at")
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    list_display = ("__str__", "owner", "created_at", "updated_at", "last_seq")
+    list_filter = ("created_at",)
+    search_fields = ("title", "owner__username", "id")
+    readonly_fields = ("id", "owner", "title", "created_at", "updated_at", "last_seq")
+    date_hierarchy = "updated_at"
+    inlines = [RunInline]
+
+
+class ToolRecordInline(admin.TabularInline):
+    model = ToolRecord
+    fields = ("tool_name", "tool_call_id", "is_error", "duration_ms", "started_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "conversation", "user", "status", "model", "iterations", "total_tokens",
+                    "started_at", "finished_at", "heartbeat_at")
+    list_filter = ("status", "model", "started_at")
+    search_fields = ("id", "conversation__id", "conversation__title", "user__username", "error")
+    readonly_fields = [f.name for f in Run._meta.fields]
+    date_hierarchy = "started_at"
+    inlines = [ToolRecordInline]
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ("seq", "type", "conversation", "run", "created_at")
+    list_filter = ("type",)
+    search_fields = ("conversation__id", "run__id")
+    readonly_fields = ("conversation", "run", "seq", "type", "payload", "created_at")
+    list_select_related = ("conversation", "run")
+
+
+@admin.register(ToolRecord)
+class ToolRecordAdmin(ReadOnlyAdmin):
+    list_display = ("tool_name", "tool_call_id", "run", "is_error", "duration_ms", "started_at")
+    list_filter = ("tool_name", "is_error")
+    search_fields = ("tool_call_id", "tool_name", "run__id")
+    readonly_fields = [f.name for f in ToolRecord._meta.fields]

@@ -1,0 +1,144 @@
+"""The JSON API (PROTOCOL.md section 2): session-authenticated, CSRF-checked, owner-only.
+
+Another user's conversation answers 404 exactly like a missing one, so ids leak nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from functools import wraps
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.http import require_http_methods
+
+from . import selectors, services
+from .models import Conversation
+
+NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def api_login_required(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return _error(401, "not_authenticated", "Sign in first.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _json_body(request) -> dict:
+    if not request.body:
+        return {}
+    try:
+        body = json.loads(request.body)
+    except ValueError:
+        raise ValueError("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
+
+
+def _title(body: dict, *, required: bool) -> str | None:
+    if "title" not in body:
+        if required:
+            raise ValueError("title is required")
+        return None
+    title = body["title"]
+    if not isinstance(title, str):
+        raise ValueError("title must be a string")
+    if len(title) > services.TITLE_MAX:
+        raise ValueError(f"title is longer than {services.TITLE_MAX} characters")
+    return title
+
+
+def conversation_json(conversation: Conversation, *, running: bool | None = None) -> dict:
+    return {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+        "running": bool(getattr(conversation, "running", False) if running is None else running),
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@api_login_required
+def conversations(request):
+    if request.method == "GET":
+        items = [conversation_json(c) for c in selectors.conversations_for_user(user=request.user)]
+        return JsonResponse({"conversations": items})
+    try:
+        title = _title(_json_body(request), required=False) or ""
+    except ValueError as exc:
+        return _error(400, "bad_request", str(exc))
+    conversation = services.conversation_create(owner=request.user, title=title)
+    return JsonResponse(conversation_json(conversation, running=False), status=201)
+
+
+@require_http_methods(["GET", "PATCH", "DELETE"])
+@api_login_required
+def conversation_detail(request, conversation_id: uuid.UUID):
+    conversation = selectors.conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    if request.method == "GET":
+        return JsonResponse(conversation_json(conversation))
+    if request.method == "PATCH":
+        try:
+            title = _title(_json_body(request), required=True)
+        except ValueError as exc:
+            return _error(400, "bad_request", str(exc))
+        services.conversation_rename(conversation=conversation, title=title)
+        return JsonResponse(conversation_json(conversation))
+    services.conversation_delete(conversation=conversation)
+    return HttpResponse(status=204)
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def conversation_events(request, conversation_id: uuid.UUID):
+    conversation = selectors.conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        return _error(400, "bad_request", "after must be an integer")
+    return JsonResponse({"events": selectors.events_after(conversation_id=conversation.pk, after=max(0, after))})
+
+
+@require_http_methods(["GET"])
+def healthz(request):
+    checks = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:
+        checks["database"] = f"error: {type(exc).__name__}"
+    try:
+        async_to_sync(_layer_roundtrip)()
+        checks["channel_layer"] = "ok"
+    except Exception as exc:
+        checks["channel_layer"] = f"error: {type(exc).__name__}"
+    healthy = all(value == "ok" for value in checks.values())
+    return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503)
+
+
+async def _layer_roundtrip() -> None:
+    import asyncio
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel("healthz.")
+    async with asyncio.timeout(2):
+        await layer.send(channel, {"type": "healthz"})
+        await layer.receive(channel)

@@ -1,0 +1,61 @@
+"""The model's memory, derived from the event log (never stored twice).
+
+A conversation's earlier runs become OpenAI chat messages: the user message,
+each tool round as an assistant message with its tool_calls followed by the
+tool results (in call order), and the answer. Thinking is left out: providers
+such as DeepSeek refuse reasoning sent back as input.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+
+def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    text: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: dict[str, str] = {}
+
+    def close_round() -> None:
+        nonlocal text, calls, results
+        if calls:
+            messages.append(
+                {"role": "assistant", "content": "".join(text) or None,
+                 "tool_calls": [{"id": c["toolCallId"], "type": "function",
+                                 "function": {"name": c["toolName"], "arguments": c["arguments"]}} for c in calls]}
+            )
+            for call in calls:
+                # A call that never ended (a crash mid-tool) still needs an answer for the model.
+                content = results.get(call["toolCallId"], '{"error": "the tool did not finish"}')
+                messages.append({"role": "tool", "tool_call_id": call["toolCallId"], "content": content})
+        elif text:
+            messages.append({"role": "assistant", "content": "".join(text)})
+        text, calls, results = [], [], {}
+
+    for event in events:
+        kind = event["type"]
+        if kind == "user_message":
+            close_round()
+            messages.append({"role": "user", "content": event["content"]})
+        elif kind == "text":
+            if calls and len(results) == len(calls):
+                close_round()  # the text after a tool round starts the next assistant message
+            text.append(event["content"])
+        elif kind == "tool_start":
+            if calls and len(results) == len(calls):
+                close_round()
+            calls.append(event)
+        elif kind == "tool_end":
+            results[event["toolCallId"]] = event["result"]
+    close_round()
+    return messages
+
+
+def messages_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages of the given events, run by run in the order given."""
+    messages: list[dict[str, Any]] = []
+    for _, run_events in groupby(events, key=lambda e: e["runId"]):
+        messages.extend(_run_messages(list(run_events)))
+    return messages

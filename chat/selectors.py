@@ -1,0 +1,52 @@
+"""Reads. Every selector that takes a user returns only that user's data."""
+
+from __future__ import annotations
+
+from django.db.models import Exists, OuterRef, QuerySet
+
+from .models import Conversation, Event, Run
+
+EVENT_PAGE = 5_000
+
+
+def conversations_for_user(*, user) -> QuerySet[Conversation]:
+    running = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.RUNNING)
+    return Conversation.objects.filter(owner=user).annotate(running=Exists(running)).order_by("-updated_at")
+
+
+def conversation_for_user(*, user, conversation_id) -> Conversation | None:
+    """The conversation if it exists and is the user's; None otherwise (callers answer 404 alike)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return conversations_for_user(user=user).filter(pk=conversation_id).first()
+
+
+def events_after(*, conversation_id, after: int = 0, until: int | None = None, limit: int | None = None) -> list[dict]:
+    """Protocol frames of the persisted events with after < seq (<= until), in order."""
+    rows = Event.objects.filter(conversation_id=conversation_id, seq__gt=after)
+    if until is not None:
+        rows = rows.filter(seq__lte=until)
+    rows = rows.order_by("seq").values_list("seq", "run_id", "payload")
+    if limit is not None:
+        rows = rows[:limit]
+    return [{**payload, "seq": seq, "runId": str(run_id)} for seq, run_id, payload in rows]
+
+
+def running_run(*, conversation_id) -> Run | None:
+    return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
+
+
+def run_history_events(*, conversation_id, before_run_id) -> list[dict]:
+    """Events of the conversation's finished runs: the memory a new run starts from."""
+    rows = (
+        Event.objects.filter(conversation_id=conversation_id)
+        .exclude(run_id=before_run_id)
+        .exclude(run__status=Run.Status.RUNNING)
+        .order_by("seq")
+        .values_list("run_id", "payload")
+    )
+    return [{**payload, "runId": str(run_id)} for run_id, payload in rows]
+
+
+def stale_runs(*, older_than) -> list[Run]:
+    return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=older_than))

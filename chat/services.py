@@ -1,0 +1,179 @@
+"""Writes. Keyword-only, typed; each is one transaction.
+
+Events get their `seq` from Conversation.last_seq, bumped by an UPDATE in the
+same transaction that inserts them: the row lock serialises writers of one
+conversation across processes, so seqs are gap-free and committed in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .models import Conversation, Event, Run, ToolRecord
+
+TITLE_MAX = 200
+
+
+class RunInProgress(Exception):
+    pass
+
+
+class RateLimited(Exception):
+    pass
+
+
+class ConversationGone(Exception):
+    """The conversation was deleted while something was writing to it."""
+
+
+@dataclass(frozen=True)
+class ToolRecordData:
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+    result: str
+    is_error: bool
+    started_at: datetime
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    status: str
+    iterations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    error: str = ""
+
+
+def conversation_create(*, owner, title: str = "") -> Conversation:
+    return Conversation.objects.create(owner=owner, title=title.strip()[:TITLE_MAX])
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    conversation.title = title.strip()[:TITLE_MAX]
+    conversation.updated_at = timezone.now()
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    conversation.delete()
+
+
+def _append(*, conversation_id, run_id, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Inside a transaction: allocate seqs and insert; returns the protocol frames."""
+    now = timezone.now()
+    count = len(payloads)
+    if not Conversation.objects.filter(pk=conversation_id).update(last_seq=F("last_seq") + count, updated_at=now):
+        raise ConversationGone(str(conversation_id))
+    last = Conversation.objects.filter(pk=conversation_id).values_list("last_seq", flat=True).get()
+    first = last - count + 1
+    Event.objects.bulk_create(
+        Event(conversation_id=conversation_id, run_id=run_id, seq=first + i, type=p["type"], payload=p, created_at=now)
+        for i, p in enumerate(payloads)
+    )
+    return [{**p, "seq": first + i, "runId": str(run_id)} for i, p in enumerate(payloads)]
+
+
+def events_append(
+    *,
+    conversation_id,
+    run_id,
+    payloads: list[dict[str, Any]],
+    tool_records: list[ToolRecordData] = (),
+    outcome: RunOutcome | None = None,
+) -> list[dict[str, Any]]:
+    """Store a batch of a run's events (with the tool records that ended in it and, for the
+    batch holding `complete`, the run's outcome) in one transaction; returns the frames."""
+    with transaction.atomic():
+        frames = _append(conversation_id=conversation_id, run_id=run_id, payloads=payloads)
+        if tool_records:
+            ToolRecord.objects.bulk_create(ToolRecord(run_id=run_id, **vars(record)) for record in tool_records)
+        if outcome is not None:
+            Run.objects.filter(pk=run_id).update(
+                status=outcome.status,
+                finished_at=timezone.now(),
+                iterations=outcome.iterations,
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
+                total_tokens=outcome.total_tokens,
+                error=outcome.error,
+            )
+    return frames
+
+
+def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[dict]]:
+    """Create the conversation's running run and its user_message event.
+
+    RunInProgress when the conversation already has a running run (enforced by a
+    partial unique index, so two processes cannot both win); RateLimited when
+    the user started too many runs in the last minute.
+    """
+    limit = settings.AGENT_MESSAGES_PER_MINUTE
+    if limit and Run.objects.filter(user=user, started_at__gte=timezone.now() - timedelta(minutes=1)).count() >= limit:
+        raise RateLimited(f"at most {limit} messages per minute")
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                run = Run.objects.create(conversation=conversation, user=user, model=model, worker=worker)
+        except IntegrityError:
+            raise RunInProgress(str(conversation.pk)) from None
+        if not conversation.title:
+            title = " ".join(content.split())[:60]
+            Conversation.objects.filter(pk=conversation.pk, title="").update(title=title)
+        frames = _append(conversation_id=conversation.pk, run_id=run.pk,
+                         payloads=[{"type": "user_message", "content": content}])
+    return run, frames
+
+
+def runs_heartbeat(*, run_ids: list) -> set:
+    """Mark the runs alive; returns the ids of those still running with a cancel requested,
+    and of those no longer running (closed by someone else), which the caller must stop."""
+    Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+    alive = dict(
+        Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).values_list("pk", "cancel_requested")
+    )
+    return {run_id for run_id in run_ids if run_id not in alive or alive[run_id]}
+
+
+def run_request_cancel(*, run_id) -> None:
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True)
+
+
+def run_interrupt(*, run_id, stale_before: datetime | None = None, message: str) -> list[dict[str, Any]]:
+    """Close a run whose process is gone: a tool_end for each open tool call, error
+    INTERRUPTED and complete `interrupted`. Returns [] when the run is not (or no longer)
+    a stale running run, so that only one process closes it and a live one never is."""
+    with transaction.atomic():
+        runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
+        if stale_before is not None:
+            runs = runs.filter(heartbeat_at__lt=stale_before)
+        run = runs.select_for_update().first()
+        if run is None:
+            return []
+        payloads: list[dict[str, Any]] = []
+        started = dict(
+            Event.objects.filter(run_id=run_id, type="tool_start").values_list("payload__toolCallId", "payload__toolName")
+        )
+        ended = set(Event.objects.filter(run_id=run_id, type="tool_end").values_list("payload__toolCallId", flat=True))
+        for call_id, tool_name in started.items():
+            if call_id not in ended:
+                payloads.append({"type": "tool_end", "toolName": tool_name, "toolCallId": call_id,
+                                 "result": '{"error": "interrupted: the server running this tool stopped"}',
+                                 "isError": True, "durationMs": 0})
+        payloads.append({"type": "error", "code": "INTERRUPTED", "message": message, "detail": run.worker})
+        payloads.append({"type": "complete", "status": "interrupted"})
+        frames = _append(conversation_id=run.conversation_id, run_id=run_id, payloads=payloads)
+        Run.objects.filter(pk=run_id).update(
+            status=Run.Status.INTERRUPTED, finished_at=timezone.now(), error=f"INTERRUPTED: {message}"
+        )
+    return frames
