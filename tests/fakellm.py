@@ -79,6 +79,8 @@ class FakeLLM:
         self.port = port
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
+        # How each streamed reply ended: "done", "truncated", or "aborted" (the client went away).
+        self.stream_endings: list[str] = []
         self.responder: Callable[[dict[str, Any]], Reply] = _default_responder
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -103,6 +105,7 @@ class FakeLLM:
         with self._lock:
             self.replies.clear()
             self.requests.clear()
+            self.stream_endings.clear()
             self.responder = _default_responder
 
     def start(self) -> FakeLLM:
@@ -196,6 +199,15 @@ class FakeLLM:
             await self._send_json(writer, status, reply.get("body", {"error": {"message": "fake error"}}),
                                   reply.get("headers"))
             return True
+        try:
+            ending = await self._send_stream(writer, reply, body)
+        except ConnectionError:
+            self.stream_endings.append("aborted")
+            raise
+        self.stream_endings.append(ending)
+        return ending == "done"
+
+    async def _send_stream(self, writer: asyncio.StreamWriter, reply: Reply, body: dict[str, Any]) -> str:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
         delay = reply.get("delay", 0.0)
         truncate_after = reply.get("truncate_after")
@@ -203,18 +215,18 @@ class FakeLLM:
         for count, chunk in enumerate(reply.get("chunks", [])):
             if truncate_after is not None and count >= truncate_after:
                 await writer.drain()
-                return False  # the connection dies mid-stream
+                return "truncated"  # the connection dies mid-stream
             if delay:
                 await asyncio.sleep(delay)
             self._write_event(writer, self._wrap(chunk, model))
             await writer.drain()
         if truncate_after is not None:
-            return False
+            return "truncated"
         if reply.get("done", True):
             self._write_event(writer, "[DONE]")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
-        return True
+        return "done"
 
     @staticmethod
     def _wrap(chunk: dict[str, Any], model: str) -> Any:
