@@ -248,13 +248,17 @@ class ChatModel:
             if getattr(chunk, "usage", None):
                 u = chunk.usage
                 usage = Usage(u.prompt_tokens or 0, u.completion_tokens or 0, u.total_tokens or 0)
-            for choice in chunk.choices[:1]:
+            for choice in (chunk.choices or [])[:1]:  # some servers send choices: null with usage
                 delta = choice.delta
                 if delta is not None:
                     reasoning = _reasoning_of(delta)
                     if reasoning:
                         thinking.append(reasoning)
                         yield ThinkingEvent(reasoning)
+                    if delta.tool_calls and not tool_calls:
+                        # A tail held back as a possible tag was answer text after all.
+                        for event in pieces_to_events(parser.flush()):
+                            yield event
                     for call_delta in delta.tool_calls or ():
                         tool_calls.add(call_delta)
                     # Once the model calls tools, trailing content is filler, not an answer.

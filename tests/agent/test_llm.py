@@ -1,0 +1,260 @@
+"""ChatModel over the real openai SDK and real HTTP against the fake server, one transcript per behaviour."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from chat.agent import ChatModel, ModelOptions
+from chat.agent.events import TextEvent, ThinkingEvent
+from chat.agent.llm import ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
+
+from .helpers import sample_tools
+
+
+def request(**kwargs) -> ModelRequest:
+    return ModelRequest(messages=[{"role": "user", "content": "hi"}], **kwargs)
+
+
+async def stream(model: ChatModel, req: ModelRequest | None = None):
+    """(deltas as protocol JSON, the closing ModelTurn)."""
+    items = [item async for item in model.stream(req or request())]
+    turn = items.pop()
+    assert isinstance(turn, ModelTurn)
+    assert not any(isinstance(item, ModelTurn) for item in items)
+    return [item.to_dict() for item in items], turn
+
+
+async def test_plain_answer_and_request_body(fake_llm, client):
+    fake_llm.script({"chunks": [{"delta": {"content": "Hel"}}, {"delta": {"content": "lo"}},
+                                {"delta": {}, "finish_reason": "stop"}]})
+    model = ChatModel(client=client, model="fake-model")
+    options = ModelOptions(temperature=0.5, max_tokens=99, extra_body={"enable_thinking": True})
+    events, turn = await stream(model, request(tools=sample_tools().specs(), options=options))
+    assert events == [{"type": "text", "content": "Hel"}, {"type": "text", "content": "lo"}]
+    assert turn == ModelTurn(content="Hello", thinking="", tool_calls=(), finish_reason="stop", usage=None)
+    body = fake_llm.requests[-1]
+    assert body["model"] == "fake-model"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert body["temperature"] == 0.5 and body["max_tokens"] == 99 and body["enable_thinking"] is True
+    assert "top_p" not in body
+    assert [t["function"]["name"] for t in body["tools"]] == ["add", "mul", "explode", "refuse"]
+
+
+async def test_no_tools_key_when_there_are_no_tools(fake_llm, chat_model):
+    await stream(chat_model)
+    assert "tools" not in fake_llm.requests[-1]
+    assert "response_format" not in fake_llm.requests[-1]
+
+
+async def test_split_think_tags(fake_llm, chat_model):
+    fake_llm.load("split_think_tags")
+    events, turn = await stream(chat_model)
+    assert events == [
+        {"type": "thinking", "content": "Let me "},
+        {"type": "thinking", "content": "add."},
+        {"type": "text", "content": "It is"},
+        {"type": "text", "content": " 4."},
+    ]
+    assert (turn.thinking, turn.content) == ("Let me add.", "It is 4.")
+
+
+async def test_reasoning_content(fake_llm, chat_model):
+    fake_llm.load("reasoning_content")
+    events, turn = await stream(chat_model)
+    assert events == [
+        {"type": "thinking", "content": "The user "},
+        {"type": "thinking", "content": "greets me."},
+        {"type": "text", "content": "Hello"},
+        {"type": "text", "content": "!"},
+    ]
+    assert (turn.thinking, turn.content) == ("The user greets me.", "Hello!")
+
+
+async def test_reasoning_field(fake_llm, chat_model):
+    fake_llm.load("reasoning_field")
+    events, turn = await stream(chat_model)
+    assert events == [
+        {"type": "thinking", "content": "Short "},
+        {"type": "thinking", "content": "thought."},
+        {"type": "text", "content": "Done."},
+    ]
+    assert turn.thinking == "Short thought."
+
+
+async def test_start_in_thinking(fake_llm, client):
+    fake_llm.script({"chunks": [{"delta": {"content": "plan</think>"}}, {"delta": {"content": "answer"}},
+                                {"delta": {}, "finish_reason": "stop"}]})
+    model = ChatModel(client=client, model="m", start_in_thinking=True)
+    events, turn = await stream(model)
+    assert events == [{"type": "thinking", "content": "plan"}, {"type": "text", "content": "answer"}]
+
+
+async def test_parallel_tool_calls_with_interleaved_argument_pieces(fake_llm, chat_model):
+    fake_llm.load("parallel_tool_calls")
+    events, turn = await stream(chat_model)
+    assert events == []
+    assert turn.tool_calls == (
+        ToolCall("call_a", "add", '{"a": 2, "b": 3}'),
+        ToolCall("call_b", "mul", '{"a": 6, "b": 7}'),
+    )
+    assert turn.finish_reason == "tool_calls"
+    assert turn.assistant_message() == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'}},
+            {"id": "call_b", "type": "function", "function": {"name": "mul", "arguments": '{"a": 6, "b": 7}'}},
+        ],
+    }
+
+
+async def test_missing_id_gets_a_generated_one(fake_llm, chat_model):
+    fake_llm.load("missing_id")
+    _, turn = await stream(chat_model)
+    (call,) = turn.tool_calls
+    assert re.fullmatch(r"call_[0-9a-f]{24}", call.id)
+    assert (call.name, call.arguments) == ("add", '{"a": 1, "b": 1}')
+
+
+async def test_resent_name_is_not_repeated(fake_llm, chat_model):
+    fake_llm.load("resent_name")
+    _, turn = await stream(chat_model)
+    assert turn.tool_calls == (ToolCall("call_r", "add", '{"a": 2, "b": 40}'),)
+
+
+async def test_missing_index(fake_llm, chat_model):
+    fake_llm.load("missing_index")
+    _, turn = await stream(chat_model)
+    assert turn.tool_calls == (
+        ToolCall("call_x", "add", '{"a": 1, "b": 2}'),
+        ToolCall("call_y", "mul", '{"a": 3, "b": 4}'),
+    )
+
+
+async def test_arguments_resent_whole_at_the_end(fake_llm, chat_model):
+    fake_llm.load("arguments_resent_whole")
+    _, turn = await stream(chat_model)
+    assert turn.tool_calls == (ToolCall("call_w", "add", '{"a": 20, "b": 22}'),)
+
+
+async def test_finish_reason_stop_with_tool_calls_is_still_a_tool_round(fake_llm, chat_model):
+    fake_llm.load("stop_with_tool_calls")
+    _, turn = await stream(chat_model)
+    assert turn.finish_reason == "stop"
+    assert turn.tool_calls == (ToolCall("call_s", "add", '{"a": 1, "b": 1}'),)
+
+
+async def test_text_before_a_tool_call_keeps_its_held_tail_and_drops_trailing_filler(fake_llm, chat_model):
+    fake_llm.load("text_then_tool_call")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "text", "content": "Checking 1 "}, {"type": "text", "content": "<"}]
+    assert turn.content == "Checking 1 <"
+    assert turn.tool_calls == (ToolCall("call_t", "add", '{"a": 1, "b": 2}'),)
+
+
+async def test_truncated_stream_is_a_failed_call(fake_llm, chat_model):
+    fake_llm.load("truncated_stream")
+    seen = []
+    with pytest.raises(ModelCallError) as failure:
+        async for item in chat_model.stream(request()):
+            seen.append(item.to_dict())
+    assert seen == [{"type": "text", "content": "Half an "}, {"type": "text", "content": "answer"}]
+    assert failure.value.detail  # says why
+    assert fake_llm.stream_endings == ["truncated"]
+
+
+async def test_stream_without_finish_reason_is_a_failed_call(fake_llm, chat_model):
+    fake_llm.script({"chunks": [{"delta": {"content": "no end"}}]})  # [DONE] but never a finish_reason
+    with pytest.raises(ModelCallError, match="truncated"):
+        await stream(chat_model)
+
+
+async def test_midstream_error_event_is_a_failed_call(fake_llm, chat_model):
+    fake_llm.load("midstream_error")
+    seen = []
+    with pytest.raises(ModelCallError) as failure:
+        async for item in chat_model.stream(request()):
+            seen.append(item)
+    assert seen == [TextEvent("Start")]
+    assert "overloaded" in failure.value.detail
+
+
+@pytest.mark.parametrize(("status", "message"), [(500, "internal failure"), (429, "rate limit exceeded")])
+async def test_http_error_is_a_failed_call_with_status_and_message(fake_llm, chat_model, status, message):
+    fake_llm.script({"status": status, "body": {"error": {"message": message}}})
+    with pytest.raises(ModelCallError) as failure:
+        await stream(chat_model)
+    assert failure.value.detail == f"HTTP {status}: {message}"
+    assert len(fake_llm.requests) == 1, "the SDK must not retry on its own"
+
+
+async def test_timeout_is_a_failed_call(fake_llm, client):
+    fake_llm.script({"chunks": [{"delta": {"content": "slow"}}, {"delta": {}, "finish_reason": "stop"}], "delay": 1})
+    model = ChatModel(client=client, model="m", timeout=0.2)
+    with pytest.raises(ModelCallError, match="did not finish within 0.2 s"):
+        await stream(model)
+
+
+async def test_usage_is_captured(fake_llm, chat_model):
+    fake_llm.load("usage")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "text", "content": "Hi."}]
+    assert turn.usage == Usage(11, 3, 14)
+
+
+async def test_usage_chunk_with_choices_null(fake_llm, chat_model):
+    fake_llm.load("usage_choices_null")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "text", "content": "Hi."}]
+    assert turn.usage == Usage(5, 2, 7)
+
+
+async def test_endpoint_rejecting_stream_options_is_retried_without_and_remembered(fake_llm, chat_model):
+    fake_llm.load("stream_options_rejected")
+    _, first = await stream(chat_model)
+    _, second = await stream(chat_model)
+    assert (first.content, second.content) == ("First.", "Second.")
+    assert len(fake_llm.requests) == 3
+    assert fake_llm.requests[0]["stream_options"] == {"include_usage": True}
+    assert "stream_options" not in fake_llm.requests[1]
+    assert "stream_options" not in fake_llm.requests[2]  # remembered: no second 400
+
+
+async def test_other_bad_requests_are_not_retried(fake_llm, chat_model):
+    fake_llm.script({"status": 400, "body": {"error": {"message": "messages must not be empty"}}})
+    with pytest.raises(ModelCallError, match="HTTP 400: messages must not be empty"):
+        await stream(chat_model)
+    assert len(fake_llm.requests) == 1
+    fake_llm.script({"chunks": [{"delta": {}, "finish_reason": "stop"}]})
+    await stream(chat_model)
+    assert fake_llm.requests[-1]["stream_options"] == {"include_usage": True}
+
+
+def test_model_options_to_kwargs():
+    assert ModelOptions().to_kwargs() == {}
+    assert ModelOptions(temperature=0, top_p=0.9, extra_body={"x": 1}).to_kwargs() == {
+        "temperature": 0, "top_p": 0.9, "extra_body": {"x": 1}}
+
+
+def test_usage_adds_up():
+    assert Usage(1, 2, 3) + Usage(10, 20, 30) == Usage(11, 22, 33)
+
+
+def test_sdk_retries_are_off(client):
+    assert ChatModel(client=client, model="m").client.max_retries == 0
+
+
+def test_transcripts_have_a_description_and_replies():
+    from tests.fakellm import TRANSCRIPTS
+
+    files = sorted(TRANSCRIPTS.glob("*.json"))
+    assert len(files) >= 12
+    for path in files:
+        data = json.loads(path.read_text())
+        assert data["description"].strip(), path.name
+        assert data["replies"] and all(isinstance(r, dict) for r in data["replies"]), path.name
