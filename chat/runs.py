@@ -81,6 +81,20 @@ class RunRegistry:
             _install_sigterm_handler()
             self._ready = True
 
+    async def close(self) -> None:
+        """Stop the background loops (tests, and loops that end); runs are left to finish."""
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background = []
+        self._ready = False
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until this process runs nothing (tests)."""
+        tasks = [h.task for h in self.handles.values() if h.task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
     # -- starting and stopping runs ----------------------------------------------
     async def start(self, *, conversation, user, content: str) -> Run:
         """Start a run for a user message. Raises services.RunInProgress / RateLimited."""

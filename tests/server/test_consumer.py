@@ -1,0 +1,354 @@
+"""The WebSocket protocol (PROTOCOL.md section 3) against the real ASGI application."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chat import services
+from chat.models import Event, Run, ToolRecord
+from chat.sink import publish
+from tests.fakellm import text_reply, tool_call_reply
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+
+def slow_reply(text: str, delay: float = 0.02) -> dict:
+    return text_reply(text, piece=2, delay=delay)
+
+
+def texts(frames) -> str:
+    return "".join(f["content"] for f in frames if f["type"] == "text")
+
+
+def check_run_invariants(frames) -> None:
+    """PROTOCOL section 4: user_message first, each tool_start ended once, complete last and once."""
+    assert frames[0]["type"] == "user_message"
+    assert frames[-1]["type"] == "complete"
+    assert sum(f["type"] == "complete" for f in frames) == 1
+    starts = [f["toolCallId"] for f in frames if f["type"] == "tool_start"]
+    ends = [f["toolCallId"] for f in frames if f["type"] == "tool_end"]
+    assert sorted(starts) == sorted(ends)
+    seqs = [f["seq"] for f in frames]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert len({f["runId"] for f in frames}) == 1
+
+
+# --- refusals ---------------------------------------------------------------------
+
+
+async def test_anonymous_is_closed_4401_without_a_frame(conversation):
+    from tests.server.conftest import Socket
+
+    socket = Socket(None, conversation.pk)
+    connected, _ = await socket.connect()
+    if connected:
+        output = await socket.comm.receive_output(timeout=2)
+        assert output == {"type": "websocket.close", "code": 4401}
+
+
+async def test_other_users_and_missing_conversations_close_4404(conversation, make_user):
+    import uuid
+
+    from tests.server.conftest import Socket
+
+    mallory = await sync_to_async(make_user)("mallory")
+    for conversation_id in (conversation.pk, uuid.uuid4()):
+        socket = Socket(mallory, conversation_id)
+        connected, _ = await socket.connect()
+        assert connected
+        assert await socket.comm.receive_output(timeout=2) == {"type": "websocket.close", "code": 4404}
+
+
+async def test_foreign_origin_is_refused_at_handshake(conversation):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk, origin="http://evil.example")
+    connected, _ = await socket.connect()
+    assert not connected
+
+
+# --- history, sync and runs ---------------------------------------------------------
+
+
+async def test_empty_conversation_sends_only_sync(conversation, registry):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    assert await socket.recv() == {"type": "sync", "lastSeq": 0, "running": False, "runId": None}
+    await socket.close()
+
+
+async def test_message_runs_the_agent_and_everything_is_stored(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(
+        tool_call_reply(("calculator", {"expression": "6*7"})),
+        text_reply("It is 42.", thinking="Let me compute."),
+    )
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "what is 6*7?"})
+    frames = await socket.run_to_end()
+    check_run_invariants(frames)
+    assert frames[0]["content"] == "what is 6*7?"
+    assert [f["type"] for f in frames] == [
+        "user_message", "tool_start", "tool_end", "thinking", "text", "complete",
+    ]  # thinking and text coalesced into one event each within the flush window
+    assert frames[2]["result"] == "42" and frames[2]["isError"] is False
+    assert texts(frames) == "It is 42."
+    assert frames[-1]["status"] == "succeeded"
+
+    stored = await sync_to_async(list)(Event.objects.filter(conversation=conversation).order_by("seq"))
+    assert [e.to_frame() for e in stored] == frames
+    run = await Run.objects.aget(pk=frames[0]["runId"])
+    assert run.status == "succeeded" and run.iterations == 2 and run.finished_at is not None
+    record = await ToolRecord.objects.aget(run=run)
+    assert (record.tool_name, record.arguments, record.result) == ("calculator", '{"expression": "6*7"}', "42")
+    await socket.close()
+
+
+async def test_reconnect_with_after_gets_exactly_the_rest(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(text_reply("one two three four"))
+    first = Socket(conversation.owner, conversation.pk)
+    await first.connect()
+    await first.history()
+    await first.send({"type": "message", "content": "count"})
+    all_frames = await first.run_to_end()
+    await first.close()
+    for after in range(0, len(all_frames) + 1):
+        again = Socket(conversation.owner, conversation.pk, after=after)
+        await again.connect()
+        replay = await again.history()
+        assert replay[:-1] == all_frames[after:]
+        assert replay[-1] == {"type": "sync", "lastSeq": len(all_frames), "running": False, "runId": None}
+        await again.close()
+
+
+async def test_second_message_while_running_is_refused_and_not_stored(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(slow_reply("a slow answer " * 5))
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "first"})
+    await socket.until(lambda f: f["type"] == "user_message")
+    await socket.send({"type": "message", "content": "second"})
+    frames = await socket.until(lambda f: f["type"] == "error" and "seq" not in f)
+    refusal = frames[-1]
+    assert refusal["code"] == "RUN_IN_PROGRESS" and set(refusal) == {"type", "code", "message", "detail"}
+    await socket.run_to_end()
+    contents = await sync_to_async(list)(
+        Event.objects.filter(conversation=conversation, type="user_message").values_list("payload__content", flat=True)
+    )
+    assert contents == ["first"]
+    assert await Event.objects.filter(type="error").acount() == 0
+    await socket.close()
+
+
+@pytest.mark.parametrize(
+    "frame, code",
+    [
+        ("not json", "BAD_REQUEST"),
+        ("[1, 2]", "BAD_REQUEST"),
+        ({"content": "no type"}, "BAD_REQUEST"),
+        ({"type": 7}, "BAD_REQUEST"),
+        ({"type": "dance"}, "BAD_REQUEST"),
+        ({"type": "message"}, "BAD_REQUEST"),
+        ({"type": "message", "content": 42}, "BAD_REQUEST"),
+        ({"type": "message", "content": "   "}, "BAD_REQUEST"),
+        ({"type": "message", "content": "x" * 32001}, "TOO_LARGE"),
+    ],
+)
+async def test_bad_frames_get_an_error_frame_and_the_socket_stays_open(conversation, registry, frame, code):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send(frame)
+    error = await socket.recv()
+    assert error["type"] == "error" and error["code"] == code and "seq" not in error
+    assert error["message"]
+    await socket.send({"type": "ping"})
+    assert await socket.recv() == {"type": "pong"}
+    assert await Event.objects.acount() == 0
+    await socket.close()
+
+
+async def test_rate_limit(conversation, registry, llm_settings, settings):
+    from tests.server.conftest import Socket
+
+    settings.AGENT_MESSAGES_PER_MINUTE = 1
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "one"})
+    await socket.run_to_end()
+    await socket.send({"type": "message", "content": "two"})
+    error = await socket.recv()
+    assert error["code"] == "RATE_LIMITED" and "seq" not in error
+    await socket.close()
+
+
+async def test_cancel_from_another_socket(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(slow_reply("never finished " * 50, delay=0.05))
+    sender, other = Socket(conversation.owner, conversation.pk), Socket(conversation.owner, conversation.pk)
+    for socket in (sender, other):
+        await socket.connect()
+        await socket.history()
+    await sender.send({"type": "message", "content": "go"})
+    await other.until(lambda f: f["type"] == "text")
+    await other.send({"type": "cancel"})
+    frames_sender = await sender.run_to_end()
+    assert [f["type"] for f in frames_sender[-2:]] == ["error", "complete"]
+    assert frames_sender[-2]["code"] == "CANCELLED" and frames_sender[-1]["status"] == "cancelled"
+    run = await Run.objects.aget(pk=frames_sender[0]["runId"])
+    assert run.status == "cancelled"
+    for socket in (sender, other):
+        await socket.close()
+
+
+async def test_run_goes_on_when_every_socket_closes(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(slow_reply("finished without anyone watching", delay=0.01))
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "go"})
+    await socket.until(lambda f: f["type"] == "user_message")
+    await socket.close()
+    await registry.wait_idle()
+    later = Socket(conversation.owner, conversation.pk)
+    await later.connect()
+    frames = await later.history()
+    check_run_invariants(frames[:-1])
+    assert texts(frames) == "finished without anyone watching"
+    assert frames[-2]["status"] == "succeeded"
+    await later.close()
+
+
+async def test_connecting_during_a_run_misses_nothing_and_repeats_nothing(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    answer = "".join(f"w{i} " for i in range(150))
+    llm_settings.script(text_reply(answer, piece=3, delay=0.004))
+    settings_flush = 0.01
+    del settings_flush
+    starter = Socket(conversation.owner, conversation.pk)
+    await starter.connect()
+    await starter.history()
+    await starter.send({"type": "message", "content": "go"})
+    await starter.until(lambda f: f["type"] == "text")
+    late = []
+    for _ in range(3):  # join at several points while events are being produced
+        socket = Socket(conversation.owner, conversation.pk)
+        await socket.connect()
+        late.append(socket)
+        await asyncio.sleep(0.05)
+    reference = await starter.run_to_end()
+    stored = await sync_to_async(list)(Event.objects.filter(conversation=conversation).order_by("seq"))
+    full = [e.to_frame() for e in stored]
+    for socket in late:
+        frames = [f for f in await socket.run_to_end() if f["type"] != "sync"]
+        assert frames == full
+    assert texts(full) == answer
+    del reference
+    for socket in [starter, *late]:
+        await socket.close()
+
+
+async def test_a_gap_in_the_doorbell_is_filled_from_the_database(conversation, registry):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    run, first = await sync_to_async(services.run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    frames = first + await sync_to_async(services.events_append)(
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[{"type": "text", "content": "a"}, {"type": "text", "content": "b"}, {"type": "text", "content": "c"}],
+    )
+    await publish(conversation.pk, frames[-1:])  # the layer "lost" the first three
+    received = [await socket.recv() for _ in range(4)]
+    assert received == frames
+    assert await socket.silent()
+    await socket.close()
+
+
+async def test_ping_catches_up_a_lost_tail(conversation, registry):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    run, frames = await sync_to_async(services.run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    # Nothing published at all: only the ping's catch-up can deliver it.
+    await socket.send({"type": "ping"})
+    assert await socket.recv() == {"type": "pong"}
+    assert await socket.recv() == frames[0]
+    await socket.close()
+
+
+async def test_memory_carries_earlier_turns(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(
+        tool_call_reply(("calculator", {"expression": "2+2"})),
+        text_reply("Four."),
+        text_reply("You asked about 2+2."),
+    )
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "2+2?"})
+    await socket.run_to_end()
+    await socket.send({"type": "message", "content": "what did I ask?"})
+    await socket.run_to_end()
+    sent = llm_settings.requests[-1]["messages"]
+    assert sent[0]["role"] == "system"
+    assert sent[1:] == [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}}
+        ]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "4"},
+        {"role": "assistant", "content": "Four."},
+        {"role": "user", "content": "what did I ask?"},
+    ]
+    await socket.close()
+
+
+async def test_failed_model_calls_are_visible_and_the_run_fails(conversation, registry, llm_settings, settings):
+    from tests.server.conftest import Socket
+
+    settings.AGENT_MAX_RETRIES = 2
+    error = {"status": 500, "body": {"error": {"message": "upstream down"}}}
+    llm_settings.script(error, error, error)
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "hi"})
+    frames = await socket.run_to_end()
+    errors = [f for f in frames if f["type"] == "error"]
+    assert [e["message"][-5:] for e in errors[:2]] == ["(1/2)", "(2/2)"]
+    assert all(e["code"] == "LLM_CALL_FAILED" and "upstream down" in e["detail"] for e in errors)
+    assert len(errors) == 3 and frames[-1]["status"] == "failed"
+    run = await Run.objects.aget(pk=frames[0]["runId"])
+    assert run.status == "failed" and run.error.startswith("LLM_CALL_FAILED")
+    await socket.close()
