@@ -172,6 +172,7 @@ class AgentRun:
         self._text: list[str] = []
         self._tool_calls = 0
         self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
+        self._ended = False
         self.result = AgentResult(status="running", text="")
 
     # -- consumer side --------------------------------------------------------
@@ -210,6 +211,16 @@ class AgentRun:
     def _start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drive(), name="agent-run")
+            self._task.add_done_callback(self._on_task_done)
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        # A task cancelled before its first step never enters _drive (the coroutine
+        # is thrown CancelledError before its body runs): close the run here, or
+        # its consumer would wait for events that never come.
+        if not self._ended:
+            self._ended = True
+            self._finish(*self._cancel_reason)
+            self._queue.put_nowait(_END)
 
     # -- producer side --------------------------------------------------------
     def _emit(self, event: AgentEvent) -> None:
@@ -238,6 +249,7 @@ class AgentRun:
             logger.exception("agent run failed")
             self._finish(RunStatus.FAILED, ErrorEvent("AGENT_ERROR", "The agent failed.", f"{type(exc).__name__}: {exc}"))
         finally:
+            self._ended = True
             self._queue.put_nowait(_END)
 
     async def _loop(self) -> tuple[str, ErrorEvent | None]:
@@ -265,8 +277,8 @@ class AgentRun:
             for hook in agent.hooks:
                 await hook.before_model(state)
             turn = await self._call_with_retries(call_model, state, tool_specs)
-            if turn is None:
-                return RunStatus.FAILED, None  # the final LLM_CALL_FAILED was emitted
+            if isinstance(turn, ErrorEvent):
+                return RunStatus.FAILED, turn  # retries exhausted
             if turn.usage:
                 state.usage = state.usage + turn.usage
             for hook in agent.hooks:
@@ -300,7 +312,8 @@ class AgentRun:
             )
         return RunStatus.SUCCEEDED, None
 
-    async def _call_with_retries(self, call_model, state: AgentState, tool_specs) -> ModelTurn | None:
+    async def _call_with_retries(self, call_model, state: AgentState, tool_specs) -> ModelTurn | ErrorEvent:
+        """The model's turn, or the final error once every retry failed."""
         agent = self.agent
         failures = 0
         while True:
@@ -310,19 +323,20 @@ class AgentRun:
                 options=agent.model.options,
                 response_format=agent._response_format,
             )
+            text_before = len(self._text)
             try:
                 return await call_model(request)
             except ModelCallError as exc:
+                # The failed attempt's partial text is not part of the answer (its
+                # events are already out; the retry streams the answer anew).
+                del self._text[text_before:]
                 failures += 1
                 if failures > agent.max_retries:
-                    self._emit(
-                        ErrorEvent(
-                            ErrorCode.LLM_CALL_FAILED,
-                            f"The model call failed; gave up after {agent.max_retries} retries.",
-                            exc.detail,
-                        )
+                    return ErrorEvent(
+                        ErrorCode.LLM_CALL_FAILED,
+                        f"The model call failed; gave up after {agent.max_retries} retries.",
+                        exc.detail,
                     )
-                    return None
                 self._emit(
                     ErrorEvent(
                         ErrorCode.LLM_CALL_FAILED,
