@@ -139,10 +139,12 @@ def runs_heartbeat(*, run_ids: list) -> set:
     """Mark the runs alive; returns the ids of those still running with a cancel requested,
     and of those no longer running (closed by someone else), which the caller must stop."""
     Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
-    alive = dict(
-        Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).values_list("pk", "cancel_requested")
-    )
-    return {run_id for run_id in run_ids if run_id not in alive or alive[run_id]}
+    # Keyed by str: callers pass ids as str (the registry's keys) or UUID, the ORM returns UUIDs.
+    alive = {
+        str(pk): flag
+        for pk, flag in Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).values_list("pk", "cancel_requested")
+    }
+    return {run_id for run_id in run_ids if alive.get(str(run_id), True)}
 
 
 def run_request_cancel(*, run_id) -> None:
