@@ -1,0 +1,83 @@
+"""The offline demo model, through the real SDK and the whole loop."""
+
+from __future__ import annotations
+
+import httpx2
+import openai
+import pytest
+
+from chat.agent import Agent, ChatModel, ToolRegistry
+from chat.agent.demo import DEMO_BASE_URL, HOW_TO_CONFIGURE, DemoTransport
+from chat.agent.tools import make_tool
+from chat.tools.calculator import calculator
+from chat.tools.clock import current_time
+
+from .helpers import run_events, without_durations
+
+
+@pytest.fixture
+async def demo_agent():
+    client = openai.AsyncOpenAI(api_key="demo", base_url=DEMO_BASE_URL,
+                                http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0)))
+    tools = ToolRegistry([make_tool(calculator), make_tool(current_time)])
+    yield Agent(ChatModel(client=client, model="demo"), tools=tools, retry_interval=0)
+    await client.close()
+
+
+def joined(events, kind):
+    return "".join(e["content"] for e in events if e["type"] == kind)
+
+
+async def test_arithmetic(demo_agent):
+    run = demo_agent.stream("what is 6*7?")
+    events = without_durations(await run_events(run))
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "thinking"
+    tools = [e for e in events if e["type"] in ("tool_start", "tool_end")]
+    assert tools == [
+        {"type": "tool_start", "toolName": "calculator", "toolCallId": "call_demo_0",
+         "arguments": '{"expression": "6*7"}'},
+        {"type": "tool_end", "toolName": "calculator", "toolCallId": "call_demo_0", "result": "42", "isError": False},
+    ]
+    assert joined(events, "thinking").startswith("The user asks for arithmetic: 6*7.")
+    assert "42" in joined(events, "text")
+    assert "<think>" not in joined(events, "text")
+    assert events[-1] == {"type": "complete", "status": "succeeded"}
+    assert kinds.index("tool_end") < kinds.index("text")
+    assert run.result.usage.total_tokens > 0  # the demo reports usage like a real provider
+
+
+async def test_time_question_calls_current_time(demo_agent):
+    events = without_durations(await run_events(demo_agent.stream("What time is it?")))
+    starts = [e for e in events if e["type"] == "tool_start"]
+    assert [(e["toolName"], e["arguments"]) for e in starts] == [("current_time", '{"timezone": "UTC"}')]
+    (end,) = [e for e in events if e["type"] == "tool_end"]
+    assert not end["isError"] and end["result"].endswith("+00:00")
+    assert end["result"] in joined(events, "text")
+    assert events[-1]["status"] == "succeeded"
+
+
+async def test_other_questions_explain_the_demo(demo_agent):
+    events = await run_events(demo_agent.stream("Write me a poem about the sea"))
+    assert [e["type"] for e in events if e["type"].startswith("tool")] == []
+    text = joined(events, "text")
+    assert "offline demo model" in text
+    assert "OPENAI_API_KEY" in text and "AGENT_MODEL" in text
+    assert HOW_TO_CONFIGURE.split()[-1] in text
+    assert events[-1]["status"] == "succeeded"
+
+
+async def test_a_tool_error_is_reported(demo_agent):
+    events = without_durations(await run_events(demo_agent.stream("what is 1/0?")))
+    (end,) = [e for e in events if e["type"] == "tool_end"]
+    assert end["isError"] and end["result"] == '{"error": "division by zero"}'
+    assert "problem" in joined(events, "text")
+
+
+async def test_demo_without_tools_still_answers():
+    client = openai.AsyncOpenAI(api_key="demo", base_url=DEMO_BASE_URL,
+                                http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0)))
+    agent = Agent(ChatModel(client=client, model="demo"), retry_interval=0)
+    events = await run_events(agent.stream("what is 6*7?"))
+    assert "offline demo model" in joined(events, "text")
+    await client.close()
