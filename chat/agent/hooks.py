@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .llm import ModelRequest, ModelTurn, ToolCall, Usage
-from .tools import ToolContext, ToolRecord
+from .tools import ToolContext, ToolError, ToolRecord, error_result
 
 
 @dataclass
@@ -184,6 +184,11 @@ class ToolErrorPolicy(ToolInterceptor):
         for attempt in range(self.retries + 1):
             try:
                 outcome = await call_next(request)
+                break
+            except ToolError as exc:
+                # Tool errors (bad arguments, unknown tool, the tool's own refusal) arrive
+                # raised, not as error outcomes: without this they would never get the hint.
+                outcome = ToolOutcome(error_result(str(exc)), is_error=True)
                 break
             except self.retry_on:
                 if attempt == self.retries:
