@@ -6,6 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 
 from agentsite.asgi import application
@@ -78,6 +79,8 @@ async def registry():
     yield registry
     await registry.wait_idle()
     await registry.close()
+    # The ORM thread's connection would keep PostgreSQL from dropping the test database.
+    await sync_to_async(lambda: connection.close())()
 
 
 @pytest.fixture
