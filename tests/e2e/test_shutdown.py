@@ -1,0 +1,67 @@
+"""SIGTERM of daphne during a run: the run is closed as `interrupted` by the dying server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from .harness import Client, answer_text, assert_contiguous, events_only, slow_text_reply
+
+pytestmark = pytest.mark.services
+
+
+async def test_sigterm_closes_the_running_run_as_interrupted(databases, make_server, replies):
+    database = databases.new()  # its own: no other server's reaper may close the run for it
+    server = make_server(database, name="sigterm")
+    client = await Client(server).signup()
+    try:
+        answer = answer_text(300, "k")
+        message = replies.set("stop the server", slow_text_reply(answer, chunks=300, delay=0.05))  # ~15 s
+        conversation = await client.create_conversation()
+        sock = await client.socket(conversation)
+        await sock.sync()
+        await sock.message(message)
+        await sock.until(lambda f: len([g for g in sock.frames if g.get("type") == "text"]) >= 3, timeout=10)
+
+        started = time.monotonic()
+        code = await asyncio.to_thread(server.terminate, 15)
+        stopped_in = time.monotonic() - started
+        try:  # whatever the socket still received before the server went away
+            while True:
+                await sock.recv(timeout=5)
+        except (ConnectionClosed, TimeoutError):
+            pass
+        received = events_only(sock.frames)
+
+        # A server on the same database whose reaper cannot have closed the run: whatever
+        # closed it was the dying server itself.
+        restarted = make_server(database, name="sigterm-restarted", AGENT_HEARTBEAT_TIMEOUT="3600")
+        client.server = restarted
+        events = await client.events(conversation)
+    finally:
+        await client.aclose()
+
+    assert stopped_in < 12, f"daphne took {stopped_in:.1f}s to stop (exit {code})"
+    assert_contiguous(events)
+    assert events[: len(received)] == received, "a frame the client received is not in the database"
+    assert [e["type"] for e in events].count("complete") == 1
+    assert events[-1] == {**events[-1], "type": "complete", "status": "interrupted"}
+    assert events[-2] == {**events[-2], "type": "error", "code": "INTERRUPTED"}
+    assert len("".join(e["content"] for e in events if e["type"] == "text")) < len(answer)
+
+    detail = (await _conversation(restarted, client, conversation))
+    assert detail["running"] is False
+
+
+async def _conversation(server, client: Client, conversation: str) -> dict:
+    fresh = Client(server, username=client.username)
+    try:
+        await fresh.login()
+        r = await fresh.api("GET", f"/api/conversations/{conversation}/")
+        assert r.status_code == 200
+        return r.json()
+    finally:
+        await fresh.aclose()
