@@ -34,6 +34,7 @@ MAX_EXPRESSION_CHARS = 500
 MAX_EXPONENT = 10_000
 MAX_FACTORIAL = 1_000
 MAX_RESULT_DIGITS = 4_300  # Python's own int->str limit
+_RESULT_LIMIT = 10**MAX_RESULT_DIGITS
 
 
 def _number(value: object) -> int | float:
@@ -55,10 +56,16 @@ def _eval(node: ast.AST) -> int | float:
         return _UNARY[type(node.op)](_eval(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ToolError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > MAX_EXPONENT:
+                raise ToolError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
+            # A small exponent of a big base, (10**4000)**10000, would still compute for
+            # seconds before the size check below: estimate the size first.
+            if isinstance(left, int) and isinstance(right, int) and right > 1:
+                if (abs(left).bit_length() - 1) * right > MAX_RESULT_DIGITS * 3.33:
+                    raise ToolError("the result is too large")
         result = _BINARY[type(node.op)](left, right)
-        if isinstance(result, int) and result.bit_length() > MAX_RESULT_DIGITS * 3.33:
+        if isinstance(result, int) and abs(result) >= _RESULT_LIMIT:
             raise ToolError("the result is too large")
         return result
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
