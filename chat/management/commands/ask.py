@@ -37,8 +37,11 @@ class Command(BaseCommand):
         status = "failed"
         last = None
         async for event in build_agent().stream(question, context=tool_context(conversation_id="cli")):
+            if isinstance(event, CompleteEvent):
+                status = event.status
             if as_json:
                 out.write(json.dumps(event.to_dict(), ensure_ascii=False))
+                out.flush()
                 continue
             kind = type(event)
             if kind is not last and last in (ThinkingEvent, TextEvent):
@@ -58,7 +61,6 @@ class Command(BaseCommand):
                 for ref in event.references:
                     out.write(f"[source] {ref.title} <{ref.url}>")
             elif isinstance(event, CompleteEvent):
-                status = event.status
                 out.write(f"[complete] {event.status}")
             out.flush()
             last = kind

@@ -1,0 +1,81 @@
+"""System checks of the agent settings (chat/checks.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.checks import check_agent_settings, check_secret_key
+
+
+@pytest.fixture
+def good(settings):
+    settings.AGENT_MODEL = "demo"
+    settings.AGENT_TOOLS = ["calculator", "current_time"]
+    settings.AGENT_MAX_RETRIES = 3
+    settings.AGENT_RETRY_INTERVAL = 10.0
+    settings.AGENT_MAX_ITERATIONS = 10
+    settings.AGENT_MAX_MESSAGE_CHARS = 32000
+    settings.AGENT_STREAM_FLUSH_MS = 50
+    settings.AGENT_TEMPERATURE = None
+    settings.AGENT_MAX_TOKENS = None
+    settings.AGENT_TOP_P = None
+    return settings
+
+
+def ids(errors):
+    return [e.id for e in errors]
+
+
+def test_good_settings_pass(good):
+    assert check_agent_settings(None) == []
+
+
+def test_unknown_tool_name(good):
+    good.AGENT_TOOLS = ["calculator", "teleport", "time_machine"]
+    (error,) = check_agent_settings(None)
+    assert error.id == "agentsite.E002"
+    assert error.msg == "AGENT_TOOLS names unknown tools: teleport, time_machine."
+    assert "calculator" in error.hint and "current_time" in error.hint
+
+
+def test_model_missing_when_a_key_is_set(good):
+    good.AGENT_MODEL = None
+    assert ids(check_agent_settings(None)) == ["agentsite.E001"]
+
+
+@pytest.mark.parametrize(("name", "value", "minimum"), [
+    ("AGENT_MAX_RETRIES", -1, 0),
+    ("AGENT_RETRY_INTERVAL", -0.5, 0),
+    ("AGENT_MAX_ITERATIONS", 0, 1),
+    ("AGENT_MAX_MESSAGE_CHARS", 0, 1),
+    ("AGENT_STREAM_FLUSH_MS", -10, 0),
+])
+def test_bad_numbers(good, name, value, minimum):
+    setattr(good, name, value)
+    (error,) = check_agent_settings(None)
+    assert error.id == "agentsite.E003"
+    assert error.msg == f"{name} must be at least {minimum}, not {value}."
+
+
+@pytest.mark.parametrize("name", ["AGENT_TEMPERATURE", "AGENT_MAX_TOKENS", "AGENT_TOP_P"])
+def test_model_options_must_be_numbers(good, name):
+    setattr(good, name, "warm")
+    (error,) = check_agent_settings(None)
+    assert error.id == "agentsite.E004" and name in error.msg
+    setattr(good, name, "0.7")
+    assert check_agent_settings(None) == []
+
+
+def test_several_problems_are_all_reported(good):
+    good.AGENT_TOOLS = ["nope"]
+    good.AGENT_MAX_ITERATIONS = 0
+    good.AGENT_TOP_P = "x"
+    assert ids(check_agent_settings(None)) == ["agentsite.E002", "agentsite.E003", "agentsite.E004"]
+
+
+def test_dev_secret_key_warns_without_debug(settings):
+    settings.DEBUG = False
+    settings.SECRET_KEY = "dev-insecure-agentsite-key-change-me"
+    assert ids(check_secret_key(None)) == ["agentsite.W001"]
+    settings.SECRET_KEY = "a-real-secret-" + "x" * 40
+    assert check_secret_key(None) == []
