@@ -187,6 +187,32 @@ AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
+# Tool limits (chat/tools/*): handed to the tools through ToolContext.settings.
+# Per-tool timeouts in seconds overriding AGENT_TOOL_TIMEOUT, e.g. "bash=60,fetch_url=20".
+AGENT_TOOL_TIMEOUTS = {
+    name.strip(): float(value)
+    for name, _, value in (item.partition("=") for item in env_list("AGENT_TOOL_TIMEOUTS", ""))
+    if value.strip()
+}
+# Tool calls one user may start per minute, all conversations and processes together (0: no limit).
+AGENT_TOOL_RATE_LIMIT = env_number("AGENT_TOOL_RATE_LIMIT", "60")
+AGENT_FILE_MAX_BYTES = env_number("AGENT_FILE_MAX_BYTES", "1000000")
+AGENT_FILE_READ_CHUNK = env_number("AGENT_FILE_READ_CHUNK", "16000")
+AGENT_WORKSPACE_MAX_BYTES = env_number("AGENT_WORKSPACE_MAX_BYTES", "50000000")
+# Internal hosts fetch_url may reach anyway: exact names, IP addresses or networks (10.1.2.0/24).
+AGENT_FETCH_ALLOWED_HOSTS = env_list("AGENT_FETCH_ALLOWED_HOSTS", "")
+AGENT_FETCH_MAX_BYTES = env_number("AGENT_FETCH_MAX_BYTES", "2000000")
+AGENT_FETCH_MAX_REDIRECTS = env_number("AGENT_FETCH_MAX_REDIRECTS", "5")
+AGENT_FETCH_TIMEOUT = env_number("AGENT_FETCH_TIMEOUT", "15", float)
+AGENT_SEARCH_MAX_RESULTS = env_number("AGENT_SEARCH_MAX_RESULTS", "5")
+AGENT_BASH_TIMEOUT = env_number("AGENT_BASH_TIMEOUT", "30", float)
+AGENT_BASH_CPU_SECONDS = env_number("AGENT_BASH_CPU_SECONDS", "30")
+AGENT_BASH_MEMORY_MB = env_number("AGENT_BASH_MEMORY_MB", "512")
+AGENT_BASH_FILE_SIZE_MB = env_number("AGENT_BASH_FILE_SIZE_MB", "64")
+AGENT_BASH_MAX_PROCESSES = env_number("AGENT_BASH_MAX_PROCESSES", "64")
+AGENT_BASH_MAX_OUTPUT = env_number("AGENT_BASH_MAX_OUTPUT", "16000")
+# The unprivileged user the bash sandbox runs as when the server runs as root.
+AGENT_BASH_UID = env_number("AGENT_BASH_UID", "65534")
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 
 LOGGING = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 import httpx2
 import openai
@@ -11,6 +12,8 @@ from django.conf import settings
 from chat.agent import Agent, ChatModel, ModelOptions, ToolContext
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
+from chat.skills import discover, skills_prompt
+from chat.tool_limits import rate_limit
 from chat.tools import build_registry
 
 
@@ -49,11 +52,36 @@ def build_chat_model() -> ChatModel:
     )
 
 
+def offered_tools() -> list[str]:
+    """AGENT_TOOLS minus the tools this server cannot offer (web_search without a Tavily key)."""
+    return [name for name in settings.AGENT_TOOLS if name != "web_search" or settings.TAVILY_API_KEY]
+
+
+def tool_timeouts() -> dict[str, float]:
+    # A tool's own limit fires first and says more than the loop's generic timeout.
+    return {
+        "bash": settings.AGENT_BASH_TIMEOUT + 5,
+        "fetch_url": settings.AGENT_FETCH_TIMEOUT + 5,
+        **settings.AGENT_TOOL_TIMEOUTS,
+    }
+
+
+def system_prompt(tool_names: list[str]) -> str:
+    prompt = settings.AGENT_SYSTEM_PROMPT
+    if "load_skill" in tool_names:
+        skills, _problems = discover(settings.AGENT_SKILLS_DIR)  # bad skills: reported by a system check
+        listing = skills_prompt(skills)
+        if listing:
+            prompt = f"{prompt}\n\n{listing}" if prompt else listing
+    return prompt
+
+
 def build_agent() -> Agent:
+    names = offered_tools()
     return Agent(
         build_chat_model(),
-        tools=build_registry(settings.AGENT_TOOLS),
-        system_prompt=settings.AGENT_SYSTEM_PROMPT,
+        tools=build_registry(names, timeouts=tool_timeouts()),
+        system_prompt=system_prompt(names),
         max_iterations=settings.AGENT_MAX_ITERATIONS,
         max_retries=settings.AGENT_MAX_RETRIES,
         retry_interval=settings.AGENT_RETRY_INTERVAL,
@@ -61,10 +89,26 @@ def build_agent() -> Agent:
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
         hooks=[MessageTrimmingHook(max_messages=80)],
-        tool_interceptors=[ToolErrorPolicy()],
+        tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
     )
 
 
+# The settings tools read from ToolContext.settings (chat/tools/* stay free of Django).
+TOOL_SETTINGS = (
+    "AGENT_SKILLS_DIR", "TAVILY_API_KEY", "AGENT_SEARCH_MAX_RESULTS",
+    "AGENT_FILE_MAX_BYTES", "AGENT_FILE_READ_CHUNK", "AGENT_WORKSPACE_MAX_BYTES",
+    "AGENT_FETCH_ALLOWED_HOSTS", "AGENT_FETCH_MAX_BYTES", "AGENT_FETCH_MAX_REDIRECTS", "AGENT_FETCH_TIMEOUT",
+    "AGENT_BASH_TIMEOUT", "AGENT_BASH_CPU_SECONDS", "AGENT_BASH_MEMORY_MB", "AGENT_BASH_FILE_SIZE_MB",
+    "AGENT_BASH_MAX_PROCESSES", "AGENT_BASH_MAX_OUTPUT", "AGENT_BASH_UID",
+)  # fmt: skip
+
+
+def tool_settings() -> dict:
+    return {name: getattr(settings, name) for name in TOOL_SETTINGS}
+
+
 def tool_context(*, conversation_id: str = "", user_id: str = "", run_id: str = "") -> ToolContext:
-    workspace = settings.AGENT_WORKSPACE_ROOT / conversation_id if conversation_id else None
-    return ToolContext(conversation_id=conversation_id, user_id=user_id, run_id=run_id, workspace=workspace)
+    workspace = Path(settings.AGENT_WORKSPACE_ROOT) / str(conversation_id) if conversation_id else None
+    return ToolContext(
+        conversation_id=conversation_id, user_id=user_id, run_id=run_id, workspace=workspace, settings=tool_settings()
+    )

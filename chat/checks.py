@@ -61,3 +61,47 @@ def check_agent_settings(app_configs, **kwargs):
         except ValueError:
             errors.append(checks.Error(f"{name} must be a number, not {value!r}.", id="agentsite.E004"))
     return errors
+
+
+@checks.register()
+def check_skills(app_configs, **kwargs):
+    """Invalid skills are skipped at run time; here they are reported."""
+    if "load_skill" not in settings.AGENT_TOOLS:
+        return []
+    from chat.skills import discover
+
+    _skills, problems = discover(settings.AGENT_SKILLS_DIR)
+    return [
+        checks.Warning(
+            f"Skill skipped: {problem.path}: {problem.message}",
+            hint="See the Agent Skills format: SKILL.md starts with YAML front matter holding name and description.",
+            id="agentsite.W010",
+        )
+        for problem in problems
+    ]
+
+
+@checks.register()
+def check_tool_prerequisites(app_configs, **kwargs):
+    warnings = []
+    if "web_search" in settings.AGENT_TOOLS and not settings.TAVILY_API_KEY:
+        warnings.append(
+            checks.Warning(
+                "AGENT_TOOLS enables web_search but TAVILY_API_KEY is not set; the tool is not offered.",
+                id="agentsite.W011",
+            )
+        )
+    if "bash" in settings.AGENT_TOOLS:
+        from chat.tools.sandbox import Limits, SandboxUnavailable, check_available
+
+        try:
+            check_available(Limits(sandbox_uid=settings.AGENT_BASH_UID))
+        except SandboxUnavailable as exc:
+            warnings.append(
+                checks.Warning(
+                    f"AGENT_TOOLS enables bash, but {exc}.",
+                    hint="Install bubblewrap (apt-get install bubblewrap) and allow user namespaces.",
+                    id="agentsite.W012",
+                )
+            )
+    return warnings

@@ -2,22 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from chat.agent.tools import Tool, ToolRegistry, make_tool
+from chat.skills import load_skill, read_skill_file
 
+from .bash import bash
 from .calculator import calculator
 from .clock import current_time
+from .fetch import fetch_url
+from .files import list_files, read_file, write_file
+from .search import web_search
 
 BUILTIN_TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
         make_tool(calculator),
         make_tool(current_time),
+        make_tool(read_file),
+        make_tool(write_file),
+        make_tool(list_files),
+        make_tool(load_skill),
+        make_tool(read_skill_file),
+        make_tool(fetch_url),
+        make_tool(web_search),
+        make_tool(bash),
     )
 }
 
+# Tools that come with another: the model can only read a skill's files when it can load skills.
+COMPANIONS = {"load_skill": ("read_skill_file",)}
 
-def build_registry(names: Iterable[str]) -> ToolRegistry:
-    """The enabled built-ins, in the order given; unknown names are caught by a system check."""
-    return ToolRegistry(BUILTIN_TOOLS[name] for name in names if name in BUILTIN_TOOLS)
+
+def build_registry(names: Iterable[str], *, timeouts: Mapping[str, float] | None = None) -> ToolRegistry:
+    """The enabled built-ins, in the order given, with per-tool timeouts (seconds) applied.
+
+    Unknown names are caught by a system check."""
+    timeouts = timeouts or {}
+    chosen: list[str] = []
+    for name in names:
+        for item in (name, *COMPANIONS.get(name, ())):
+            if item in BUILTIN_TOOLS and item not in chosen:
+                chosen.append(item)
+    tools = []
+    for name in chosen:
+        tool = BUILTIN_TOOLS[name]
+        if timeouts.get(name):
+            tool = replace(tool, timeout=float(timeouts[name]))
+        tools.append(tool)
+    return ToolRegistry(tools)

@@ -1,0 +1,77 @@
+"""`bash` (opt-in): a shell command in the conversation's workspace, inside chat.tools.sandbox.
+
+Limits from ToolContext.settings: AGENT_BASH_TIMEOUT, AGENT_BASH_CPU_SECONDS,
+AGENT_BASH_MEMORY_MB, AGENT_BASH_FILE_SIZE_MB, AGENT_BASH_MAX_PROCESSES,
+AGENT_BASH_MAX_OUTPUT, AGENT_BASH_UID. What the sandbox does and does not
+protect against: chat/tools/sandbox.py and the README.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from chat.agent.tools import ToolContext, ToolError
+
+from . import sandbox
+
+MAX_COMMAND_CHARS = 20_000
+
+
+def limits_from(settings: dict) -> sandbox.Limits:
+    defaults = sandbox.Limits()
+    return sandbox.Limits(
+        timeout=float(settings.get("AGENT_BASH_TIMEOUT", defaults.timeout)),
+        cpu_seconds=int(settings.get("AGENT_BASH_CPU_SECONDS", defaults.cpu_seconds)),
+        memory_mb=int(settings.get("AGENT_BASH_MEMORY_MB", defaults.memory_mb)),
+        file_size_mb=int(settings.get("AGENT_BASH_FILE_SIZE_MB", defaults.file_size_mb)),
+        max_processes=int(settings.get("AGENT_BASH_MAX_PROCESSES", defaults.max_processes)),
+        max_output_chars=int(settings.get("AGENT_BASH_MAX_OUTPUT", defaults.max_output_chars)),
+        sandbox_uid=int(settings.get("AGENT_BASH_UID", defaults.sandbox_uid)),
+    )
+
+
+_SIGNALS = {
+    signal.SIGXCPU: "killed: CPU time limit ({cpu} s) reached",
+    signal.SIGXFSZ: "killed: file size limit ({fsize} MB) reached",
+    signal.SIGKILL: "killed (SIGKILL), possibly by the memory limit ({mem} MB)",
+    signal.SIGSEGV: "crashed (SIGSEGV), possibly at the memory limit ({mem} MB)",
+}
+
+
+def _status(outcome: sandbox.Outcome, limits: sandbox.Limits) -> str:
+    code = outcome.exit_code
+    if code is not None and code > 128 and (code - 128) in _SIGNALS.keys():
+        text = _SIGNALS[signal.Signals(code - 128)].format(
+            cpu=limits.cpu_seconds, fsize=limits.file_size_mb, mem=limits.memory_mb
+        )
+        return f"[exit code {code}: {text}]"
+    return f"[exit code {code}]"
+
+
+async def bash(command: str, context: ToolContext) -> str:
+    """Run a bash command in the conversation's workspace (the working directory, shared with the file
+    tools). No network; limited time, CPU, memory, file size and processes; common command-line tools and
+    python3 are available. Returns the combined stdout and stderr, then the exit code."""
+    if context.workspace is None:
+        raise ToolError("this run has no workspace (it does not belong to a conversation)")
+    if not command.strip():
+        raise ToolError("the command is empty")
+    if len(command) > MAX_COMMAND_CHARS:
+        raise ToolError(f"the command is longer than {MAX_COMMAND_CHARS} characters; write a script file first")
+    limits = limits_from(context.settings)
+    outcome = await sandbox.run(command, Path(context.workspace), limits)
+    text = outcome.output
+    if outcome.omitted_bytes:
+        text += f"\n[... output truncated: {outcome.omitted_bytes} more bytes]"
+    limit_hit = "fork: retry" in text or "Resource temporarily unavailable" in text
+    if outcome.timed_out:
+        hint = f" after the process limit ({limits.max_processes}) was reached" if limit_hit else ""
+        raise ToolError(
+            f"the command was killed{hint}: it ran longer than the {limits.timeout:g} s time limit. "
+            f"Output so far:\n{text[-2000:]}"
+        )
+    status = _status(outcome, limits)
+    if limit_hit:
+        status += f" [the process limit ({limits.max_processes}) was reached]"
+    return f"{text}\n{status}" if text else status

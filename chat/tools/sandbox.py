@@ -1,0 +1,234 @@
+"""Running a shell command confined: bubblewrap namespaces plus kernel resource limits.
+
+What one command gets (see `bwrap_arguments`):
+
+- its own user, PID, network, IPC, UTS and cgroup namespaces (`bwrap --unshare-*`):
+  it sees only its own processes, and its network is a private loopback with no
+  route out (neither the internet nor the host's 127.0.0.1 services);
+- a filesystem made of: /usr read-only (with the /bin, /lib... symlinks), a few
+  harmless /etc files (dynamic loader cache, passwd/group, localtime), a fresh
+  /proc and a minimal /dev, a private /tmp, and the conversation's workspace
+  read-write at /workspace, its working directory. Nothing else of the host is
+  there: not the project, its database, /home, /root, /etc/shadow or other workspaces;
+- an environment of PATH, HOME, LANG, TMPDIR only (bwrap itself starts with an
+  empty one, so no API key, SECRET_KEY or DATABASE_URL can leak);
+- limits set by `prlimit` before bwrap starts: CPU seconds (RLIMIT_CPU, per
+  process), address space (RLIMIT_AS), largest file written (RLIMIT_FSIZE),
+  number of processes (RLIMIT_NPROC), open files, no core dumps;
+- a wall-clock timeout after which the whole process group is killed; bwrap's
+  `--die-with-parent` then kills the sandbox's PID 1, and the kernel kills every
+  process left in that PID namespace.
+
+RLIMIT_NPROC counts processes per real user id on the whole host and is not
+enforced for root, so a server running as root starts the sandbox as the
+unprivileged AGENT_BASH_UID (default 65534, "nobody"), to whom the workspace is
+handed over first; a server running as another user runs it as itself, and the
+limit is set to that user's current task count plus AGENT_BASH_MAX_PROCESSES.
+
+When bubblewrap is missing or cannot create its namespaces (some container
+runtimes forbid user namespaces), `SandboxUnavailable` is raised: the bash tool
+refuses instead of running the command unconfined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from chat.agent.tools import ToolError
+
+
+class SandboxUnavailable(ToolError):
+    """The sandbox cannot be set up on this machine; the command was not run."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 30.0
+    cpu_seconds: int = 30
+    memory_mb: int = 512
+    file_size_mb: int = 64
+    max_processes: int = 64
+    max_output_chars: int = 16_000
+    open_files: int = 256
+    sandbox_uid: int = 65534
+
+
+@dataclass(frozen=True)
+class Outcome:
+    output: str
+    exit_code: int | None
+    timed_out: bool
+    omitted_bytes: int
+
+
+_SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group", "nsswitch.conf")
+
+
+def bwrap_arguments(workspace_fd: int, command: str) -> list[str]:
+    args = [
+        "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "--disable-userns", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+        "--uid", "65534", "--gid", "65534", "--clearenv",
+        "--ro-bind", "/usr", "/usr",
+    ]  # fmt: skip
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / top
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), f"/{top}"]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), f"/{top}"]
+    for name in _ETC_FILES:
+        if (Path("/etc") / name).exists():
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--bind-fd", str(workspace_fd), "/workspace", "--chdir", "/workspace"]
+    for key, value in _SANDBOX_ENV.items():
+        args += ["--setenv", key, value]
+    return [*args, "/bin/bash", "--noprofile", "--norc", "-c", command]
+
+
+def _tasks_of(uid: int) -> int:
+    """Processes and threads owned by a real uid: what RLIMIT_NPROC counts."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+        except (OSError, KeyError, ValueError):
+            continue
+    return count
+
+
+def _hand_over(workspace: Path, uid: int) -> None:
+    """Give the workspace to the sandbox user (the server, root, can still read and write it)."""
+    os.chown(workspace, uid, uid, follow_symlinks=False)
+    for _folder, dirs, files, dir_fd in os.fwalk(workspace, follow_symlinks=False):
+        for name in dirs + files:
+            try:
+                os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def _limit_arguments(limits: Limits, uid: int) -> list[str]:
+    mb = 1024 * 1024
+    # bwrap and its PID 1 are two processes of the budget; each sandbox adds its own on top of
+    # what the user already runs.
+    nproc = _tasks_of(uid) + limits.max_processes + 2
+    return [
+        f"--cpu={limits.cpu_seconds}",
+        f"--as={limits.memory_mb * mb}",
+        f"--fsize={limits.file_size_mb * mb}",
+        f"--nproc={nproc}",
+        f"--nofile={limits.open_files}",
+        "--core=0",
+    ]
+
+
+def _tools() -> tuple[str, str]:
+    bwrap, prlimit = shutil.which("bwrap"), shutil.which("prlimit")
+    if not bwrap:
+        raise SandboxUnavailable(
+            "the bash tool is disabled: bubblewrap (bwrap) is not installed on this server, "
+            "and commands are never run without a sandbox"
+        )
+    if not prlimit:
+        raise SandboxUnavailable("the bash tool is disabled: prlimit (util-linux) is not installed on this server")
+    return bwrap, prlimit
+
+
+@lru_cache(maxsize=1)
+def _probe(sandbox_uid: int) -> str | None:
+    """None when a trivial command runs in the sandbox on this machine, else bwrap's complaint."""
+    bwrap, _prlimit = _tools()
+    user = sandbox_uid if os.geteuid() == 0 else None
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)  # stands in for the workspace
+    try:
+        completed = subprocess.run(
+            [bwrap, *bwrap_arguments(fd, "true")],
+            env={}, pass_fds=[fd], capture_output=True, text=True, timeout=20, user=user, group=user,
+            extra_groups=[] if user is not None else None,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    finally:
+        os.close(fd)
+    return None if completed.returncode == 0 else (completed.stderr.strip() or f"exit code {completed.returncode}")
+
+
+def check_available(limits: Limits = Limits()) -> None:
+    """SandboxUnavailable when commands cannot be confined here."""
+    problem = _probe(limits.sandbox_uid)
+    if problem:
+        raise SandboxUnavailable(
+            f"the bash tool is disabled: the sandbox cannot be set up on this server ({problem[:300]}); "
+            "commands are never run without it"
+        )
+
+
+async def run(command: str, workspace: Path, limits: Limits) -> Outcome:
+    if "\x00" in command:
+        raise ToolError("the command contains a NUL byte")
+    bwrap, prlimit = _tools()
+    await asyncio.to_thread(check_available, limits)
+    workspace.mkdir(parents=True, exist_ok=True)
+    as_root = os.geteuid() == 0
+    uid = limits.sandbox_uid if as_root else os.getuid()
+    if as_root:
+        await asyncio.to_thread(_hand_over, workspace, uid)
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        argv = [prlimit, *_limit_arguments(limits, uid), "--", bwrap, *bwrap_arguments(fd, command)]
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={},
+            pass_fds=[fd],
+            start_new_session=True,
+            user=uid if as_root else None,
+            group=uid if as_root else None,
+            extra_groups=[] if as_root else None,
+        )
+    finally:
+        os.close(fd)
+    kept = bytearray()
+    cap = limits.max_output_chars * 4  # bytes; the text is cut to characters below
+    seen = 0
+
+    async def drain() -> None:
+        nonlocal seen
+        while chunk := await process.stdout.read(65536):
+            seen += len(chunk)
+            if len(kept) < cap:
+                kept.extend(chunk[: cap - len(kept)])
+        await process.wait()
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(drain(), limits.timeout)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        if process.returncode is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await process.wait()
+    text = kept.decode("utf-8", errors="replace")[: limits.max_output_chars]
+    omitted = max(0, seen - len(text.encode("utf-8", errors="replace")))
+    return Outcome(text, None if timed_out else process.returncode, timed_out, omitted)
