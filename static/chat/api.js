@@ -1,0 +1,55 @@
+// The JSON API of PROTOCOL.md section 2, with the session cookie and the CSRF token.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function csrfToken() {
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  if (meta && meta.content) return meta.content;
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+async function request(method, path, { body, signal } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "same-origin",
+    signal,
+  });
+  // A lapsed session: the API answers 401/403 or sends us to the login page.
+  if (response.status === 401 || (response.redirected && response.url.includes("/accounts/login/"))) {
+    window.location.assign(`/accounts/login/?next=${encodeURIComponent(window.location.pathname + window.location.search)}`);
+    throw new ApiError(401, "not signed in");
+  }
+  if (!response.ok) {
+    let message = response.statusText;
+    try {
+      const data = await response.json();
+      message = data.message || data.detail || data.error || message;
+    } catch {
+      // not JSON
+    }
+    throw new ApiError(response.status, String(message));
+  }
+  if (response.status === 204) return null;
+  return response.json();
+}
+
+export const api = {
+  listConversations: (signal) => request("GET", "/api/conversations/", { signal }).then((d) => d.conversations || []),
+  createConversation: (title) => request("POST", "/api/conversations/", { body: title ? { title } : {} }),
+  getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),
+  renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),
+  deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),
+  events: (id, after, signal) =>
+    request("GET", `/api/conversations/${id}/events/?after=${after}`, { signal }).then((d) => d.events || []),
+};

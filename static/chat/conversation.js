@@ -1,0 +1,236 @@
+// One open conversation: its history, its live socket and its turns.
+//
+// Events are applied strictly in seq order, each exactly once: a frame at or below
+// lastSeq was seen already and is dropped; a frame beyond lastSeq+1 waits in `pending`
+// while the missing ones are fetched over HTTP (the server fills gaps too; this is the
+// page's own safety net). History is fetched first and drawn in batches, newest turns
+// first; the socket then resumes with ?after=<lastSeq>, so nothing is missed or doubled.
+import { api, ApiError } from "./api.js";
+import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
+import { Turn } from "./timeline.js";
+
+const BATCH_TURNS = 12;
+
+export class ConversationView {
+  /**
+   * @param {string} id
+   * @param {HTMLElement} container  the scrolling list the turns are drawn into
+   * @param {object} hooks  onState({running, connection, ...}), onNotice(text, kind),
+   *                        onGone(), onRunFinished(), onScroll(force)
+   */
+  constructor(id, container, hooks) {
+    this.id = id;
+    this.container = container;
+    this.hooks = hooks;
+    this.turns = new Map();
+    this.order = [];
+    this.lastSeq = 0;
+    this.pending = new Map();
+    this.filling = false;
+    this.mounted = false; // until the history is drawn, turns only collect state
+    this.closed = false;
+    this.connection = "connecting";
+    this.retryAt = 0;
+    this.synced = false;
+    this.abort = new AbortController();
+    this.socket = null;
+    this.historyMs = null;
+  }
+
+  get running() {
+    const last = this.order[this.order.length - 1];
+    return Boolean(last && last.running);
+  }
+
+  get currentRunId() {
+    const last = this.order[this.order.length - 1];
+    return last && last.running ? last.runId : null;
+  }
+
+  async open() {
+    const started = performance.now();
+    this.emitState();
+    let history = [];
+    try {
+      history = await api.events(this.id, 0, this.abort.signal);
+    } catch (error) {
+      if (this.closed) return;
+      if (error instanceof ApiError && error.status === 404) {
+        this.hooks.onGone();
+        return;
+      }
+      // The socket replays the whole history as well; carry on without the fast path.
+      history = [];
+    }
+    if (this.closed) return;
+    this.ingest(history, false);
+    await this.mountHistory();
+    if (this.closed) return;
+    this.historyMs = performance.now() - started;
+    this.container.dataset.historyMs = String(Math.round(this.historyMs));
+    this.container.dataset.historyEvents = String(history.length);
+    performance.mark("agentsite:history-rendered");
+    this.connectSocket();
+  }
+
+  connectSocket() {
+    this.socket = new ChatSocket(this.id, {
+      afterSeq: () => this.lastSeq,
+      onFrame: (frame) => this.onFrame(frame),
+      onState: (state, info) => {
+        this.connection = state;
+        if (state === "waiting") this.retryAt = info.until;
+        if (state !== "open") this.synced = false;
+        this.emitState();
+      },
+      onRefused: (code) => this.onRefused(code),
+    });
+    this.socket.connect();
+  }
+
+  async onRefused(code) {
+    if (code === CLOSE_NOT_LOGGED_IN) {
+      window.location.assign("/accounts/login/");
+      return;
+    }
+    if (code === CLOSE_NOT_FOUND) {
+      this.hooks.onGone();
+      return;
+    }
+    try {
+      await api.getConversation(this.id); // 404 -> gone; lapsed session -> login
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404 && !this.closed) this.hooks.onGone();
+    }
+  }
+
+  onFrame(frame) {
+    if (this.closed) return;
+    if (frame.type === "sync") {
+      this.synced = true;
+      if (Number(frame.lastSeq) > this.lastSeq) this.fillGap();
+      this.emitState();
+      return;
+    }
+    if (typeof frame.seq !== "number") {
+      // Transient answers to this socket alone (RUN_IN_PROGRESS, BAD_REQUEST, ...).
+      if (frame.type === "error") this.hooks.onNotice(frame, "error");
+      return;
+    }
+    this.ingest([frame], true);
+  }
+
+  /** Queues events and applies every one that is next in line. */
+  ingest(frames, live) {
+    for (const frame of frames) {
+      if (typeof frame.seq === "number" && frame.seq > this.lastSeq) this.pending.set(frame.seq, frame);
+    }
+    const wasRunning = this.running;
+    let applied = 0;
+    while (this.pending.has(this.lastSeq + 1)) {
+      const frame = this.pending.get(this.lastSeq + 1);
+      this.pending.delete(this.lastSeq + 1);
+      this.lastSeq = frame.seq;
+      this.applyEvent(frame, live);
+      applied += 1;
+    }
+    if (this.pending.size > 0 && !this.filling) this.fillGap();
+    if (applied && this.mounted) {
+      this.emitState();
+      this.hooks.onScroll(false);
+      if (wasRunning && !this.running) this.hooks.onRunFinished();
+    }
+  }
+
+  applyEvent(frame, live) {
+    const runId = frame.runId || "unknown";
+    let turn = this.turns.get(runId);
+    if (!turn) {
+      turn = new Turn(runId);
+      this.turns.set(runId, turn);
+      this.order.push(turn);
+      if (this.mounted) {
+        this.container.append(turn.mount());
+        turn.apply(frame, live);
+        if (frame.type === "user_message") this.hooks.onScroll(true);
+        return;
+      }
+    }
+    turn.apply(frame, live && this.mounted);
+  }
+
+  async fillGap() {
+    if (this.filling || this.closed) return;
+    this.filling = true;
+    try {
+      for (let tries = 0; tries < 5 && !this.closed; tries += 1) {
+        const missing = await api.events(this.id, this.lastSeq, this.abort.signal);
+        if (this.closed) return;
+        this.ingest(missing, true);
+        if (this.pending.size === 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 300 * (tries + 1)));
+      }
+    } catch {
+      // The next frame or the next reconnect tries again.
+    } finally {
+      this.filling = false;
+    }
+  }
+
+  /** Draws the turns collected so far: newest batch first, older ones above it, a batch per frame. */
+  async mountHistory() {
+    const turns = this.order.slice();
+    const firstBatch = turns.splice(Math.max(0, turns.length - BATCH_TURNS));
+    const fragment = document.createDocumentFragment();
+    for (const turn of firstBatch) fragment.append(turn.mount());
+    this.container.append(fragment);
+    this.mounted = true;
+    this.emitState();
+    this.hooks.onScroll(true);
+    let anchor = this.container.firstElementChild;
+    while (turns.length && !this.closed) {
+      await new Promise((resolve) => requestAnimationFrame(resolve));
+      if (this.closed) return;
+      const batch = turns.splice(Math.max(0, turns.length - BATCH_TURNS));
+      const older = document.createDocumentFragment();
+      for (const turn of batch) older.append(turn.mount());
+      // Keep what the reader is looking at in place while older turns appear above it.
+      const scroller = this.container.closest(".messages-scroll") || this.container;
+      const before = scroller.scrollHeight;
+      const top = scroller.scrollTop;
+      this.container.insertBefore(older, anchor);
+      anchor = this.container.firstElementChild;
+      scroller.scrollTop = top + (scroller.scrollHeight - before);
+    }
+  }
+
+  send(content) {
+    if (!this.socket || !this.socket.isOpen) return false;
+    return this.socket.send({ type: "message", content });
+  }
+
+  cancel() {
+    return Boolean(this.socket && this.socket.send({ type: "cancel" }));
+  }
+
+  reconnectNow() {
+    if (this.socket) this.socket.retryNow();
+  }
+
+  emitState() {
+    this.hooks.onState({
+      running: this.running,
+      runId: this.currentRunId,
+      connection: this.connection,
+      synced: this.synced,
+      retryAt: this.retryAt,
+      loaded: this.mounted,
+    });
+  }
+
+  close() {
+    this.closed = true;
+    this.abort.abort();
+    if (this.socket) this.socket.close();
+  }
+}

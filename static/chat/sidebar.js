@@ -1,0 +1,159 @@
+// The list of the user's conversations: newest first, a mark on running ones,
+// rename in place, delete after confirmation, switch without reloading.
+import { h } from "./timeline.js";
+import { icon } from "./icons.js";
+import { t, tf } from "./i18n.js";
+
+export function conversationTitle(conversation) {
+  return (conversation && conversation.title && conversation.title.trim()) || t("New conversation");
+}
+
+export class Sidebar {
+  /**
+   * @param {HTMLElement} list  the <ul>
+   * @param {object} hooks  onSelect(id), onRename(id, title) -> Promise, onDelete(id) -> Promise
+   */
+  constructor(list, hooks) {
+    this.list = list;
+    this.hooks = hooks;
+    this.conversations = [];
+    this.activeId = null;
+    this.runningOverride = new Map();
+    this.editingId = null;
+    list.addEventListener("click", (event) => this.onClick(event));
+  }
+
+  setConversations(conversations) {
+    this.conversations = conversations.slice();
+    this.render();
+  }
+
+  get(id) {
+    return this.conversations.find((c) => c.id === id) || null;
+  }
+
+  upsert(conversation) {
+    const index = this.conversations.findIndex((c) => c.id === conversation.id);
+    if (index >= 0) this.conversations[index] = { ...this.conversations[index], ...conversation };
+    else this.conversations.unshift(conversation);
+    this.render();
+  }
+
+  remove(id) {
+    this.conversations = this.conversations.filter((c) => c.id !== id);
+    this.render();
+  }
+
+  setActive(id) {
+    this.activeId = id;
+    for (const item of this.list.children) {
+      const active = item.dataset.id === id;
+      item.classList.toggle("active", active);
+      const link = item.querySelector(".conv-link");
+      if (link) {
+        if (active) link.setAttribute("aria-current", "page");
+        else link.removeAttribute("aria-current");
+      }
+    }
+  }
+
+  /** The open conversation's running state is known live, better than the last list fetch. */
+  setRunning(id, running) {
+    const conversation = this.get(id);
+    if (!conversation || Boolean(conversation.running) === running) return;
+    conversation.running = running;
+    const item = this.list.querySelector(`li[data-id="${CSS.escape(id)}"]`);
+    if (item) item.classList.toggle("running", running);
+  }
+
+  render() {
+    if (this.editingId) return; // do not pull the input away from the user's typing
+    const fragment = document.createDocumentFragment();
+    for (const conversation of this.conversations) fragment.append(this.renderItem(conversation));
+    this.list.replaceChildren(fragment);
+    this.list.dataset.empty = String(this.conversations.length === 0);
+  }
+
+  renderItem(conversation) {
+    const title = conversationTitle(conversation);
+    const link = h("a", { className: "conv-link", href: `/?c=${encodeURIComponent(conversation.id)}`, dataset: { id: conversation.id } },
+      icon("chat", "icon conv-icon"),
+      h("span", { className: "conv-title", text: title }),
+      h("span", { className: "running-dot", title: t("Running"), "aria-hidden": "true" }),
+      h("span", { className: "visually-hidden running-label", text: ` (${t("running")})` }));
+    const rename = h("button", { type: "button", className: "icon-btn", dataset: { action: "rename" },
+      "aria-label": tf("Rename “%s”", [title]), title: t("Rename") }, icon("pencil"));
+    const remove = h("button", { type: "button", className: "icon-btn danger", dataset: { action: "delete" },
+      "aria-label": tf("Delete “%s”", [title]), title: t("Delete") }, icon("trash"));
+    const item = h("li", { className: "conv-item", dataset: { id: conversation.id } }, link,
+      h("div", { className: "conv-actions" }, rename, remove));
+    item.classList.toggle("running", Boolean(conversation.running));
+    if (conversation.id === this.activeId) {
+      item.classList.add("active");
+      link.setAttribute("aria-current", "page");
+    }
+    return item;
+  }
+
+  onClick(event) {
+    const item = event.target.closest("li.conv-item");
+    if (!item) return;
+    const id = item.dataset.id;
+    const action = event.target.closest("[data-action]");
+    if (action && action.dataset.action === "rename") {
+      this.startRename(item, id);
+      return;
+    }
+    if (action && action.dataset.action === "delete") {
+      this.hooks.onDelete(id);
+      return;
+    }
+    const link = event.target.closest("a.conv-link");
+    if (link && !(event.ctrlKey || event.metaKey || event.shiftKey || event.button === 1)) {
+      event.preventDefault();
+      this.hooks.onSelect(id);
+    }
+  }
+
+  startRename(item, id) {
+    const conversation = this.get(id);
+    if (!conversation) return;
+    this.editingId = id;
+    const input = h("input", { type: "text", className: "rename-input", maxlength: "200", "aria-label": t("New title") });
+    input.value = conversation.title || "";
+    const link = item.querySelector(".conv-link");
+    link.replaceWith(input);
+    item.classList.add("editing");
+    input.focus();
+    input.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      this.editingId = null;
+      const title = input.value.trim();
+      if (save && title && title !== conversation.title) {
+        try {
+          const updated = await this.hooks.onRename(id, title);
+          this.upsert(updated || { id, title });
+        } catch {
+          this.render();
+        }
+      } else {
+        this.render();
+      }
+      const again = this.list.querySelector(`li[data-id="${CSS.escape(id)}"] .conv-link`);
+      if (again) again.focus();
+    };
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.isComposing) {
+        event.preventDefault();
+        finish(true);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", () => finish(true));
+  }
+}
