@@ -81,7 +81,7 @@ async def test_reaper_closes_dead_runs_and_spares_live_ones(conversation, regist
     assert (await Run.objects.aget(pk=live.pk)).status == "running"
 
 
-async def test_heartbeat_reports_runs_to_stop(conversation):
+async def test_heartbeat_reports_runs_to_stop(conversation, registry):
     run, _ = await sync_to_async(services.run_start)(
         conversation=conversation, user=conversation.owner, content="hi", model="m", worker="")
     assert await sync_to_async(services.runs_heartbeat)(run_ids=[run.pk]) == set()
