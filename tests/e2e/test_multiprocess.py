@@ -1,0 +1,153 @@
+"""Two daphne processes on one PostgreSQL database and one Redis: live frames cross
+processes, a killed process loses no received frame and its run is reaped by the
+other, and a cancel reaches a run wherever it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from .conftest import ON_POSTGRES, REDIS_URL
+from .harness import Client, answer_text, assert_contiguous, events_only, run_text, slow_text_reply
+
+pytestmark = [
+    pytest.mark.multiprocess,
+    pytest.mark.skipif(not (ON_POSTGRES and REDIS_URL), reason="needs DATABASE_URL=postgres://... and REDIS_URL"),
+]
+
+
+@pytest.fixture(scope="module")
+def shared_database(databases):
+    return databases.new()
+
+
+@pytest.fixture(scope="module")
+def server_a(shared_database, make_server):
+    return make_server(shared_database, name="A")
+
+
+@pytest.fixture(scope="module")
+def server_b(shared_database, make_server):
+    return make_server(shared_database, name="B")
+
+
+@pytest.fixture
+async def alice(server_a, server_b):
+    client = await Client(server_a).signup()
+    yield client
+    await client.aclose()
+
+
+async def test_a_watcher_on_b_sees_exactly_the_frames_of_a_run_started_on_a(alice, server_a, server_b, replies):
+    answer = answer_text(80, "m")
+    message = replies.set(
+        "across processes",
+        {"chunks": [{"delta": {"reasoning_content": "let me think "}},
+                    {"delta": {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
+                                               "function": {"name": "calculator", "arguments": ""}}]}},
+                    {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"expression": "6*7"}'}}]}},
+                    {"delta": {}, "finish_reason": "tool_calls"}],
+         "delay": 0.01},
+        slow_text_reply(answer, chunks=80, delay=0.02),
+    )
+    conversation = await alice.create_conversation()
+    on_a = await alice.socket(conversation, server=server_a)
+    on_b = await alice.socket(conversation, server=server_b)
+    await on_a.sync()
+    await on_b.sync()
+
+    await on_a.message(message)
+    seen_a, seen_b = await asyncio.gather(on_a.until_complete(), on_b.until_complete())
+    seen_a, seen_b = events_only(seen_a), events_only(seen_b)
+    await on_a.close()
+    await on_b.close()
+
+    assert seen_b == seen_a
+    assert_contiguous(seen_b)
+    assert {"thinking", "tool_start", "tool_end", "text"} <= {f["type"] for f in seen_b}
+    assert run_text(seen_b) == answer
+    assert seen_b[-1]["status"] == "succeeded"
+    assert seen_b == await alice.events(conversation, server=server_b)
+
+
+async def test_cancel_through_b_stops_a_run_on_a(alice, server_a, server_b, replies):
+    answer = answer_text(200, "q")
+    message = replies.set("cancel across", slow_text_reply(answer, chunks=200, delay=0.05))  # ~10 s
+    conversation = await alice.create_conversation()
+    on_a = await alice.socket(conversation, server=server_a)
+    on_b = await alice.socket(conversation, server=server_b)
+    await on_a.sync()
+    await on_b.sync()
+
+    started = time.monotonic()
+    await on_a.message(message)
+    await on_b.until(lambda f: f.get("type") == "text", timeout=10)
+    await on_b.send({"type": "cancel"})
+    await asyncio.gather(on_a.until_complete(timeout=10), on_b.until_complete(timeout=10))
+    elapsed = time.monotonic() - started
+    seen_a, seen_b = events_only(on_a.frames), events_only(on_b.frames)
+    await on_a.close()
+    await on_b.close()
+
+    assert elapsed < 7, f"the cancel did not stop the run on A (took {elapsed:.1f}s)"
+    assert seen_a == seen_b
+    assert [f["code"] for f in seen_b if f["type"] == "error"] == ["CANCELLED"]
+    assert seen_b[-1] == {**seen_b[-1], "type": "complete", "status": "cancelled"}
+    assert len(run_text(seen_b)) < len(answer)
+    assert seen_b == await alice.events(conversation, server=server_b)
+
+
+async def test_kill_9_of_a_loses_no_frame_and_b_reaps_the_run(shared_database, make_server, server_b, replies):
+    doomed = make_server(shared_database, name="A-doomed")
+    client = await Client(doomed).signup()
+    try:
+        answer = answer_text(400, "z")
+        message = replies.set("kill the server", slow_text_reply(answer, chunks=400, delay=0.05))  # ~20 s
+        after_kill = replies.set("still usable?", slow_text_reply("Yes, still here.", chunks=4, delay=0.01))
+        conversation = await client.create_conversation()
+        on_a = await client.socket(conversation, server=doomed)
+        watcher = await client.socket(conversation, server=server_b)
+        await on_a.sync()
+        await watcher.sync()
+
+        await on_a.message(message)
+        await on_a.until(lambda f: len([g for g in on_a.frames if g.get("type") == "text"]) >= 5, timeout=10)
+        doomed.kill()
+        killed_at = time.monotonic()
+        try:  # frames already on their way before the kill still count as received
+            while True:
+                await on_a.recv(timeout=5)
+        except (ConnectionClosed, TimeoutError):
+            pass
+        received_on_a = events_only(on_a.frames)
+
+        # B's reaper closes the dead process's run; the watcher on B is told.
+        await watcher.until_complete(timeout=30)
+        reaped_in = time.monotonic() - killed_at
+        seen_b = events_only(watcher.frames)
+        stored = await client.events(conversation, server=server_b)
+
+        # The conversation is usable through B.
+        await watcher.message(after_kill)
+        second_run = events_only(await watcher.until_complete(timeout=20))
+        await watcher.close()
+    finally:
+        await client.aclose()
+
+    assert len(received_on_a) >= 6
+    assert all(stored[f["seq"] - 1] == f for f in received_on_a), "a frame the client received is not in the DB"
+    assert reaped_in < 30
+    assert_contiguous(stored)
+    assert seen_b == stored
+    assert [e["type"] for e in stored].count("complete") == 1
+    assert stored[-1] == {**stored[-1], "type": "complete", "status": "interrupted"}
+    assert stored[-2] == {**stored[-2], "type": "error", "code": "INTERRUPTED"}
+    assert len(run_text(stored)) < len(answer)
+
+    assert second_run[0] == {**second_run[0], "type": "user_message", "content": after_kill}
+    assert second_run[0]["seq"] == stored[-1]["seq"] + 1
+    assert second_run[-1] == {**second_run[-1], "type": "complete", "status": "succeeded"}
+    assert run_text(second_run) == "Yes, still here."
