@@ -14,7 +14,7 @@ from chat.agent.llm import Usage
 from chat.agent.loop import AgentRunError
 from tests.fakellm import load_transcript, text_reply, tool_call_reply
 
-from .helpers import error, run_events, without_durations
+from .helpers import check_invariants, error, run_events, without_durations
 
 DONE = {"type": "complete", "status": "succeeded"}
 FAILED = {"type": "complete", "status": "failed"}
@@ -348,6 +348,7 @@ async def test_cancel_mid_stream_closes_the_connection(fake_llm, make_agent):
         events.append(event.to_dict())
         if len(events) == 3:
             run.cancel()
+    check_invariants(events)
     assert events == [text("word0 "), text("word1 "), text("word2 "),
                       {"type": "error", "code": "CANCELLED", "message": "The run was cancelled.", "detail": ""},
                       {"type": "complete", "status": "cancelled"}]
@@ -386,7 +387,8 @@ async def test_cancel_mid_tool(fake_llm, make_agent):
         if event.to_dict()["type"] == "tool_end":
             await asyncio.wait_for(started.wait(), 2)
             run.cancel()
-    events = await _checked(events)
+    check_invariants(events)
+    events = without_durations(events)
     cancelled = error("cancelled: the run was stopped before the tool finished")
     assert events == [
         start("forever", "call_0", "{}"), start("quick", "call_1", "{}"), start("forever", "call_2", "{}"),
@@ -399,13 +401,6 @@ async def test_cancel_mid_tool(fake_llm, make_agent):
     assert len(fake_llm.requests) == 1
 
 
-async def _checked(events):
-    from .helpers import check_invariants
-
-    check_invariants(events)
-    return without_durations(events)
-
-
 async def test_cancel_as_interrupted(fake_llm, make_agent):
     fake_llm.load("slow_stream")
     run = make_agent().stream("talk")
@@ -414,6 +409,7 @@ async def test_cancel_as_interrupted(fake_llm, make_agent):
         events.append(event.to_dict())
         if len(events) == 1:
             run.cancel(status="interrupted", code="INTERRUPTED", message="The server stopped.")
+    check_invariants(events)
     assert events[-2:] == [
         {"type": "error", "code": "INTERRUPTED", "message": "The server stopped.", "detail": ""},
         {"type": "complete", "status": "interrupted"},
@@ -444,6 +440,7 @@ async def test_aclose_stops_a_run(fake_llm, make_agent):
     first = await run.__aiter__().__anext__()
     await run.aclose()
     rest = [e.to_dict() async for e in run]
+    check_invariants(rest)
     assert rest[-1] == {"type": "complete", "status": "cancelled"}
     assert first.to_dict() == text("word0 ")
 
@@ -519,3 +516,36 @@ async def test_a_failing_hook_still_closes_the_run(fake_llm, make_agent):
     events = await run_events(run)
     assert events == [{"type": "error", "code": "AGENT_ERROR", "message": "The agent failed.",
                        "detail": "KeyError: 'oops'"}, FAILED]
+
+
+@pytest.mark.parametrize("events", [
+    [],
+    [{"type": "complete", "status": "succeeded"}, {"type": "text", "content": "late"}],
+    [{"type": "complete", "status": "succeeded"}, {"type": "complete", "status": "succeeded"}],
+    [start("add", "c1", "{}"), DONE],
+    [end("add", "c1", "1") | {"durationMs": 1}, DONE],
+    [start("add", "c1", "{}"), end("add", "c1", "1") | {"durationMs": 1}, end("add", "c1", "1") | {"durationMs": 1},
+     DONE],
+    [start("add", "c1", "{}"), start("add", "c1", "{}"), end("add", "c1", "1") | {"durationMs": 1}, DONE],
+])
+def test_the_invariant_checker_catches_violations(events):
+    with pytest.raises(AssertionError):
+        check_invariants(events)
+
+
+async def test_after_agent_hook_runs_when_cancelled(fake_llm, make_agent):
+    from chat.agent import AgentHook
+
+    log = []
+
+    class Last(AgentHook):
+        async def after_agent(self, state):
+            log.append("after_agent")
+
+    fake_llm.load("slow_stream")
+    run = make_agent(hooks=[Last()]).stream("talk")
+    async for event in run:
+        if event.type == "text":
+            run.cancel()
+    assert log == ["after_agent"]
+    assert run.result.status == "cancelled"
