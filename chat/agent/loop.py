@@ -181,6 +181,7 @@ class AgentRun:
         return self
 
     async def __anext__(self) -> AgentEvent:
+        self._start()  # anext(run) calls __anext__ without __aiter__
         item = await self._queue.get()
         if item is _END:
             self._queue.put_nowait(_END)  # later calls also end

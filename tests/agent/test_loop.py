@@ -437,7 +437,7 @@ async def test_cancel_after_the_end_changes_nothing(fake_llm, make_agent):
 async def test_aclose_stops_a_run(fake_llm, make_agent):
     fake_llm.load("slow_stream")
     run = make_agent().stream("talk")
-    first = await run.__aiter__().__anext__()
+    first = await asyncio.wait_for(anext(run), 2)  # anext() alone starts the run
     await run.aclose()
     rest = [e.to_dict() async for e in run]
     check_invariants(rest)
