@@ -1,0 +1,81 @@
+"""2. Concurrency: C conversations each streaming TOKENS tokens at RATE tokens/s, all at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from . import clients
+from .clients import percentile
+from .procs import CpuMeter
+
+TOKENS = 300
+RATE = 100
+CONNECT_AT_ONCE = 50
+
+
+async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) -> dict:
+    pairs = pool.take(count)
+    gate = asyncio.Semaphore(CONNECT_AT_ONCE)
+
+    async def open_one(index, session, conversation):
+        async with gate:
+            return await clients.connect(stack.base(index), conversation, session)
+
+    connected = await asyncio.gather(
+        *(open_one(i, s, c) for i, (s, c) in enumerate(pairs)), return_exceptions=True
+    )
+    sockets = [c[0] for c in connected if not isinstance(c, BaseException)]
+    failed_connects = [repr(c) for c in connected if isinstance(c, BaseException)]
+    streams = [clients.Stream(tokens) for _ in sockets]
+    timeout = 30 + 4 * tokens / rate
+    meter = CpuMeter({f"server{i}": pid for i, pid in enumerate(stack.pids)} | {"model": model.pid}).start()
+    try:
+        await asyncio.gather(*(clients.run(ws, st, rate=rate, timeout=timeout) for ws, st in zip(sockets, streams)))
+    finally:
+        cpu = meter.stop()
+        await clients.close_all(sockets)
+    syncs = [c[1] for c in connected if not isinstance(c, BaseException)]
+    problems = failed_connects + [p for p in (clients.check(st, after_seq=s["lastSeq"])
+                                              for st, s in zip(streams, syncs)) if p]
+    done = [st for st in streams if st.done_at]
+    wall = (max(st.done_at for st in done) - min(st.sent_at for st in streams)) if done else float("nan")
+    first = [st.first_text_at - st.sent_at for st in streams if st.first_text_at]
+    added, oldest, gaps = [], [], []
+    for st in streams:
+        a, o = clients.token_delays(st)
+        added += a
+        oldest += o
+        arrivals = [t for t, _ in st.text_frames]
+        gaps += [b - a for a, b in zip(arrivals, arrivals[1:])]
+    ms = lambda v: round(v * 1000, 1)  # noqa: E731
+    return {
+        "C": count,
+        "wall_s": round(wall, 3),
+        "first_text_ms": {"p50": ms(percentile(first, 50)), "p95": ms(percentile(first, 95)),
+                          "p99": ms(percentile(first, 99))},
+        "added_ms_p99": ms(percentile(added, 99)),
+        "added_ms_p50": ms(percentile(added, 50)),
+        "token_lag_ms_p99": ms(percentile(oldest, 99)),
+        "frame_gap_ms_p99": ms(percentile(gaps, 99)),
+        "text_frames": sum(len(st.text_frames) for st in streams),
+        "ok": len(streams) - len([p for p in problems]),
+        "problems": problems[:5],
+        "cpu_s": cpu,
+        "conversations": [c for _, c in pairs],
+    }
+
+
+async def measure(stack, model, pool, *, levels=(50, 100, 200, 400), tokens: int = TOKENS, rate: float = RATE) -> dict:
+    solo = await _level(stack, model, pool, 1, tokens=tokens, rate=rate)
+    nominal = tokens / rate
+    results = []
+    for count in levels:
+        await asyncio.sleep(1)
+        result = await _level(stack, model, pool, count, tokens=tokens, rate=rate)
+        result["stretch"] = round(result["wall_s"] / solo["wall_s"], 2)
+        result["stretch_nominal"] = round(result["wall_s"] / nominal, 2)
+        results.append(result)
+        print(f"    C={count}: wall {result['wall_s']} s, stretch {result['stretch']}, first text p95 "
+              f"{result['first_text_ms']['p95']} ms, ok {result['ok']}/{count}", flush=True)
+    return {"tokens": tokens, "rate": rate, "solo": solo, "levels": results}

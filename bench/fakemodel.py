@@ -1,0 +1,107 @@
+"""The fake OpenAI-compatible model of the benchmarks, in a process of its own.
+
+`python -m bench.fakemodel PORT` serves tests/fakellm.FakeLLM with a responder
+that reads its orders from the last user message, `bench tokens=N rate=R`
+(R chunks per second, 0 = as fast as it can). One token is one streamed chunk;
+chunk i carries the text `"<i>@<unix time it was written> "`, so a client can
+check that a stream arrived whole and in order and how long each token took.
+
+Pacing follows an absolute schedule (token i is due at start + (i+1)/R) and a
+late writer sends everything already due in one write: under load the model
+keeps its nominal rate instead of drifting, as a real provider's would.
+The chunks are formatted from a byte template, not json.dumps, so that the
+fake costs little CPU next to the server it feeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.fakellm import FakeLLM  # noqa: E402
+
+ORDER = re.compile(r"bench tokens=(\d+) rate=(\d+(?:\.\d+)?)")
+BATCH_AT_FULL_SPEED = 64
+
+CHUNK = (
+    'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"%s",'
+    '"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
+)
+FINISH = (
+    'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"%s",'
+    '"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"%s",'
+    '"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":%d,"total_tokens":%d}}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+def order_of(body: dict[str, Any]) -> tuple[int, float] | None:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            match = ORDER.search(str(message.get("content") or ""))
+            return (int(match.group(1)), float(match.group(2))) if match else None
+    return None
+
+
+def _http_chunk(text: str) -> bytes:
+    data = text.encode()
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+class BenchModel(FakeLLM):
+    def __init__(self, port: int):
+        super().__init__(port=port)
+        self.responder = self._respond
+
+    @staticmethod
+    def _respond(body: dict[str, Any]) -> dict[str, Any]:
+        order = order_of(body)
+        if order is None:
+            return {"chunks": [{"delta": {"content": "not a bench order"}}, {"delta": {}, "finish_reason": "stop"}]}
+        return {"bench": order}
+
+    async def _send_reply(self, writer, reply, body) -> bool:
+        if "bench" not in reply:
+            return await super()._send_reply(writer, reply, body)
+        tokens, rate = reply["bench"]
+        model = str(body.get("model", "fake"))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        loop = asyncio.get_running_loop()
+        interval = 1.0 / rate if rate > 0 else 0.0
+        start = loop.time()
+        sent = 0
+        while sent < tokens:
+            if interval:
+                due = start + (sent + 1) * interval
+                now = loop.time()
+                if due > now:
+                    await asyncio.sleep(due - now)
+                    now = loop.time()
+                upto = min(tokens, max(sent + 1, int((now - start) / interval)))
+            else:
+                upto = min(tokens, sent + BATCH_AT_FULL_SPEED)
+            stamp = f"{time.time():.4f}"
+            writer.write(_http_chunk("".join(CHUNK % (model, f"{i}@{stamp} ") for i in range(sent, upto))))
+            await writer.drain()
+            sent = upto
+        writer.write(_http_chunk(FINISH % (model, model, tokens, tokens + 10)) + b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+
+def main() -> None:
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
+    with BenchModel(port) as fake:
+        print(f"bench model on {fake.base_url}", flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The table printed at the end of a run, and bench/results/latest.json."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+TARGETS = {
+    "relay": "<= 1.2x",
+    "stretch": "<= 1.2 (C=200)",
+    "first_p95": "<= 250 ms (C=200)",
+    "idle": "<= 100 KiB",
+    "replay": "<= 1 s",
+    "rows": "<= 30",
+}
+
+
+def _fmt(value, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value}{unit}"
+
+
+def table(results: dict) -> str:
+    lines = []
+    for stack in results["stacks"]:
+        name = stack["label"]
+        lines.append(f"\n== {name} ==")
+        if "error" in stack:
+            lines.append(f"  FAILED: {stack['error']}")
+        r = stack.get("relay")
+        if r:
+            lines.append(f"  relay {r['tokens']} tokens: direct {r['direct_s']} s, through the server "
+                         f"{r['relayed_s']} s, ratio {r['ratio']}x   (target {TARGETS['relay']})"
+                         + (f"  PROBLEMS {r['problems']}" if r["problems"] else ""))
+        c = stack.get("concurrency")
+        if c:
+            lines.append(f"  concurrency, {c['tokens']} tokens at {c['rate']:g}/s each; one alone: "
+                         f"{c['solo']['wall_s']} s   (targets: C=200 stretch {TARGETS['stretch'].split()[0]}, "
+                         f"first text p95 {TARGETS['first_p95'].split(' (')[0]})")
+            lines.append("     C   wall s  stretch  first text p50/p95/p99 ms  added p99 ms  gap p99 ms  ok      "
+                         "CPU s server/model/client")
+            for lv in c["levels"]:
+                ft = lv["first_text_ms"]
+                servers = "+".join(f"{v:g}" for k, v in lv["cpu_s"].items() if k.startswith("server"))
+                lines.append(
+                    f"  {lv['C']:4d}  {lv['wall_s']:7.2f}  {lv['stretch']:7.2f}  "
+                    f"{ft['p50']:>7} / {ft['p95']:>7} / {ft['p99']:>7}  {lv['added_ms_p99']:>12}  "
+                    f"{lv['frame_gap_ms_p99']:>10}  {lv['ok']:>3}/{lv['C']:<3}  "
+                    f"{servers}/{lv['cpu_s'].get('model')}/{lv['cpu_s'].get('client')}"
+                )
+                for problem in lv["problems"]:
+                    lines.append(f"        problem: {problem}")
+        i = stack.get("idle")
+        if i:
+            lines.append(f"  idle: {i['sockets']} sockets ({i['failed']} failed): {i['kib_per_socket']} KiB each "
+                         f"(RSS {i['rss_before_mib']} -> {i['rss_after_mib']} MiB), idle CPU {i['idle_cpu_pct']}% "
+                         f"of a core   (target {TARGETS['idle']})")
+        p = stack.get("replay")
+        if p:
+            lines.append(f"  replay: {p['events']} events until sync in {p['sync_s']} s (runs {p['sync_s_all']})"
+                         f"   (target {TARGETS['replay']})" + (f"  PROBLEMS {p['problems']}" if p["problems"] else ""))
+        for key, label in (("writes_fast", "full speed"), ("writes_paced", "100 tokens/s")):
+            w = stack.get(key)
+            if w:
+                lines.append(f"  writes ({label}): {w['rows_per_1k_tokens']} rows inserted per 1k tokens, "
+                             f"~{w['row_writes_per_1k_tokens']} row writes incl. updates   (target {TARGETS['rows']})")
+    lines.append(f"\nsuite time: {results['elapsed_s']} s")
+    return "\n".join(lines)
+
+
+def summary(results: dict) -> str:
+    """One line per stack with the headline numbers (what the README table shows)."""
+    head = ("| stack | relay ratio | C=200 stretch | C=200 first text p95 | C=400 stretch | "
+            "KiB/idle socket | idle CPU | replay 10k | rows/1k tokens (100/s) |")
+    lines = [head, "|" + "---|" * 9]
+    for s in results["stacks"]:
+        lv = {x["C"]: x for x in s.get("concurrency", {}).get("levels", [])}
+        c200, c400 = lv.get(200, {}), lv.get(400, {})
+        lines.append(
+            f"| {s['label']} | {_fmt(s.get('relay', {}).get('ratio'), 'x')} | {_fmt(c200.get('stretch'))} | "
+            f"{_fmt(c200.get('first_text_ms', {}).get('p95'), ' ms')} | {_fmt(c400.get('stretch'))} | "
+            f"{_fmt(s.get('idle', {}).get('kib_per_socket'))} | {_fmt(s.get('idle', {}).get('idle_cpu_pct'), '%')} | "
+            f"{_fmt(s.get('replay', {}).get('sync_s'), ' s')} | "
+            f"{_fmt(s.get('writes_paced', {}).get('rows_per_1k_tokens'))} |"
+        )
+    return "\n".join(lines)
+
+
+def write(results: dict, path: Path | None = None) -> Path:
+    path = path or RESULTS / "latest.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results = {**results, "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version(),
+                                      "when": time.strftime("%Y-%m-%dT%H:%M:%S")}}
+    path.write_text(json.dumps(results, indent=1))
+    return path

@@ -1,0 +1,113 @@
+"""Data set-up and row counts, run inside the server's Django settings in a subprocess.
+
+`python -m bench.seed` reads one JSON command on stdin and prints JSON:
+
+- {"op": "users", "count": N, "conversations": M}: N users with M conversations each,
+  and a logged-in session per user. Users are bulk-created with unusable passwords
+  and sessions are written straight to the session store, exactly as
+  django.contrib.auth.login() would fill them: signup and login through the forms
+  hash a password each (~0.3 s), which would make set-up dominate the run. The
+  login form itself is covered by the tests.
+- {"op": "replay", "events": N}: one more user with one conversation holding a
+  finished run of N events (user_message, text deltas, complete).
+- {"op": "count", "conversations": [...]}: rows in the event, run and tool record
+  tables for those conversations, and the number of text tokens they stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+
+
+def setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    import django
+
+    django.setup()
+
+
+def users(count: int, conversations: int) -> dict:
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.auth.hashers import make_password
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.db import transaction
+
+    from chat.models import Conversation
+
+    User = get_user_model()
+    tag = uuid.uuid4().hex[:8]
+    unusable = make_password(None)
+    with transaction.atomic():
+        created = User.objects.bulk_create(
+            User(username=f"bench-{tag}-{i}", password=unusable) for i in range(count)
+        )
+        if created[0].pk is None:  # backends without RETURNING
+            created = list(User.objects.filter(username__startswith=f"bench-{tag}-").order_by("id"))
+        convs = [Conversation(owner=user, title="bench") for user in created for _ in range(conversations)]
+        Conversation.objects.bulk_create(convs)
+        out = []
+        for index, user in enumerate(created):
+            session = SessionStore()
+            session[SESSION_KEY] = str(user.pk)
+            session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+            session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+            session.create()
+            mine = convs[index * conversations : (index + 1) * conversations]
+            out.append({"session": session.session_key, "conversations": [str(c.pk) for c in mine]})
+    return {"users": out}
+
+
+def replay(events: int) -> dict:
+    from django.utils import timezone
+
+    from chat.models import Event, Run
+
+    user = users(1, 1)["users"][0]
+    conversation_id = user["conversations"][0]
+    from chat.models import Conversation
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    run = Run.objects.create(conversation=conversation, user=conversation.owner, model="fake-model",
+                             status=Run.Status.SUCCEEDED, finished_at=timezone.now())
+    now = timezone.now()
+    payloads = [{"type": "user_message", "content": "bench replay"}]
+    payloads += [{"type": "text", "content": f"token {i} of a long answer, coalesced. "} for i in range(events - 2)]
+    payloads.append({"type": "complete", "status": "succeeded"})
+    Event.objects.bulk_create(
+        (Event(conversation=conversation, run=run, seq=i + 1, type=p["type"], payload=p, created_at=now)
+         for i, p in enumerate(payloads)),
+        batch_size=2000,
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(last_seq=events)
+    return {"session": user["session"], "conversation": conversation_id}
+
+
+def count(conversations: list[str]) -> dict:
+    from chat.models import Event, Run, ToolRecord
+
+    events = Event.objects.filter(conversation_id__in=conversations)
+    tokens = 0
+    for content in events.filter(type="text").values_list("payload__content", flat=True):
+        tokens += len(content.split())
+    return {
+        "events": events.count(),
+        "text_events": events.filter(type="text").count(),
+        "runs": Run.objects.filter(conversation_id__in=conversations).count(),
+        "tool_records": ToolRecord.objects.filter(run__conversation_id__in=conversations).count(),
+        "tokens": tokens,
+    }
+
+
+def main() -> None:
+    command = json.loads(sys.stdin.read())
+    setup()
+    op = command.pop("op")
+    result = {"users": users, "replay": replay, "count": count}[op](**command)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

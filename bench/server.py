@@ -1,0 +1,197 @@
+"""The system under test: a database, the fake model and one or more server processes.
+
+A Stack is one configuration of the suite ("sqlite+memory / daphne",
+"postgres+redis / 2x uvicorn", ...). It makes a fresh database (a temp SQLite
+file, or a new PostgreSQL database dropped afterwards), migrates it, and starts
+the servers as subprocesses with the environment the project documents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+        try:
+            if httpx2.get(url, timeout=2).status_code < 500:
+                return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+class FakeModel:
+    """bench.fakemodel in its own process, so that the client's CPU does not slow it down."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.fakemodel", str(self.port)], cwd=ROOT,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("the fake model did not start")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@dataclass
+class Stack:
+    name: str
+    database: str = "sqlite"          # sqlite | postgres
+    server: str = "daphne"            # daphne | uvicorn
+    processes: int = 1
+    flush_ms: int | None = None       # AGENT_STREAM_FLUSH_MS, None = the server's default
+    ports: list[int] = field(default_factory=list)
+    servers: list[subprocess.Popen] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    _tmp: str = ""
+    _pg_name: str = ""
+
+    @property
+    def redis(self) -> bool:
+        return self.database == "postgres"
+
+    @property
+    def label(self) -> str:
+        layer = "redis" if self.redis else "memory"
+        return f"{self.database}+{layer}, {self.processes}x {self.server}"
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.servers]
+
+    def base(self, index: int = 0) -> str:
+        return f"http://127.0.0.1:{self.ports[index % len(self.ports)]}"
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self, model: FakeModel) -> Stack:
+        self._tmp = tempfile.mkdtemp(prefix="agentsite-bench-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "OPENAI_", "DATABASE_", "REDIS_"))}
+        env.update(
+            DJANGO_SETTINGS_MODULE="agentsite.settings",
+            AGENT_MODEL="fake-model",
+            OPENAI_API_KEY="x",
+            OPENAI_BASE_URL=model.base_url,
+            ALLOWED_HOSTS="127.0.0.1,localhost",
+            AGENT_MESSAGES_PER_MINUTE="0",
+            AGENT_MAX_RETRIES="0",
+            AGENT_RETRY_INTERVAL="1",
+            AGENT_WORKSPACE_ROOT=os.path.join(self._tmp, "workspaces"),
+            LOG_LEVEL="WARNING",
+            PYTHONUNBUFFERED="1",
+            SECRET_KEY="bench-" + uuid.uuid4().hex,
+        )
+        if self.flush_ms is not None:
+            env["AGENT_STREAM_FLUSH_MS"] = str(self.flush_ms)
+        if self.database == "postgres":
+            self._pg_name = f"agentsite_bench_{uuid.uuid4().hex[:8]}"
+            _pg_admin(f'CREATE DATABASE "{self._pg_name}"')
+            env["DATABASE_URL"] = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + self._pg_name
+            env["REDIS_URL"] = REDIS_URL
+        else:
+            env["DATABASE_URL"] = f"sqlite:///{os.path.join(self._tmp, 'db.sqlite3')}"
+        self.env = env
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0", "--skip-checks"], cwd=ROOT, env=env, check=True)
+        for _ in range(self.processes):
+            port = free_port()
+            if self.server == "uvicorn":
+                cmd = [str(VENV_BIN / "uvicorn"), "agentsite.asgi:application", "--host", "127.0.0.1",
+                       "--port", str(port), "--lifespan", "off", "--no-access-log", "--log-level", "warning"]
+            else:
+                cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0",
+                       "agentsite.asgi:application"]
+            log = open(os.path.join(self._tmp, f"server-{port}.log"), "w")
+            self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+            self.ports.append(port)
+        for index, process in enumerate(self.servers):
+            wait_http(self.base(index) + "/healthz", process=process)
+        return self
+
+    def stop(self) -> None:
+        for process in self.servers:
+            process.terminate()
+        for process in self.servers:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        if self._pg_name:
+            try:
+                _pg_admin(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
+            except Exception as exc:  # leave it rather than fail the report
+                print(f"could not drop {self._pg_name}: {exc}", file=sys.stderr)
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def server_log_tail(self, lines: int = 20) -> str:
+        out = []
+        for path in sorted(Path(self._tmp).glob("server-*.log")):
+            out += path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(out)
+
+    # -- data ------------------------------------------------------------------------
+    def seed(self, **command) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.seed"], cwd=ROOT, env=self.env, input=json.dumps(command),
+            capture_output=True, text=True, timeout=300,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"bench.seed {command.get('op')} failed:\n{done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _pg_admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(sql)
