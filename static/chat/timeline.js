@@ -176,7 +176,7 @@ class ToolItem {
     this.details.addEventListener("toggle", () => {
       if (this.details.open) this.fillBody();
     });
-    this.el = h("li", { className: "tl-item tl-tool" }, this.details);
+    this.el = h("li", { className: "tl-item tl-tool", dataset: { toolCallId: this.toolCallId || "" } }, this.details);
     this.update();
     return this.el;
   }
@@ -218,7 +218,7 @@ class ErrorItem {
     const retry = this.message.match(RETRY_COUNT);
     const title = h("div", { className: "tl-title" }, h("span", { text: this.message }));
     if (retry) {
-      title.append(" ", h("span", { className: "badge badge-warn", text: tf("attempt %s of %s", [retry[1], retry[2]]) }));
+      title.append(" ", h("span", { className: "badge badge-warn", text: tf("retry %s of %s", [retry[1], retry[2]]) }));
     }
     const body = h("div", { className: "tl-body" }, title,
       h("div", { className: "error-detail" }, h("code", { text: this.code }), this.detail ? ` ${this.detail}` : ""));
@@ -259,6 +259,7 @@ export class Turn {
     this.items = [];
     this.tools = new Map();
     this.text = "";
+    this.attemptStart = 0; // where the current model call's text began
     this.status = null; // null while running, else the complete event's status
     this.hasError = false;
     this.el = null;
@@ -287,6 +288,7 @@ export class Turn {
         if (this.el) scheduleAnswer(this);
         break;
       case "tool_start": {
+        this.attemptStart = this.text.length;
         const item = new ToolItem(frame);
         this.tools.set(item.toolCallId, item);
         this.pushItem(item);
@@ -300,11 +302,17 @@ export class Turn {
           this.pushItem(item);
         }
         item.end(frame);
+        this.attemptStart = this.text.length; // the next model call starts after the tools
         break;
       }
       case "error": {
         const item = new ErrorItem(frame);
         if (!item.isCancel) this.hasError = true;
+        if (item.code === "LLM_CALL_FAILED" && this.text.length > this.attemptStart) {
+          // A failed model call's partial text is not part of the answer: the retry streams it anew.
+          this.text = this.text.slice(0, this.attemptStart);
+          if (this.el) scheduleAnswer(this);
+        }
         this.pushItem(item);
         break;
       }
@@ -375,7 +383,9 @@ export class Turn {
       this.summaryLabel.textContent = label;
     } else {
       this.summaryIcon.className = `status-icon ${this.hasError ? "error" : this.status === "cancelled" ? "stopped" : "done"}`;
-      this.summaryLabel.textContent = this.hasError ? t("Finished with errors") : thought || tools.length ? t("Thought process") : t("Done");
+      if (this.hasError) this.summaryLabel.textContent = t("Finished with errors");
+      else if (this.status === "cancelled") this.summaryLabel.textContent = t("Stopped");
+      else this.summaryLabel.textContent = thought || tools.length ? t("Thought process") : t("Done");
     }
     const counts = [];
     if (tools.length) counts.push(tools.length === 1 ? t("1 tool call") : tf("%s tool calls", [tools.length]));
