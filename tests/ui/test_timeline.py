@@ -1,0 +1,303 @@
+"""The timeline in a real browser: streaming, tools, folding, errors, Stop, refresh, tabs, reconnect."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.harness import answer_text, slow_text_reply
+from tests.fakellm import text_reply, tool_call_reply
+
+pytestmark = pytest.mark.browser
+
+# Records every state each tool item of the page goes through, live.
+TOOL_STATES_RECORDER = """
+window.__toolStates = {};
+new MutationObserver((records) => {
+  for (const node of document.querySelectorAll("li.tl-tool")) {
+    const id = node.dataset.toolCallId, status = node.dataset.status;
+    const seen = (window.__toolStates[id] = window.__toolStates[id] || []);
+    if (seen[seen.length - 1] !== status) seen.push(status);
+  }
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-status"]});
+"""
+
+
+class HoldAfterToolStart:
+    """A WebSocket proxy that holds the frames after each tool_start until release():
+    the tool's running state stays on screen however fast the tool is."""
+
+    def __init__(self, page):
+        self.held: list[str] = []
+        self.holding = False
+        self.page_side = None
+        page.route_web_socket(re.compile(r".*/ws/chat/.*"), self.route)
+
+    def route(self, ws) -> None:
+        self.page_side = ws
+        server = ws.connect_to_server()
+        server.on_message(self.from_server)
+
+    def from_server(self, message) -> None:
+        if self.holding:
+            self.held.append(message)
+            return
+        self.page_side.send(message)
+        if json.loads(message).get("type") == "tool_start":
+            self.holding = True
+
+    def release(self) -> None:
+        self.holding = False
+        for message in self.held:
+            self.page_side.send(message)
+        self.held.clear()
+
+
+def unique(text: str) -> str:
+    return f"{text} [{uuid.uuid4().hex[:6]}]"
+
+
+def send(page, message: str) -> None:
+    page.fill("#message-input", message)
+    expect(page.locator("#send-button")).to_be_enabled()  # connected, nothing running
+    page.press("#message-input", "Enter")
+
+
+def last_turn(page):
+    return page.locator("article.turn").last
+
+
+def assert_clean(page) -> None:
+    assert page.watch.console_errors == [], page.watch.console_errors
+    assert page.watch.dialogs == [], page.watch.dialogs
+    assert page.watch.foreign_requests == [], page.watch.foreign_requests
+
+
+def conversation_id(page) -> str:
+    page.wait_for_url(re.compile(r".*\?c=[0-9a-f-]{36}$"))
+    return page.url.rsplit("=", 1)[1]
+
+
+ANSWER = """The product is **42**.
+
+```python
+def multiply(a, b):
+    return a * b  # 6 * 7
+```
+
+| a | b | a*b |
+|---|---|-----|
+| 6 | 7 | 42 |
+
+- first item
+- second item
+"""
+
+
+def test_message_thinking_tool_answer_and_fold(user_page, replies, shot):
+    page = user_page
+    page.add_init_script(TOOL_STATES_RECORDER)
+    proxy = HoldAfterToolStart(page)
+    page.reload()
+    message = unique("What is 6 * 7?")
+    thinking = "The user wants a product. I will use the calculator to check."
+    replies.set(
+        message,
+        {"chunks": [
+            *[{"delta": {"reasoning_content": thinking[i:i + 3]}} for i in range(0, len(thinking), 3)],
+            *tool_call_reply(("calculator", {"expression": "6 * 7"}))["chunks"]], "delay": 0.03},
+        slow_text_reply(ANSWER, chunks=40, delay=0.04),
+    )
+    expect(page.locator("#send-button")).to_be_disabled()  # nothing typed yet
+    page.fill("#message-input", "line one")
+    page.press("#message-input", "Shift+Enter")
+    page.type("#message-input", "line two")
+    assert page.input_value("#message-input") == "line one\nline two"  # Shift+Enter: a newline, not sent
+    assert page.locator("article.turn").count() == 0
+    send(page, message)
+
+    turn = last_turn(page)
+    expect(turn.locator(".msg-user .bubble")).to_have_text(message)
+    timeline = turn.locator("details.timeline")
+    expect(timeline).to_have_attribute("open", "")
+    expect(turn.locator(".thinking-text")).to_contain_text("I will use the calculator")
+    # While it runs: composer disabled with its reason, Stop offered, sidebar mark.
+    expect(page.locator("#message-input")).to_be_disabled()
+    expect(page.locator("#composer-reason")).to_contain_text("working")
+    expect(page.locator("#stop-button")).to_be_visible()
+    expect(page.locator(".conv-item.active.running")).to_have_count(1)
+    tool = turn.locator("li.tl-tool")
+    expect(tool).to_have_attribute("data-status", "running")
+    expect(tool.locator(".status-icon.running")).to_be_visible()
+    expect(timeline.locator(".tl-label")).to_contain_text("Running calculator")
+    shot(page, "01-tool-running")
+    proxy.release()
+    expect(tool).to_have_attribute("data-status", "done", timeout=15000)
+    expect(tool.locator(".status-icon.done")).to_be_visible()
+
+    # The answer streams in as Markdown, then the timeline folds away.
+    answer = turn.locator(".answer")
+    expect(answer.locator("strong")).to_have_text("42", timeout=15000)
+    shot(page, "02-answer-streaming")
+    expect(timeline).not_to_have_attribute("open", "", timeout=15000)
+    expect(turn).not_to_have_class(re.compile("is-running"))
+    expect(answer.locator(".code-block pre code.hljs .hljs-keyword").first).to_have_text("def")
+    expect(answer.locator(".code-block .copy-btn")).to_have_count(1)
+    expect(answer.locator("table td")).to_have_count(3)
+    expect(answer.locator("ul > li")).to_have_count(2)
+    expect(timeline.locator(".tl-counts")).to_contain_text("1 tool call")
+    expect(page.locator("#message-input")).to_be_enabled()
+    expect(page.locator("#stop-button")).to_be_hidden()
+    expect(page.locator(".conv-item.active.running")).to_have_count(0)
+    assert page.evaluate("window.__toolStates")["call_0"] == ["running", "done"]
+    shot(page, "03-answer-folded")
+
+    # Keyboard: the folded timeline opens again from its summary; tool details on click.
+    timeline.locator("summary.timeline-summary").focus()
+    page.keyboard.press("Enter")
+    expect(timeline).to_have_attribute("open", "")
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-detail")).to_contain_text('"expression": "6 * 7"')
+    expect(tool.locator(".tool-detail")).to_contain_text("42")
+    shot(page, "04-timeline-reopened")
+
+    # Copy button puts the code on the clipboard.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    answer.locator(".copy-btn").click()
+    expect(answer.locator(".copy-btn")).to_have_text("Copied")
+    assert "def multiply" in page.evaluate("navigator.clipboard.readText()")
+    assert_clean(page)
+
+
+def test_error_retries_keep_timeline_open(user_page, replies, shot):
+    page = user_page
+    message = unique("Flaky model")
+    failing = {"status": 500, "body": {"error": {"message": "upstream overloaded"}}}
+    replies.set(message, failing, failing, text_reply("Recovered after two retries.", piece=5))
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_have_text("Recovered after two retries.", timeout=15000)
+    expect(turn).not_to_have_class(re.compile("is-running"))
+    timeline = turn.locator("details.timeline")
+    expect(timeline).to_have_attribute("open", "")
+    errors = turn.locator("li.tl-error")
+    expect(errors).to_have_count(2)
+    expect(errors.first.locator(".badge")).to_have_text("retry 1 of 3")
+    expect(errors.nth(1).locator(".badge")).to_have_text("retry 2 of 3")
+    expect(errors.first).to_contain_text("LLM_CALL_FAILED")
+    expect(timeline.locator(".tl-counts")).to_contain_text("2 errors")
+    shot(page, "05-error-retries-open")
+
+    # A run that fails for good: timeline open, the failure said under it.
+    message = unique("Broken model")
+    replies.set(message, failing)  # the last reply repeats: every attempt fails
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".turn-status")).to_have_text("The run failed.", timeout=15000)
+    expect(turn.locator("details.timeline")).to_have_attribute("open", "")
+    expect(turn.locator("li.tl-error")).to_have_count(4)  # 3 retries announced + the final one
+    expect(page.locator("#message-input")).to_be_enabled()
+    shot(page, "06-run-failed")
+    assert page.watch.dialogs == []
+
+
+def test_stop_cancels_the_run(user_page, replies, shot):
+    page = user_page
+    message = unique("Tell me a long story")
+    replies.set(message, slow_text_reply(answer_text(300), chunks=300, delay=0.05))
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_contain_text("w010", timeout=15000)
+    page.click("#stop-button")
+    expect(turn.locator(".turn-status")).to_have_text("Stopped.", timeout=15000)
+    expect(page.locator("#stop-button")).to_be_hidden()
+    expect(page.locator("#message-input")).to_be_enabled()
+    text = turn.locator(".answer").inner_text()
+    assert "w299" not in text
+    page.wait_for_timeout(500)
+    assert turn.locator(".answer").inner_text() == text  # nothing more arrives
+    shot(page, "07-stopped")
+    assert_clean(page)
+
+
+def test_refresh_mid_run_shows_history_and_live_rest(user_page, replies):
+    page = user_page
+    first = unique("First question")
+    replies.set(first, text_reply("First answer.", piece=4))
+    send(page, first)
+    expect(last_turn(page).locator(".answer")).to_have_text("First answer.")
+    message = unique("Count slowly")
+    expected = answer_text(120)
+    replies.set(message, slow_text_reply(expected, chunks=120, delay=0.03))
+    send(page, message)
+    expect(last_turn(page).locator(".answer")).to_contain_text("w020", timeout=15000)
+    page.reload()
+    expect(page.locator("article.turn")).to_have_count(2)
+    expect(page.locator("article.turn").first.locator(".answer")).to_have_text("First answer.")
+    running = last_turn(page)
+    expect(running).to_have_class(re.compile("is-running"))
+    expect(page.locator("#stop-button")).to_be_visible()
+    expect(running.locator(".answer")).to_have_text(expected.strip(), timeout=20000)
+    expect(running).not_to_have_class(re.compile("is-running"))
+    assert_clean(page)
+
+
+def test_two_pages_on_one_conversation_show_the_same(user_page, replies, shot):
+    page = user_page
+    message = unique("Shared run")
+    expected = answer_text(80)
+    replies.set(
+        message,
+        tool_call_reply(("calculator", {"expression": "2+2"})),
+        slow_text_reply(expected, chunks=80, delay=0.03),
+    )
+    send(page, message)
+    cid = conversation_id(page)
+    expect(last_turn(page).locator(".answer")).to_contain_text("w005", timeout=15000)
+    other = page.context.new_page()
+    other.goto(f"/?c={cid}")
+    for each in (page, other):
+        expect(last_turn(each).locator(".answer")).to_have_text(expected.strip(), timeout=20000)
+        expect(last_turn(each)).not_to_have_class(re.compile("is-running"))
+    assert page.locator("li.tl-item").count() == other.locator("li.tl-item").count() == 1
+    # A message sent from the second page appears on the first.
+    second = unique("From the other tab")
+    replies.set(second, text_reply("Seen everywhere.", piece=3))
+    send(other, second)
+    expect(last_turn(page).locator(".msg-user .bubble")).to_have_text(second)
+    expect(last_turn(page).locator(".answer")).to_have_text("Seen everywhere.")
+    assert page.locator("article.turn").count() == other.locator("article.turn").count() == 2
+    assert_clean(page)
+
+
+def test_reconnect_after_the_socket_drops(user_page, replies, shot):
+    page = user_page
+    sockets = []
+
+    def proxy(ws):
+        sockets.append(ws)
+        ws.connect_to_server()
+
+    page.route_web_socket(re.compile(r".*/ws/chat/.*"), proxy)
+    message = unique("Survive a drop")
+    expected = answer_text(150)
+    replies.set(message, slow_text_reply(expected, chunks=150, delay=0.03))
+    send(page, message)
+    conversation_id(page)
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_contain_text("w030", timeout=15000)
+    sockets[-1].close(code=1006, reason="network gone")
+    expect(page.locator("#connection-status")).to_have_attribute("data-mode", re.compile("waiting|connecting"))
+    expect(page.locator("#connection-text")).to_contain_text(re.compile("Reconnecting|Connecting"))
+    shot(page, "08-reconnecting")
+    expect(page.locator("#connection-status")).to_have_attribute("data-mode", "live", timeout=15000)
+    expect(turn.locator(".answer")).to_have_text(expected.strip(), timeout=20000)
+    assert len(sockets) >= 2
+    after = int(re.search(r"after=(\d+)", sockets[-1].url).group(1))
+    assert after > 1, sockets[-1].url
+    assert page.locator("article.turn").count() == 1
+    assert_clean(page)
