@@ -116,6 +116,9 @@ def make_server(e2e_llm, log_dir):
         return server.start()
 
     yield start
+    for server in servers:  # all at once: each takes a moment to shut down
+        if server.running:
+            server.proc.terminate()
     for server in servers:
         server.stop()
 

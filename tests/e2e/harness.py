@@ -104,9 +104,10 @@ class Server:
         self.kill()
         raise RuntimeError(f"{self.name} did not answer /healthz in {timeout}s:\n{self.log()}")
 
-    def log(self) -> str:
+    def log(self, tail: int | None = 5000) -> str:
         try:
-            return self.log_path.read_text(errors="replace")[-5000:]
+            text = self.log_path.read_text(errors="replace")
+            return text[-tail:] if tail else text
         except OSError:
             return ""
 

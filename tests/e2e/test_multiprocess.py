@@ -100,8 +100,11 @@ async def test_cancel_through_b_stops_a_run_on_a(alice, server_a, server_b, repl
     assert seen_b == await alice.events(conversation, server=server_b)
 
 
-async def test_kill_9_of_a_loses_no_frame_and_b_reaps_the_run(shared_database, make_server, server_b, replies):
-    doomed = make_server(shared_database, name="A-doomed")
+async def test_kill_9_of_a_loses_no_frame_and_b_reaps_the_run(databases, make_server, replies):
+    # A pair of its own, so that B is the only process left that can reap A's run.
+    database = databases.new()
+    doomed = make_server(database, name="A-doomed")
+    server_b = make_server(database, name="B-reaper")
     client = await Client(doomed).signup()
     try:
         answer = answer_text(400, "z")
@@ -140,6 +143,7 @@ async def test_kill_9_of_a_loses_no_frame_and_b_reaps_the_run(shared_database, m
     assert len(received_on_a) >= 6
     assert all(stored[f["seq"] - 1] == f for f in received_on_a), "a frame the client received is not in the DB"
     assert reaped_in < 30
+    assert f"closed run {received_on_a[0]['runId']} of a dead process" in server_b.log(tail=None)
     assert_contiguous(stored)
     assert seen_b == stored
     assert [e["type"] for e in stored].count("complete") == 1
