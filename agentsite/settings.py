@@ -1,6 +1,7 @@
 """Settings for agentsite, read from the environment (PROTOCOL.md section 1)."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -97,7 +98,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
+    # A file, not Django's shared-cache memory database, whose table locks ignore the busy
+    # timeout; one per process, so that concurrent test runs never share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"agentsite_test_{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
