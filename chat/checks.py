@@ -58,7 +58,7 @@ def check_agent_settings(app_configs, **kwargs):
         try:
             if value is not None:
                 float(value)
-        except ValueError:
+        except (TypeError, ValueError):
             errors.append(checks.Error(f"{name} must be a number, not {value!r}.", id="agentsite.E004"))
     return errors
 

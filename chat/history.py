@@ -3,7 +3,9 @@
 A conversation's earlier runs become OpenAI chat messages: the user message,
 each tool round as an assistant message with its tool_calls followed by the
 tool results (in call order), and the answer. Thinking is left out: providers
-such as DeepSeek refuse reasoning sent back as input.
+such as DeepSeek refuse reasoning sent back as input. Text that a failed model
+call had streamed before an LLM_CALL_FAILED error is left out too: the retry
+answers again from the start.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             calls.append(event)
         elif kind == "tool_end":
             results[event["toolCallId"]] = event["result"]
+        elif kind == "error" and event.get("code") == "LLM_CALL_FAILED" and not calls:
+            text = []  # the failed attempt's partial answer; the retry streams it anew
     close_round()
     return messages
 

@@ -58,3 +58,16 @@ def test_a_failed_run_keeps_the_question_and_an_unfinished_tool_gets_a_result():
             {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"error": "the tool did not finish"}'},
     ]
+
+
+def test_text_of_a_failed_attempt_is_not_memory():
+    events = [
+        ev("r1", "user_message", content="q"),
+        ev("r1", "text", content="The ans"),
+        ev("r1", "error", code="LLM_CALL_FAILED", message="retrying (1/3)", detail="truncated"),
+        ev("r1", "text", content="The answer."),
+        ev("r1", "complete", status="succeeded"),
+    ]
+    assert messages_from_events(events) == [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer."}
+    ]
