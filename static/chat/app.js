@@ -102,6 +102,7 @@ function closeView() {
   clearTimeout(state.echoTimer);
   els.turns.replaceChildren();
   delete els.turns.dataset.historyMs;
+  delete els.turns.dataset.historyFetchMs;
   delete els.turns.dataset.historyEvents;
 }
 
@@ -165,6 +166,7 @@ function openConversation(id, { push }) {
   updateConnection();
   updateComposer();
   view.open();
+  if (!conversation) refreshList(); // opened by address: not in the list fetched so far
 }
 
 function onViewState(viewState) {
@@ -392,6 +394,11 @@ els.jump.addEventListener("click", () => {
   els.input.focus();
 });
 onAfterRender(() => scrollToEnd(false));
+// Turns change height after they are drawn (Markdown, off-screen turns rendered late):
+// a reader at the bottom stays at the bottom.
+new ResizeObserver(() => {
+  if (state.stick) els.scroller.scrollTop = els.scroller.scrollHeight;
+}).observe(els.turns);
 
 // --- copy buttons (delegated: answers are re-rendered while they stream) ----------------
 els.turns.addEventListener("click", async (event) => {

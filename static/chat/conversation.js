@@ -63,6 +63,7 @@ export class ConversationView {
       history = [];
     }
     if (this.closed) return;
+    this.container.dataset.historyFetchMs = String(Math.round(performance.now() - started));
     this.ingest(history, false);
     await this.mountHistory();
     if (this.closed) return;
@@ -201,6 +202,7 @@ export class ConversationView {
       this.container.insertBefore(older, anchor);
       anchor = this.container.firstElementChild;
       scroller.scrollTop = top + (scroller.scrollHeight - before);
+      this.hooks.onScroll(false);
     }
   }
 

@@ -73,7 +73,8 @@ def test_xss_payloads_render_inert(user_page, replies, shot):
     for tag, name, value in attributes:
         assert not name.startswith("on"), (tag, name, value)
         assert name != "style", (tag, name, value)
-        assert not re.match(r"\s*(javascript|vbscript|data):", value, re.I), (tag, name, value)
+        if name in ("href", "src", "action", "formaction", "xlink:href"):
+            assert not re.match(r"\s*(javascript|vbscript|data):", value, re.I), (tag, name, value)
     links = answer.locator("a[href]")
     hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
     assert hrefs == ["https://example.org/docs"], hrefs
@@ -237,12 +238,15 @@ def test_history_of_2000_events_renders_fast(user_page, seed_history, shot, reco
     expect(page.locator("article.turn")).to_have_count(100)
     expect(page.locator("#connection-status")).to_have_attribute("data-mode", "live")
     history_ms = int(page.get_attribute("#turns", "data-history-ms"))
+    fetch_ms = int(page.get_attribute("#turns", "data-history-fetch-ms"))
     total_ms = page.evaluate("performance.now()") - started
     long_tasks = page.evaluate("window.__longTasks")
     longest = max(long_tasks, default=0)
     record_property("history_2000_ms", history_ms)
     record_property("longest_task_ms", longest)
-    print(f"2,000-event history: rendered in {history_ms} ms (fetch included), live after {total_ms:.0f} ms, "
+    record_property("history_2000_fetch_ms", fetch_ms)
+    print(f"2,000-event history: rendered in {history_ms} ms ({fetch_ms} ms of it fetching), "
+          f"live after {total_ms:.0f} ms, "
           f"longest task {longest:.0f} ms, {len(long_tasks)} long tasks")
     last = last_turn(page)
     expect(last.locator(".answer")).to_contain_text("Done with question 100.")
