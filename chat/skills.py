@@ -22,7 +22,6 @@ from pathlib import Path
 import yaml
 
 from chat.agent.tools import ToolContext, ToolError
-from chat.tools.workspace import Confined
 
 NAME_RE = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 MAX_NAME = 64
@@ -43,6 +42,8 @@ class Skill:
 
     def files(self) -> list[str]:
         """The skill's other files, relative to its folder."""
+        from chat.tools.workspace import Confined  # chat.tools imports this module
+
         entries, _cut = Confined(self.path, label="skill").entries(".", limit=200)
         return [rel for rel, _size, _mtime, is_dir in entries if not is_dir and rel != "SKILL.md"]
 
@@ -173,6 +174,8 @@ async def load_skill(name: str, context: ToolContext) -> str:
 
 async def read_skill_file(name: str, path: str, context: ToolContext) -> str:
     """Read one file of a skill, such as references/checklist.md, by the skill's name and the file's path."""
+    from chat.tools.workspace import Confined
+
     skill = _skill(name.strip(), context)
     data, size = Confined(skill.path, label="skill").read_bytes(path, limit=MAX_FILE_CHARS * 4)
     if b"\x00" in data:
