@@ -74,4 +74,6 @@ async def bash(command: str, context: ToolContext) -> str:
     status = _status(outcome, limits)
     if limit_hit:
         status += f" [the process limit ({limits.max_processes}) was reached]"
-    return f"{text}\n{status}" if text else status
+    if not text:
+        return status
+    return f"{text}{'' if text.endswith(chr(10)) else chr(10)}{status}"

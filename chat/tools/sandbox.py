@@ -122,13 +122,24 @@ def _hand_over(workspace: Path, uid: int) -> None:
                 pass
 
 
+def _check_reachable(workspace: Path, uid: int) -> None:
+    """bwrap, started as the sandbox user, must be able to walk down to the workspace."""
+    for parent in Path(os.path.realpath(workspace)).parents:
+        info = parent.stat()
+        if not (info.st_mode & 0o001 or (info.st_uid == uid and info.st_mode & 0o100)):
+            raise SandboxUnavailable(
+                f"the bash tool cannot run: the sandbox user (uid {uid}) cannot enter {parent}, a parent of the "
+                "workspace; make the folders above AGENT_WORKSPACE_ROOT traversable (chmod o+x)"
+            )
+
+
 def _limit_arguments(limits: Limits, uid: int) -> list[str]:
     mb = 1024 * 1024
     # bwrap and its PID 1 are two processes of the budget; each sandbox adds its own on top of
     # what the user already runs.
     nproc = _tasks_of(uid) + limits.max_processes + 2
     return [
-        f"--cpu={limits.cpu_seconds}",
+        f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",  # SIGXCPU first, SIGKILL a second later
         f"--as={limits.memory_mb * mb}",
         f"--fsize={limits.file_size_mb * mb}",
         f"--nproc={nproc}",
@@ -187,6 +198,7 @@ async def run(command: str, workspace: Path, limits: Limits) -> Outcome:
     as_root = os.geteuid() == 0
     uid = limits.sandbox_uid if as_root else os.getuid()
     if as_root:
+        _check_reachable(workspace, uid)
         await asyncio.to_thread(_hand_over, workspace, uid)
     fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
