@@ -9,7 +9,8 @@ import { api, ApiError } from "./api.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
 
-const BATCH_TURNS = 12;
+const MIN_BATCH_TURNS = 4;
+const SLICE_MS = 12;
 
 export class ConversationView {
   /**
@@ -178,29 +179,33 @@ export class ConversationView {
     }
   }
 
-  /** Draws the turns collected so far: newest batch first, older ones above it, a batch per frame. */
+  /** Draws the turns collected so far: the newest first, older ones above them in slices of
+   * about one frame's work, yielding between slices so that the page never freezes. */
   async mountHistory() {
     const turns = this.order.slice();
-    const firstBatch = turns.splice(Math.max(0, turns.length - BATCH_TURNS));
-    const fragment = document.createDocumentFragment();
-    for (const turn of firstBatch) fragment.append(turn.mount());
-    this.container.append(fragment);
+    const mountSlice = () => {
+      const fragment = document.createDocumentFragment();
+      const batch = [];
+      const started = performance.now();
+      while (turns.length && (batch.length < MIN_BATCH_TURNS || performance.now() - started < SLICE_MS)) {
+        batch.unshift(turns.pop());
+        fragment.prepend(batch[0].mount());
+      }
+      return fragment;
+    };
+    this.container.append(mountSlice());
     this.mounted = true;
     this.emitState();
     this.hooks.onScroll(true);
-    let anchor = this.container.firstElementChild;
+    const scroller = this.container.closest(".messages-scroll") || this.container;
     while (turns.length && !this.closed) {
-      await new Promise((resolve) => requestAnimationFrame(resolve));
+      await new Promise((resolve) => setTimeout(resolve, 0));
       if (this.closed) return;
-      const batch = turns.splice(Math.max(0, turns.length - BATCH_TURNS));
-      const older = document.createDocumentFragment();
-      for (const turn of batch) older.append(turn.mount());
+      const older = mountSlice();
       // Keep what the reader is looking at in place while older turns appear above it.
-      const scroller = this.container.closest(".messages-scroll") || this.container;
       const before = scroller.scrollHeight;
       const top = scroller.scrollTop;
-      this.container.insertBefore(older, anchor);
-      anchor = this.container.firstElementChild;
+      this.container.prepend(older);
       scroller.scrollTop = top + (scroller.scrollHeight - before);
       this.hooks.onScroll(false);
     }

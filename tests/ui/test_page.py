@@ -226,27 +226,25 @@ def test_phone_width_dark_and_keyboard(new_context, replies, shot, ui_server):
 def test_history_of_2000_events_renders_fast(user_page, seed_history, shot, record_property):
     page = user_page
     cid = seed_history(page.username, 2000)
-    page.evaluate("""() => {
+    page.add_init_script("""
         window.__longTasks = [];
         new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
           .observe({ type: "longtask", buffered: true });
-    }""")
-    started = page.evaluate("performance.now()")
-    page.click("#new-chat")  # switching in place keeps the long-task observer
-    page.evaluate(f"history.pushState(null, '', '/?c={cid}'); dispatchEvent(new PopStateEvent('popstate'))")
+    """)
+    page.goto(f"/?c={cid}")
     expect(page.locator("#turns")).to_have_attribute("data-history-events", "2000", timeout=20000)
     expect(page.locator("article.turn")).to_have_count(100)
     expect(page.locator("#connection-status")).to_have_attribute("data-mode", "live")
     history_ms = int(page.get_attribute("#turns", "data-history-ms"))
     fetch_ms = int(page.get_attribute("#turns", "data-history-fetch-ms"))
-    total_ms = page.evaluate("performance.now()") - started
+    page_ms = page.evaluate("performance.getEntriesByName('agentsite:history-rendered')[0].startTime")
     long_tasks = page.evaluate("window.__longTasks")
     longest = max(long_tasks, default=0)
     record_property("history_2000_ms", history_ms)
     record_property("longest_task_ms", longest)
     record_property("history_2000_fetch_ms", fetch_ms)
-    print(f"2,000-event history: rendered in {history_ms} ms ({fetch_ms} ms of it fetching), "
-          f"live after {total_ms:.0f} ms, "
+    print(f"2,000-event history: drawn {history_ms} ms after the script started ({fetch_ms} ms of it "
+          f"fetching), {page_ms:.0f} ms after navigation; "
           f"longest task {longest:.0f} ms, {len(long_tasks)} long tasks")
     last = last_turn(page)
     expect(last.locator(".answer")).to_contain_text("Done with question 100.")
