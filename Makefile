@@ -8,7 +8,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test test-services install install-test browser bench clean
+.PHONY: run test install install-test browser sandbox bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser
+install-test: $(VENV)/.installed-test browser sandbox
 
 # Debian's chromium for the browser tests; Playwright drives it and never downloads one.
 browser:
@@ -30,6 +30,13 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+# Debian's bubblewrap: the bash tool's sandbox (without it the tool refuses to run).
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  echo "installing Debian's bubblewrap for the bash tool's sandbox"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
 run: install
 	$(PY) manage.py migrate --noinput

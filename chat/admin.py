@@ -1,8 +1,10 @@
 """Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge them."""
 
 from django.contrib import admin
+from django.utils.html import format_html_join
 
 from .models import Conversation, Event, Run, ToolRecord
+from .tools.files import workspace_listing
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -30,9 +32,18 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_display = ("__str__", "owner", "created_at", "updated_at", "last_seq")
     list_filter = ("created_at",)
     search_fields = ("title", "owner__username", "id")
-    readonly_fields = ("id", "owner", "title", "created_at", "updated_at", "last_seq")
+    readonly_fields = ("id", "owner", "title", "created_at", "updated_at", "last_seq", "workspace_files")
     date_hierarchy = "updated_at"
     inlines = [RunInline]
+
+    @admin.display(description="workspace files")
+    def workspace_files(self, obj):
+        files = workspace_listing(obj.pk)
+        if not files:
+            return "(empty)"
+        # format_html_join escapes every value: file names are chosen by the model.
+        rows = ((path, size, f"{modified:%Y-%m-%d %H:%M:%S}") for path, size, modified in files)
+        return format_html_join("", "<div><code>{}</code> &middot; {} bytes &middot; {} UTC</div>", rows)
 
 
 class ToolRecordInline(admin.TabularInline):

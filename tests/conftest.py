@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.fakellm import FakeLLM
@@ -32,3 +34,14 @@ def llm_settings(settings, fake_llm):
     assistant._client.cache_clear()
     yield fake_llm
     assistant._client.cache_clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI a skipped test is a failure: a missing chromium or bubblewrap must not pass quietly."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.longrepr = f"skipped in CI, which must run every test: {reason}"

@@ -165,13 +165,17 @@ class KeywordGuardrail(ModelInterceptor):
 
 
 class ToolErrorPolicy(ToolInterceptor):
-    """Retry transient tool failures, and tell the model what to do with the rest."""
+    """Retry transient tool failures, and tell the model what to do with the rest.
+
+    Only connection failures are retried by default: a timed-out tool may have done
+    its work (written a file, run a command), and running it twice is not safe.
+    """
 
     def __init__(
         self,
         *,
         retries: int = 1,
-        retry_on: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError),
+        retry_on: tuple[type[BaseException], ...] = (ConnectionError,),
         delay: float = 0.5,
         hint: str = "Check the arguments and try again, or answer without this tool.",
     ):

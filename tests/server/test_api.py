@@ -142,3 +142,26 @@ def test_content_security_policy(api):
     policy = api.get("/")["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "ws://testserver" in policy and "object-src 'none'" in policy
     assert json.loads(api.get("/api/conversations/").content)  # the API works under the same middleware
+
+
+def test_admin_pages_render_with_workspace_files(alice, settings, tmp_path):
+    from django.contrib.auth import get_user_model
+
+    settings.AGENT_WORKSPACE_ROOT = tmp_path
+    admin_user = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
+    conversation = services.conversation_create(owner=alice, title="with files")
+    run, _ = services.run_start(conversation=conversation, user=alice, content="hi", model="m", worker="")
+    workspace = tmp_path / str(conversation.pk)
+    workspace.mkdir()
+    (workspace / "<img src=x onerror=alert(1)>.txt").write_text("hello")
+    client = Client()
+    client.force_login(admin_user)
+    page = client.get(f"/admin/chat/conversation/{conversation.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "&lt;img src=x onerror=alert(1)&gt;.txt" in html and "5 bytes" in html
+    assert "<img src=x" not in html
+    for url in ("/admin/chat/conversation/", "/admin/chat/run/", "/admin/chat/event/", "/admin/chat/toolrecord/",
+                f"/admin/chat/run/{run.pk}/change/"):
+        assert client.get(url).status_code == 200, url
+    assert client.get("/admin/chat/event/add/").status_code == 403  # read-mostly

@@ -120,9 +120,10 @@ async def test_the_transport_refuses_them_too(url, message, connections):
         try:
             target = httpx2.URL(url)
         except Exception:
-            pytest.skip("not a URL httpx2 accepts")
-        with pytest.raises(ToolError, match=message):
-            await client.get(target)
+            target = None  # refused by the URL parser already: it can never reach the transport
+        if target is not None:
+            with pytest.raises(ToolError, match=message):
+                await client.get(target)
     assert connections == []
 
 
