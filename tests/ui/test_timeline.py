@@ -160,10 +160,12 @@ def test_message_thinking_tool_answer_and_fold(user_page, replies, shot):
     timeline.locator("summary.timeline-summary").focus()
     page.keyboard.press("Enter")
     expect(timeline).to_have_attribute("open", "")
+    page.evaluate("document.activeElement.blur()")
+    shot(page, "04-timeline-reopened")
     tool.locator("summary").click()
     expect(tool.locator(".tool-detail")).to_contain_text('"expression": "6 * 7"')
     expect(tool.locator(".tool-detail")).to_contain_text("42")
-    shot(page, "04-timeline-reopened")
+    shot(page, "04b-tool-details")
 
     # Copy button puts the code on the clipboard.
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
