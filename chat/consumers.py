@@ -53,7 +53,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.last_seq = _after_param(self.scope.get("query_string", b""))
+        # An `after` past the end (a stale or forged client) would hide the next events as
+        # "already sent"; clamped, the client just gets everything from the real end on.
+        self.last_seq = min(_after_param(self.scope.get("query_string", b"")), self.conversation.last_seq)
         self.group = conversation_group(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

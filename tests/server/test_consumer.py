@@ -352,3 +352,17 @@ async def test_failed_model_calls_are_visible_and_the_run_fails(conversation, re
     run = await Run.objects.aget(pk=frames[0]["runId"])
     assert run.status == "failed" and run.error.startswith("LLM_CALL_FAILED")
     await socket.close()
+
+
+async def test_an_after_past_the_end_is_clamped(conversation, registry, llm_settings):
+    from tests.server.conftest import Socket
+
+    llm_settings.script(text_reply("fresh"))
+    socket = Socket(conversation.owner, conversation.pk, after=999)
+    await socket.connect()
+    assert await socket.recv() == {"type": "sync", "lastSeq": 0, "running": False, "runId": None}
+    await socket.send({"type": "message", "content": "hi"})
+    frames = await socket.run_to_end()
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+    assert texts(frames) == "fresh"
+    await socket.close()
