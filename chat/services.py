@@ -7,12 +7,13 @@ conversation across processes, so seqs are gap-free and committed in order.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -84,6 +85,18 @@ def _append(*, conversation_id, run_id, payloads: list[dict[str, Any]]) -> list[
     return [{**p, "seq": first + i, "runId": str(run_id)} for i, p in enumerate(payloads)]
 
 
+@dataclass(frozen=True)
+class EventBatch:
+    """A run's events to store together, with the tool records that ended in them and, for
+    the batch holding `complete`, the run's outcome."""
+
+    conversation_id: Any
+    run_id: Any
+    payloads: list[dict[str, Any]]
+    tool_records: list[ToolRecordData] = ()
+    outcome: RunOutcome | None = None
+
+
 def events_append(
     *,
     conversation_id,
@@ -92,23 +105,89 @@ def events_append(
     tool_records: list[ToolRecordData] = (),
     outcome: RunOutcome | None = None,
 ) -> list[dict[str, Any]]:
-    """Store a batch of a run's events (with the tool records that ended in it and, for the
-    batch holding `complete`, the run's outcome) in one transaction; returns the frames."""
-    with transaction.atomic():
-        frames = _append(conversation_id=conversation_id, run_id=run_id, payloads=payloads)
-        if tool_records:
-            ToolRecord.objects.bulk_create(ToolRecord(run_id=run_id, **vars(record)) for record in tool_records)
-        if outcome is not None:
-            Run.objects.filter(pk=run_id).update(
-                status=outcome.status,
-                finished_at=timezone.now(),
-                iterations=outcome.iterations,
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                total_tokens=outcome.total_tokens,
-                error=outcome.error,
-            )
+    """Store one batch of a run's events in one transaction; returns the frames."""
+    batch = EventBatch(conversation_id, run_id, payloads, list(tool_records), outcome)
+    frames = events_append_many(batches=[batch])[0]
+    if frames is None:
+        raise ConversationGone(str(conversation_id))
     return frames
+
+
+def events_append_many(*, batches: list[EventBatch]) -> list[list[dict[str, Any]] | None]:
+    """Store the batches of many runs in one transaction (group commit: one commit for every
+    run of the process that has something to write, instead of one each). Returns each
+    batch's frames, or None for a batch whose conversation was deleted (nothing stored).
+
+    A handful of statements whatever the number of batches: the writer runs in a thread
+    that must win the GIL back from a busy event loop after every statement."""
+    results: list[list[dict[str, Any]] | None] = [None] * len(batches)
+    events: list[Event] = []
+    now = timezone.now()
+    with transaction.atomic():
+        counts: dict[Any, int] = {}
+        for batch in batches:
+            key = _conversation_key(batch.conversation_id)
+            counts[key] = counts.get(key, 0) + len(batch.payloads)
+        next_seq = {key: last - counts[key] + 1 for key, last in _allocate_seqs(counts, now).items()}
+        for index, batch in enumerate(batches):
+            key = _conversation_key(batch.conversation_id)
+            if key not in next_seq:
+                continue  # the conversation is gone
+            first = next_seq[key]
+            next_seq[key] += len(batch.payloads)
+            events += (
+                Event(conversation_id=batch.conversation_id, run_id=batch.run_id, seq=first + i, type=p["type"],
+                      payload=p, created_at=now)
+                for i, p in enumerate(batch.payloads)
+            )
+            run_id = str(batch.run_id)
+            results[index] = [{**p, "seq": first + i, "runId": run_id} for i, p in enumerate(batch.payloads)]
+            if batch.tool_records:
+                ToolRecord.objects.bulk_create(
+                    ToolRecord(run_id=batch.run_id, **vars(record)) for record in batch.tool_records
+                )
+            if batch.outcome is not None:
+                outcome = batch.outcome
+                Run.objects.filter(pk=batch.run_id).update(
+                    status=outcome.status,
+                    finished_at=timezone.now(),
+                    iterations=outcome.iterations,
+                    prompt_tokens=outcome.prompt_tokens,
+                    completion_tokens=outcome.completion_tokens,
+                    total_tokens=outcome.total_tokens,
+                    error=outcome.error,
+                )
+        Event.objects.bulk_create(events)
+    return results
+
+
+def _conversation_key(conversation_id):
+    return Conversation._meta.pk.to_python(conversation_id)
+
+
+def _allocate_seqs(counts: dict[Any, int], now: datetime) -> dict[Any, int]:
+    """Bump each conversation's last_seq by its count; returns the new last_seq of each one that
+    exists. One UPDATE ... RETURNING for all of them where the database has it."""
+    if connection.vendor == "sqlite" and sqlite3.sqlite_version_info < (3, 35):
+        out = {}
+        for key, count in counts.items():
+            rows = Conversation.objects.filter(pk=key)
+            if rows.update(last_seq=F("last_seq") + count, updated_at=now):
+                out[key] = rows.values_list("last_seq", flat=True).get()
+        return out
+    meta, quote = Conversation._meta, connection.ops.quote_name
+    pk, last, updated = quote(meta.pk.column), quote("last_seq"), quote("updated_at")
+    ids = {key: meta.pk.get_db_prep_value(key, connection) for key in counts}
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {last} = {last} + CASE {pk} "
+        + " ".join(["WHEN %s THEN %s"] * len(counts))
+        + f" END, {updated} = %s WHERE {pk} IN ({', '.join(['%s'] * len(counts))}) RETURNING {pk}, {last}"
+    )
+    params = [x for key, count in counts.items() for x in (ids[key], count)]
+    params += [meta.get_field("updated_at").get_db_prep_value(now, connection), *ids.values()]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {meta.pk.to_python(key): value for key, value in cursor.fetchall()}
 
 
 def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[dict]]:

@@ -5,17 +5,26 @@ AGENT_STREAM_FLUSH_MS, so rows, group_send calls and frames grow with time,
 not with tokens; any other event flushes at once, keeping the order. A batch
 is published only after its transaction commits: a frame a client received is
 always in the database.
+
+The batches of all the process's runs go through one GroupWriter, which stores
+whatever is waiting in a single transaction (group commit): while one
+transaction runs, the next round's batches gather. Hundreds of streams then
+cost a few commits a second instead of twenty each. The writer has a thread
+(and so a database connection) of its own: streaming runs' batches never queue
+behind the connects and run starts that share sync_to_async's single thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django import db
 from django.utils import timezone
 
 from . import services
@@ -40,6 +49,77 @@ async def publish(conversation_id, frames: list[dict[str, Any]]) -> None:
         )
     except Exception:  # the layer is best effort; sockets fill gaps from the database
         logger.warning("group_send failed for conversation %s", conversation_id, exc_info=True)
+
+
+class GroupWriter:
+    """Stores the batches of every run of one event loop, all waiting batches in one transaction."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[services.EventBatch, asyncio.Future]] = []
+        self._task: asyncio.Task | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-writer")
+
+    async def write(self, batch: services.EventBatch) -> list[dict[str, Any]]:
+        """The batch's frames once committed; ConversationGone when its conversation is gone."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append((batch, future))
+        if self._task is None:
+            self._task = asyncio.create_task(self._drain(), name="event-group-writer")
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                round_, self._waiting = self._waiting, []
+                try:
+                    results = await asyncio.get_running_loop().run_in_executor(
+                        self._thread, _store, [b for b, _ in round_]
+                    )
+                except Exception as exc:
+                    for _, future in round_:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (batch, future), frames in zip(round_, results):
+                    if future.done():
+                        continue
+                    if isinstance(frames, Exception):
+                        future.set_exception(frames)
+                    elif frames is None:
+                        future.set_exception(services.ConversationGone(str(batch.conversation_id)))
+                    else:
+                        future.set_result(frames)
+        finally:
+            self._task = None
+
+
+def _store(batches: list[services.EventBatch]) -> list:
+    """Each batch's frames, None (conversation gone) or the exception that kept it out."""
+    try:
+        return services.events_append_many(batches=batches)
+    except Exception as exc:
+        db.connection.close()  # the writer's connection lives on: never reuse a broken one
+        if len(batches) == 1:
+            return [exc]
+    results = []  # one bad batch must not fail the others: store them one by one
+    for batch in batches:
+        try:
+            results += services.events_append_many(batches=[batch])
+        except Exception as exc:
+            db.connection.close()
+            results.append(exc)
+    return results
+
+
+_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupWriter] = weakref.WeakKeyDictionary()
+
+
+def get_writer() -> GroupWriter:
+    loop = asyncio.get_running_loop()
+    writer = _writers.get(loop)
+    if writer is None:
+        writer = _writers[loop] = GroupWriter()
+    return writer
 
 
 class EventSink:
@@ -101,12 +181,8 @@ class EventSink:
             records, self._records = self._records, []
             if not batch:
                 return
-            frames = await sync_to_async(services.events_append)(
-                conversation_id=self.conversation_id,
-                run_id=self.run_id,
-                payloads=batch,
-                tool_records=records,
-                outcome=outcome,
+            frames = await get_writer().write(
+                services.EventBatch(self.conversation_id, self.run_id, batch, records, outcome)
             )
             self.events_written += len(frames)
             self.batches_written += 1
