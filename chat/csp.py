@@ -2,7 +2,7 @@
 
 Model and tool output is rendered as sanitised Markdown, and this header is the
 second wall: even if markup slipped through, inline script, event-handler
-attributes, foreign images and foreign connections stay blocked.
+attributes, inline styles, foreign images and foreign connections stay blocked.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 def policy_for(request) -> str:
     host = request.get_host()
-    ws_scheme = "wss" if request.is_secure() else "ws"
+    # The page's own WebSocket endpoint. Behind a TLS-terminating proxy the request may
+    # look plain while the page is https, so a plain request allows both schemes.
+    sockets = f"wss://{host}" if request.is_secure() else f"ws://{host} wss://{host}"
     return "; ".join(
         [
             "default-src 'self'",
@@ -18,8 +20,11 @@ def policy_for(request) -> str:
             "style-src 'self'",
             "img-src 'self' data:",
             "font-src 'self'",
-            f"connect-src 'self' {ws_scheme}://{host}",
+            f"connect-src 'self' {sockets}",
+            "media-src 'none'",
             "object-src 'none'",
+            "frame-src 'none'",
+            "worker-src 'none'",
             "base-uri 'none'",
             "form-action 'self'",
             "frame-ancestors 'none'",

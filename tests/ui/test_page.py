@@ -292,3 +292,28 @@ def test_unknown_conversation_goes_back_to_a_draft(user_page):
     expect(page.locator("#notice-text")).to_contain_text("no longer exists")
     expect(page.locator("#empty-state")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/$"))
+
+
+def test_long_tool_payloads_are_folded(user_page, replies):
+    page = user_page
+    message = unique("Add a thousand ones")
+    expression = "+".join(["1"] * 1200)
+    replies.set(message, tool_call_reply(("calculator", {"expression": expression})),
+                text_reply("The sum is 1200.", piece=5))
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn).not_to_have_class(re.compile("is-running"), timeout=15000)
+    expect(turn.locator(".answer")).to_have_text("The sum is 1200.")
+    turn.locator("summary.timeline-summary").click()
+    preview = turn.locator(".tool-args-preview").inner_text()
+    assert len(preview) <= 80 and preview.endswith("…")
+    turn.locator("li.tl-tool summary").click()
+    arguments = turn.locator(".tool-detail pre").first
+    expect(arguments).to_have_class(re.compile("folded"))
+    folded_length = len(arguments.inner_text())
+    assert folded_length < 1600
+    turn.locator(".show-all").click()
+    expect(arguments).not_to_have_class(re.compile("folded"))
+    assert expression in arguments.inner_text()
+    expect(turn.locator(".tool-detail")).to_contain_text("longer than")  # the calculator refuses it
+    assert_clean(page)
