@@ -43,6 +43,7 @@ const state = {
   view: null,
   viewState: null,
   awaitingEcho: false,
+  sentTurns: 0,
   echoTimer: null,
   lastSent: "",
   outbox: null, // a first message waiting for its new conversation's socket
@@ -173,12 +174,12 @@ function onViewState(viewState) {
   const previous = state.viewState;
   state.viewState = viewState;
   if (viewState.loaded) els.loading.hidden = true;
-  if (viewState.running) {
+  // The echo of what we sent: a run that started (or even finished, when the frames came in one batch).
+  if (viewState.running || (state.awaitingEcho && viewState.turns > state.sentTurns)) {
     state.awaitingEcho = false;
     clearTimeout(state.echoTimer);
-  } else {
-    state.stopping = false;
   }
+  if (!viewState.running) state.stopping = false;
   if (viewState.loaded) sidebar.setRunning(state.view.id, viewState.running);
   // A first message queued while the new conversation's socket was connecting.
   if (state.outbox && viewState.connection === "open" && viewState.synced && !viewState.running) {
@@ -230,6 +231,7 @@ function sendNow(content) {
     return;
   }
   state.lastSent = content;
+  state.sentTurns = state.viewState ? state.viewState.turns : 0;
   state.awaitingEcho = true;
   clearTimeout(state.echoTimer);
   // No echo in time: let the user try again rather than wait forever.

@@ -232,6 +232,7 @@ export class ConversationView {
       synced: this.synced,
       retryAt: this.retryAt,
       loaded: this.mounted,
+      turns: this.order.length,
     });
   }
 

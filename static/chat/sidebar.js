@@ -20,6 +20,7 @@ export class Sidebar {
     this.activeId = null;
     this.runningOverride = new Map();
     this.editingId = null;
+    this.signature = null;
     list.addEventListener("click", (event) => this.onClick(event));
   }
 
@@ -46,6 +47,7 @@ export class Sidebar {
 
   setActive(id) {
     this.activeId = id;
+    this.signature = null;
     for (const item of this.list.children) {
       const active = item.dataset.id === id;
       item.classList.toggle("active", active);
@@ -62,16 +64,30 @@ export class Sidebar {
     const conversation = this.get(id);
     if (!conversation || Boolean(conversation.running) === running) return;
     conversation.running = running;
+    this.signature = null;
     const item = this.list.querySelector(`li[data-id="${CSS.escape(id)}"]`);
     if (item) item.classList.toggle("running", running);
   }
 
   render() {
     if (this.editingId) return; // do not pull the input away from the user's typing
+    // The list is refreshed every few seconds: redraw only when something changed, and
+    // give keyboard focus back to the same control of the same conversation.
+    const signature = JSON.stringify([this.activeId, this.conversations.map((c) => [c.id, c.title, Boolean(c.running)])]);
+    if (signature === this.signature) return;
+    this.signature = signature;
+    const focused = this.list.contains(document.activeElement) ? document.activeElement : null;
+    const focusId = focused && focused.closest("li.conv-item")?.dataset.id;
+    const focusAction = focused && (focused.dataset.action || "link");
     const fragment = document.createDocumentFragment();
     for (const conversation of this.conversations) fragment.append(this.renderItem(conversation));
     this.list.replaceChildren(fragment);
     this.list.dataset.empty = String(this.conversations.length === 0);
+    if (focusId) {
+      const item = this.list.querySelector(`li[data-id="${CSS.escape(focusId)}"]`);
+      const target = item && (focusAction === "link" ? item.querySelector(".conv-link") : item.querySelector(`[data-action="${focusAction}"]`));
+      if (target) target.focus();
+    }
   }
 
   renderItem(conversation) {
@@ -131,6 +147,7 @@ export class Sidebar {
       if (done) return;
       done = true;
       this.editingId = null;
+      this.signature = null;
       const title = input.value.trim();
       if (save && title && title !== conversation.title) {
         try {

@@ -93,11 +93,17 @@ def ui_server(ui_env, ui_tmp):
 
 
 @pytest.fixture(scope="session")
-def replies(fake_llm_server):
-    """Fake-model replies keyed by the user message that starts the run."""
+def keyed_replies(fake_llm_server):
+    return Replies(fake_llm_server)
+
+
+@pytest.fixture
+def replies(fake_llm_server, keyed_replies):
+    """Fake-model replies keyed by the user message that starts the run (the session's fake
+    model is shared with other suites, which may reset its responder between tests)."""
     saved = fake_llm_server.responder
-    keyed = Replies(fake_llm_server)
-    yield keyed
+    fake_llm_server.responder = keyed_replies.respond
+    yield keyed_replies
     fake_llm_server.responder = saved
 
 
