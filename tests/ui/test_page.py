@@ -317,3 +317,39 @@ def test_long_tool_payloads_are_folded(user_page, replies):
     assert expression in arguments.inner_text()
     expect(turn.locator(".tool-detail")).to_contain_text("longer than")  # the calculator refuses it
     assert_clean(page)
+
+
+def test_a_refused_frame_is_a_passing_notice(user_page, replies):
+    page = user_page
+    message = unique("Busy for a while")
+    replies.set(message, slow_text_reply(answer_text(200), chunks=200, delay=0.05))
+    send(page, message)
+    expect(last_turn(page).locator(".answer")).to_contain_text("w005", timeout=15000)
+    # The composer is locked, so go around it: the server refuses a second message.
+    page.evaluate("window.agentsite.view.socket.send({type: 'message', content: 'me too'})")
+    expect(page.locator("#notice-text")).to_have_text("The agent is still working on the previous message.")
+    assert page.locator("article.turn").count() == 1  # not part of the history
+    page.click("#stop-button")
+    expect(last_turn(page).locator(".turn-status")).to_have_text("Stopped.", timeout=15000)
+
+
+def test_every_control_has_an_accessible_name(user_page, replies):
+    page = user_page
+    message = unique("Name everything")
+    replies.set(message, tool_call_reply(("current_time", {})), text_reply("```sh\nls\n```", piece=4))
+    send(page, message)
+    expect(last_turn(page).locator(".copy-btn")).to_be_visible()
+    unnamed = page.evaluate("""() => [...document.querySelectorAll('button, a[href], input, textarea, select, summary')]
+        .filter((el) => el.getClientRects().length && el.type !== 'hidden')
+        .filter((el) => {
+            const labelled = el.labels && [...el.labels].some((l) => l.textContent.trim());
+            return !(labelled || (el.getAttribute('aria-label') || '').trim() || el.textContent.trim()
+                     || (el.getAttribute('title') || '').trim());
+        })
+        .map((el) => el.outerHTML.slice(0, 120))""")
+    assert unnamed == []
+    # Tab order starts with the skip link, which leads to the conversation.
+    page.reload()
+    expect(last_turn(page).locator(".copy-btn")).to_be_visible()
+    page.keyboard.press("Tab")
+    expect(page.locator(".skip-link")).to_be_focused()
