@@ -166,6 +166,9 @@ def test_message_thinking_tool_answer_and_fold(user_page, replies, shot):
     expect(tool.locator(".tool-detail")).to_contain_text('"expression": "6 * 7"')
     expect(tool.locator(".tool-detail")).to_contain_text("42")
     shot(page, "04b-tool-details")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "04c-tool-details-dark")
+    page.emulate_media(color_scheme="light")
 
     # Copy button puts the code on the clipboard.
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
