@@ -52,6 +52,10 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
         need = 1 + sum(levels) + 4 + 50 + idle_sockets
         users = 400
         pool = Pool(stack.seed(op="users", count=users, conversations=-(-need // users)))
+        # First: a server that has not yet streamed, so freed memory cannot hide what sockets cost.
+        if "idle" in only:
+            print(f"[{name}] idle {idle_sockets}", flush=True)
+            out["idle"] = await asyncio.wait_for(idle.measure(stack, model, pool, sockets=idle_sockets), 300)
         if "relay" in only:
             print(f"[{name}] relay", flush=True)
             out["relay"] = await asyncio.wait_for(
@@ -67,9 +71,6 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
                 first = out["concurrency"]["levels"][0]
                 out["writes_paced"] = writes.measure(stack, first["conversations"],
                                                      tokens_expected=first["C"] * concurrency.TOKENS)
-        if "idle" in only:
-            print(f"[{name}] idle {idle_sockets}", flush=True)
-            out["idle"] = await asyncio.wait_for(idle.measure(stack, model, pool, sockets=idle_sockets), 300)
         if "replay" in only:
             print(f"[{name}] replay", flush=True)
             out["replay"] = await asyncio.wait_for(
@@ -81,8 +82,6 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
             print(stack.server_log_tail(), file=sys.stderr)
     finally:
         stack.stop()
-    for part in ("relay", *("levels",)):
-        pass
     if out.get("relay"):
         out["relay"].pop("conversations", None)
     for lv in out.get("concurrency", {}).get("levels", []):

@@ -41,6 +41,7 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
     done = [st for st in streams if st.done_at]
     wall = (max(st.done_at for st in done) - min(st.sent_at for st in streams)) if done else float("nan")
     first = [st.first_text_at - st.sent_at for st in streams if st.first_text_at]
+    echo = [st.frames[0][0] - st.sent_at for st in streams if st.frames]
     added, oldest, gaps = [], [], []
     for st in streams:
         a, o = clients.token_delays(st)
@@ -54,6 +55,7 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
         "wall_s": round(wall, 3),
         "first_text_ms": {"p50": ms(percentile(first, 50)), "p95": ms(percentile(first, 95)),
                           "p99": ms(percentile(first, 99))},
+        "user_message_ms": {"p50": ms(percentile(echo, 50)), "p95": ms(percentile(echo, 95))},
         "added_ms_p99": ms(percentile(added, 99)),
         "added_ms_p50": ms(percentile(added, 50)),
         "token_lag_ms_p99": ms(percentile(oldest, 99)),

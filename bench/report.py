@@ -40,7 +40,7 @@ def table(results: dict) -> str:
         c = stack.get("concurrency")
         if c:
             lines.append(f"  concurrency, {c['tokens']} tokens at {c['rate']:g}/s each; one alone: "
-                         f"{c['solo']['wall_s']} s   (targets: C=200 stretch {TARGETS['stretch'].split()[0]}, "
+                         f"{c['solo']['wall_s']} s   (targets: C=200 stretch {TARGETS['stretch'].split(' (')[0]}, "
                          f"first text p95 {TARGETS['first_p95'].split(' (')[0]})")
             lines.append("     C   wall s  stretch  first text p50/p95/p99 ms  added p99 ms  gap p99 ms  ok      "
                          "CPU s server/model/client")
