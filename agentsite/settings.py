@@ -54,6 +54,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves /static/ from the app's own process (daphne serves no files), with
+    # far-future caching for hashed names; no web server needed in front.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "chat.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -124,7 +127,11 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Only for deployments that run collectstatic; by default files are served straight
+# from static/ (the finders), so `make run` needs no collectstatic step.
+STATIC_ROOT = os.environ.get("STATIC_ROOT") or None
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"

@@ -165,3 +165,9 @@ def test_admin_pages_render_with_workspace_files(alice, settings, tmp_path):
                 f"/admin/chat/run/{run.pk}/change/"):
         assert client.get(url).status_code == 200, url
     assert client.get("/admin/chat/event/add/").status_code == 403  # read-mostly
+
+
+def test_static_files_are_served_by_the_app(client):
+    response = client.get("/static/chat/app.js")
+    assert response.status_code == 200
+    assert b"import" in b"".join(response.streaming_content) if response.streaming else response.content

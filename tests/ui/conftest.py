@@ -33,37 +33,6 @@ CHROMIUM_ARGS = [
 PASSWORD = "ui-Pass-w0rd-long"  # noqa: S105 - a test account
 
 
-class UiServer(Server):
-    """The harness's daphne, serving the page's static files too (tests/ui/static_asgi.py)."""
-
-    def start(self, timeout: float = 30.0) -> UiServer:
-        import time
-
-        import httpx2
-
-        from tests.e2e.harness import BIN, free_port
-
-        self.port = free_port()
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "tests.ui.static_asgi:application"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daphne exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx2.get(f"{self.base}/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx2.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"daphne did not answer /healthz in {timeout}s:\n{self.log()}")
-
-
 @pytest.fixture(scope="session")
 def ui_tmp():
     path = Path(tempfile.mkdtemp(prefix="agentsite-ui-"))
@@ -87,7 +56,7 @@ def ui_env(ui_tmp, fake_llm_server):
 
 @pytest.fixture(scope="session")
 def ui_server(ui_env, ui_tmp):
-    server = UiServer(ui_env, log_dir=ui_tmp, name="daphne-ui").start()
+    server = Server(ui_env, log_dir=ui_tmp, name="daphne-ui").start()
     yield server
     server.stop()
 
