@@ -258,3 +258,15 @@ def test_transcripts_have_a_description_and_replies():
         data = json.loads(path.read_text())
         assert data["description"].strip(), path.name
         assert data["replies"] and all(isinstance(r, dict) for r in data["replies"]), path.name
+
+
+async def test_sse_reader_skips_comments_and_fields_and_joins_multiline_data():
+    from chat.agent.llm import _sse_data
+
+    class Response:
+        async def iter_lines(self):
+            for line in [": OPENROUTER PROCESSING", "", "event: message", 'data: {"a":', "data: 1}", "",
+                         "id: 7", 'data:{"b": 2}', "", "data: [DONE]", "", 'data: {"after": "done"}', ""]:
+                yield line
+
+    assert [item async for item in _sse_data(Response())] == [{"a": 1}, {"b": 2}]

@@ -153,7 +153,7 @@ async def test_midstream_error_is_retried(fake_llm, make_agent):
     fake_llm.script(text_reply("Fine.", piece=10))
     run = make_agent().stream("hi")
     events = await run_events(run)
-    assert events == [text("Start"), retrying("APIError: overloaded", 1, 3), text("Fine."), DONE]
+    assert events == [text("Start"), retrying("error in the stream: overloaded", 1, 3), text("Fine."), DONE]
     assert run.result.text == "Fine."
 
 
