@@ -15,6 +15,8 @@ An invalid skill is reported by a system check (agentsite.W010) and skipped.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +109,14 @@ def validate(front: dict, folder: str) -> list[str]:
     return problems
 
 
+@functools.lru_cache(maxsize=256)
+def _parse_file(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
+    """Parsed once per version of the file: every run lists the skills in its prompt,
+    and YAML parsing them each time was a measurable share of a run's start."""
+    front, body = parse_skill_md(path.read_text(encoding="utf-8"))
+    return front, body
+
+
 def discover(skills_dir: Path | str | None) -> tuple[dict[str, Skill], list[SkillProblem]]:
     """Valid skills by name, and what is wrong with the others. Never raises for a bad skill."""
     skills: dict[str, Skill] = {}
@@ -124,9 +134,10 @@ def discover(skills_dir: Path | str | None) -> tuple[dict[str, Skill], list[Skil
             problems.append(SkillProblem(folder, "no SKILL.md in this folder"))
             continue
         try:
-            if skill_md.stat().st_size > MAX_SKILL_BYTES:
+            info = skill_md.stat()
+            if info.st_size > MAX_SKILL_BYTES:
                 raise ValueError(f"SKILL.md is larger than {MAX_SKILL_BYTES} bytes")
-            front, body = parse_skill_md(skill_md.read_text(encoding="utf-8"))
+            front, body = _parse_file(skill_md, info.st_mtime_ns, info.st_size)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             problems.append(SkillProblem(skill_md, str(exc)))
             continue

@@ -13,6 +13,7 @@ and never shown to the model.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable
@@ -53,6 +54,11 @@ class Tool:
     timeout: float | None
 
     def spec(self) -> dict[str, Any]:
+        """The OpenAI tool definition (computed once: building a JSON schema is slow). Read-only."""
+        return self._spec
+
+    @functools.cached_property
+    def _spec(self) -> dict[str, Any]:
         schema = self.arguments_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
