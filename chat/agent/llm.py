@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import openai
 
 from .events import TextEvent, ThinkingEvent
@@ -166,12 +167,12 @@ def _reasoning_of(delta: dict[str, Any]) -> str | None:
 async def _sse_data(response: Any) -> AsyncIterator[Any]:
     """The JSON payloads of a server-sent-events body, until `[DONE]`.
 
-    We read the SDK's raw streaming response instead of its typed chunks: building
+    We read the raw streaming response instead of the SDK's typed chunks: building
     one pydantic object per chunk cost ~50 us, a whole core at 20,000 chunks a
     second, for fields we read as a dict anyway.
     """
     data: list[str] = []
-    async for line in response.iter_lines():
+    async for line in response.aiter_lines():
         if line.startswith("data:"):
             data.append(line[5:].lstrip(" ") if line[5:6] == " " else line[5:])
             continue
@@ -227,29 +228,35 @@ class ChatModel:
 
     @contextlib.asynccontextmanager
     async def _open(self, request: ModelRequest):
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": request.messages,
-            "stream": True,
-            **request.options.to_kwargs(),
-        }
+        body: dict[str, Any] = {"model": self.model, "messages": request.messages, "stream": True}
+        options = request.options.to_kwargs()
+        body.update(options.pop("extra_body", {}))
+        body.update(options)
         if request.tools:
-            kwargs["tools"] = request.tools
+            body["tools"] = request.tools
         if request.response_format:
-            kwargs["response_format"] = request.response_format
-        create = self.client.chat.completions.with_streaming_response.create
+            body["response_format"] = request.response_format
         if self._usage_supported:
             try:
-                async with create(**kwargs, stream_options={"include_usage": True}) as response:
-                    yield response
-                return
+                response = await self._post({**body, "stream_options": {"include_usage": True}})
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 # Some compatible servers reject stream_options; usage is then unknown.
                 if "stream_options" not in str(exc) and "include_usage" not in str(exc):
                     raise
                 self._usage_supported = False
-        async with create(**kwargs) as response:
+                response = await self._post(body)
+        else:
+            response = await self._post(body)
+        try:
             yield response
+        finally:
+            await response.aclose()
+
+    async def _post(self, body: dict[str, Any]) -> httpx2.Response:
+        # The SDK's documented way to a raw response ("undocumented endpoints"): its auth,
+        # base URL, timeouts and error mapping, without create()'s per-call transform of
+        # the typed parameters (half of a request's CPU, measured) or the typed chunks.
+        return await self.client.post("/chat/completions", cast_to=httpx2.Response, body=body, stream=True)
 
     async def _read(self, chunks: AsyncIterator[Any]) -> AsyncIterator[ThinkingEvent | TextEvent | ModelTurn]:
         parser = ThinkTagParser(self.think_tags, start_in_thinking=self.start_in_thinking)

@@ -264,7 +264,7 @@ async def test_sse_reader_skips_comments_and_fields_and_joins_multiline_data():
     from chat.agent.llm import _sse_data
 
     class Response:
-        async def iter_lines(self):
+        async def aiter_lines(self):
             for line in [": OPENROUTER PROCESSING", "", "event: message", 'data: {"a":', "data: 1}", "",
                          "id: 7", 'data:{"b": 2}', "", "data: [DONE]", "", 'data: {"after": "done"}', ""]:
                 yield line
