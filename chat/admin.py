@@ -15,16 +15,19 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class RunInline(admin.TabularInline):
-    model = Run
-    fields = ("id", "status", "model", "iterations", "total_tokens", "started_at", "finished_at")
-    readonly_fields = fields
+class ReadOnlyInline(admin.TabularInline):
     extra = 0
     show_change_link = True
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
         return False
+
+
+class RunInline(ReadOnlyInline):
+    model = Run
+    fields = ("id", "status", "model", "iterations", "total_tokens", "started_at", "finished_at")
+    readonly_fields = fields
 
 
 @admin.register(Conversation)
@@ -46,16 +49,10 @@ class ConversationAdmin(ReadOnlyAdmin):
         return format_html_join("", "<div><code>{}</code> &middot; {} bytes &middot; {} UTC</div>", rows)
 
 
-class ToolRecordInline(admin.TabularInline):
+class ToolRecordInline(ReadOnlyInline):
     model = ToolRecord
     fields = ("tool_name", "tool_call_id", "is_error", "duration_ms", "started_at")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Run)
