@@ -36,8 +36,37 @@ async def direct_read(base_url: str, tokens: int) -> float:
     return elapsed
 
 
+async def direct_read_raw(base_url: str, tokens: int) -> float:
+    """The same read through the SDK's raw-response path, parsing each SSE line as JSON:
+    the floor, since the server's model client reads this way."""
+    import json
+
+    import httpx2
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+    try:
+        started = time.time()
+        body = {"model": "fake-model", "messages": [{"role": "user", "content": clients.order(tokens, 0)}],
+                "stream": True, "stream_options": {"include_usage": True}}
+        response = await client.post("/chat/completions", cast_to=httpx2.Response, body=body, stream=True)
+        text = []
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:]).get("choices") or ():
+                    if choice["delta"].get("content"):
+                        text.append(choice["delta"]["content"])
+        await response.aclose()
+        elapsed = time.time() - started
+    finally:
+        await client.close()
+    if len("".join(text).split()) != tokens:
+        raise RuntimeError("the raw direct read lost tokens")
+    return elapsed
+
+
 async def measure(stack, model, pool, *, tokens: int = TOKENS, repeats: int = REPEATS) -> dict:
     direct = [await direct_read(model.base_url, tokens) for _ in range(repeats + 1)][1:]  # first one warms up
+    direct_raw = [await direct_read_raw(model.base_url, tokens) for _ in range(repeats + 1)][1:]
     relayed, problems, conversations = [], [], []
     meter = CpuMeter({"server": stack.pids[0], "model": model.pid}).start()
     for index, (session, conversation) in enumerate(pool.take(repeats + 1)):
@@ -53,10 +82,12 @@ async def measure(stack, model, pool, *, tokens: int = TOKENS, repeats: int = RE
             relayed.append(stream.done_at - stream.sent_at)
             conversations.append(conversation)
     cpu = meter.stop()
-    d, r = statistics.median(direct), statistics.median(relayed)
+    d, r, raw = statistics.median(direct), statistics.median(relayed), statistics.median(direct_raw)
     return {
         "tokens": tokens,
         "direct_s": round(d, 3),
+        "direct_raw_s": round(raw, 3),
+        "ratio_raw": round(r / raw, 2),
         "relayed_s": round(r, 3),
         "ratio": round(r / d, 2),
         "problems": problems,

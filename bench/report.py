@@ -35,7 +35,8 @@ def table(results: dict) -> str:
         r = stack.get("relay")
         if r:
             lines.append(f"  relay {r['tokens']} tokens: direct {r['direct_s']} s, through the server "
-                         f"{r['relayed_s']} s, ratio {r['ratio']}x   (target {TARGETS['relay']})"
+                         f"{r['relayed_s']} s, ratio {r['ratio']}x   (target {TARGETS['relay']}); "
+                         f"raw direct read {r.get('direct_raw_s')} s, ratio {r.get('ratio_raw')}x"
                          + (f"  PROBLEMS {r['problems']}" if r["problems"] else ""))
         c = stack.get("concurrency")
         if c:
