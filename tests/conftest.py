@@ -45,3 +45,18 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped in CI, which must run every test: {reason}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _end_stray_database_sessions(django_db_setup, django_db_blocker):
+    """Runs keep persistent connections in their own threads (the ORM thread, the event
+    writer); on PostgreSQL those would keep the test database from being dropped."""
+    yield
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
