@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -45,10 +46,11 @@ def build_registry(names: Iterable[str], *, timeouts: Mapping[str, float] | None
         for item in (name, *COMPANIONS.get(name, ())):
             if item in BUILTIN_TOOLS and item not in chosen:
                 chosen.append(item)
-    tools = []
-    for name in chosen:
-        tool = BUILTIN_TOOLS[name]
-        if timeouts.get(name):
-            tool = replace(tool, timeout=float(timeouts[name]))
-        tools.append(tool)
-    return ToolRegistry(tools)
+    return ToolRegistry(_with_timeout(name, float(timeouts.get(name) or 0)) for name in chosen)
+
+
+@functools.lru_cache(maxsize=None)
+def _with_timeout(name: str, timeout: float) -> Tool:
+    # One Tool per (name, timeout): a tool computes its JSON schema once per instance.
+    tool = BUILTIN_TOOLS[name]
+    return replace(tool, timeout=timeout) if timeout else tool
