@@ -39,10 +39,13 @@ def _client() -> openai.AsyncOpenAI:
     if is_demo():
         transport = DemoTransport(chunk_delay=settings.AGENT_DEMO_CHUNK_DELAY)
         return openai.AsyncOpenAI(
-            api_key="demo", base_url=DEMO_BASE_URL, http_client=httpx2.AsyncClient(transport=transport)
+            api_key="demo", base_url=DEMO_BASE_URL, max_retries=0, http_client=httpx2.AsyncClient(transport=transport)
         )
     return openai.AsyncOpenAI(
-        api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, timeout=settings.AGENT_LLM_TIMEOUT
+        api_key=settings.OPENAI_API_KEY,
+        base_url=settings.OPENAI_BASE_URL,
+        timeout=settings.AGENT_LLM_TIMEOUT,
+        max_retries=0,  # every retry is the agent's, and visible
     )
 
 

@@ -199,8 +199,9 @@ class ChatModel:
         start_in_thinking: bool = False,
         timeout: float | None = None,
     ):
-        # Every retry must be a visible error event, so the SDK must not retry on its own.
-        self.client = client.with_options(max_retries=0)
+        # Every retry must be a visible error event, so the SDK must not retry on its own
+        # (a client made that way is used as it is: with_options copies the client per run).
+        self.client = client if client.max_retries == 0 else client.with_options(max_retries=0)
         self.model = model
         self.options = options or ModelOptions()
         self.think_tags = tuple(think_tags)
