@@ -16,6 +16,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 
+# The partial unique index that allows one running run per conversation.
+RUNNING_RUN_CONSTRAINT = "one_running_run_per_conversation"
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
@@ -64,7 +68,7 @@ class Run(models.Model):
         ordering = ["-started_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["conversation"], condition=Q(status="running"), name="one_running_run_per_conversation"
+                fields=["conversation"], condition=Q(status="running"), name=RUNNING_RUN_CONSTRAINT
             )
         ]
         indexes = [
