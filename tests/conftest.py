@@ -54,7 +54,8 @@ def _end_stray_database_sessions(django_db_setup, django_db_blocker):
     yield
     from django.db import connection
 
-    if connection.vendor == "postgresql":
+    # pytest-django sets up only the databases the collected tests use.
+    if connection.vendor == "postgresql" and connection.settings_dict["NAME"].startswith("test_"):
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
