@@ -132,8 +132,6 @@ class EventSink:
         self._tool_arguments: dict[str, str] = {}
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task | None = None
-        self.events_written = 0
-        self.batches_written = 0
 
     async def add(self, payload: dict[str, Any], *, outcome: services.RunOutcome | None = None) -> None:
         kind = payload["type"]
@@ -184,6 +182,4 @@ class EventSink:
             frames = await get_writer().write(
                 services.EventBatch(self.conversation_id, self.run_id, batch, records, outcome)
             )
-            self.events_written += len(frames)
-            self.batches_written += 1
             await publish(self.conversation_id, frames)
