@@ -158,7 +158,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "chat.layers.InMemoryChannelLayer",
             # One doorbell per flush window per socket; a consumer that falls this
             # far behind refills from the database, so dropping is safe.
             "CONFIG": {"capacity": 1000, "expiry": 60},
