@@ -41,6 +41,7 @@ class ThinkTagParser:
             raise ValueError("at least one tag pair is needed")
         self._tags = tuple(tags)
         self._openers = [open_tag for open_tag, _ in self._tags]
+        self._marks = frozenset(tag[0] for pair in self._tags for tag in pair)
         self._closer: str | None = self._tags[0][1] if start_in_thinking else None
         self._held = ""
         self._strip_leading = False
@@ -50,6 +51,9 @@ class ThinkTagParser:
         return self._closer is not None
 
     def feed(self, chunk: str) -> list[Piece]:
+        if not self._held and not self._strip_leading and not any(mark in chunk for mark in self._marks):
+            # Most chunks hold no character a tag starts with: nothing to find or hold back.
+            return [(THINKING if self._closer is not None else TEXT, chunk)] if chunk else []
         pieces: list[Piece] = []
         buffer = self._held + chunk
         self._held = ""

@@ -260,13 +260,43 @@ def test_transcripts_have_a_description_and_replies():
         assert data["replies"] and all(isinstance(r, dict) for r in data["replies"]), path.name
 
 
+class _RawResponse:
+    def __init__(self, *reads: bytes):
+        self.reads = reads
+
+    async def aiter_bytes(self):
+        for read in self.reads:
+            yield read
+
+
+async def _payloads(*reads: bytes) -> list:
+    from chat.agent.llm import _sse_batches
+
+    return [item async for batch in _sse_batches(_RawResponse(*reads)) for item in batch]
+
+
+SSE_BODY = (
+    ": OPENROUTER PROCESSING\r\n\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
+    "id: 7\ndata:{\"b\": \"caf\u00e9 \u4f60\u597d\"}\n\n"
+    "data: {\"c\": 3}\r\rdata: [DONE]\n\ndata: {\"after\": \"done\"}\n\n"
+).encode()
+SSE_PAYLOADS = [{"a": 1}, {"b": "caf\u00e9 \u4f60\u597d"}, {"c": 3}]
+
+
 async def test_sse_reader_skips_comments_and_fields_and_joins_multiline_data():
-    from chat.agent.llm import _sse_data
+    assert await _payloads(SSE_BODY) == SSE_PAYLOADS
 
-    class Response:
-        async def aiter_lines(self):
-            for line in [": OPENROUTER PROCESSING", "", "event: message", 'data: {"a":', "data: 1}", "",
-                         "id: 7", 'data:{"b": 2}', "", "data: [DONE]", "", 'data: {"after": "done"}', ""]:
-                yield line
 
-    assert [item async for item in _sse_data(Response())] == [{"a": 1}, {"b": 2}]
+async def test_sse_reader_gives_the_same_payloads_wherever_the_reads_are_cut():
+    # Every cut point, including inside a CRLF and inside a multi-byte UTF-8 character.
+    for cut in range(1, len(SSE_BODY)):
+        assert await _payloads(SSE_BODY[:cut], SSE_BODY[cut:]) == SSE_PAYLOADS, cut
+    assert await _payloads(*(SSE_BODY[i:i + 1] for i in range(len(SSE_BODY)))) == SSE_PAYLOADS
+
+
+async def test_sse_reader_groups_payloads_by_read_and_takes_a_last_event_without_blank_line():
+    from chat.agent.llm import _sse_batches
+
+    reads = (b'data: {"x": 1}\n\ndata: {"x": 2}\n\ndata: {"x"', b': 3}\n\ndata: {"x": 4}')
+    batches = [batch async for batch in _sse_batches(_RawResponse(*reads))]
+    assert batches == [[{"x": 1}, {"x": 2}], [{"x": 3}], [{"x": 4}]]
