@@ -46,6 +46,10 @@ def _client() -> openai.AsyncOpenAI:
         base_url=settings.OPENAI_BASE_URL,
         timeout=settings.AGENT_LLM_TIMEOUT,
         max_retries=0,  # every retry is the agent's, and visible
+        # The SDK's aiohttp transport (its `openai[aiohttp]` extra): aiohttp parses HTTP in C and
+        # hands over all the bytes a read brought, where httpcore2 + h11 step through Python
+        # layers per chunk. At 200 concurrent streams: server CPU -6%, stretch 1.64-2.05 -> 1.57-1.63.
+        http_client=openai.DefaultAioHttpClient(timeout=settings.AGENT_LLM_TIMEOUT),
     )
 
 
