@@ -53,6 +53,13 @@ def _client() -> openai.AsyncOpenAI:
     )
 
 
+async def close_client() -> None:
+    """Close the model client's connections, if it was made (tests: they belong to one event loop)."""
+    if _client.cache_info().currsize:
+        await _client().close()
+        _client.cache_clear()
+
+
 def build_chat_model() -> ChatModel:
     return ChatModel(
         client=_client(), model=settings.AGENT_MODEL, options=model_options(), timeout=settings.AGENT_LLM_TIMEOUT

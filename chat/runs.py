@@ -67,6 +67,8 @@ class RunRegistry:
         self._background: list[asyncio.Task] = []
         self._started = asyncio.Lock()
         self._ready = False
+        self._starts: list[tuple[services.RunStart, asyncio.Future]] = []
+        self._starter: asyncio.Task | None = None
 
     async def ensure_started(self) -> None:
         async with self._started:
@@ -97,19 +99,44 @@ class RunRegistry:
 
     # -- starting and stopping runs ----------------------------------------------
     async def start(self, *, conversation, user, content: str) -> Run:
-        """Start a run for a user message. Raises services.RunInProgress / RateLimited."""
+        """Start a run for a user message. Raises services.RunInProgress / RateLimited.
+
+        Starts wait in a queue that one task drains in groups (services.runs_start_many):
+        the messages that arrive while a group is being stored form the next group."""
         await self.ensure_started()
-        run, frames = await sync_to_async(services.run_start)(
-            conversation=conversation, user=user, content=content, model=settings.AGENT_MODEL or "",
-            worker=self.channel,
-        )
-        handle = RunHandle(run_id=run.pk, conversation_id=conversation.pk)
-        self.handles[str(run.pk)] = handle
-        await publish(conversation.pk, frames)
-        handle.task = asyncio.create_task(
-            self._execute(handle, user_id=user.pk, content=content), name=f"run-{run.pk}"
-        )
-        return run
+        future = self.loop.create_future()
+        self._starts.append((services.RunStart(conversation, user, content, settings.AGENT_MODEL or "", self.channel),
+                             future))
+        if self._starter is None:
+            self._starter = asyncio.create_task(self._start_waiting(), name="runs-starter")
+        return await future
+
+    async def _start_waiting(self) -> None:
+        try:
+            while self._starts:
+                group, self._starts = self._starts, []
+                try:
+                    results = await sync_to_async(_start_with_memory)([start for start, _ in group])
+                except Exception as exc:
+                    results = [exc] * len(group)
+                for (start, future), result in zip(group, results):
+                    if isinstance(result, Exception):
+                        if not future.done():
+                            future.set_exception(result)
+                        continue
+                    # The run is started: it gets its task even if the caller has gone meanwhile.
+                    run, frames, earlier = result
+                    handle = RunHandle(run_id=run.pk, conversation_id=start.conversation.pk)
+                    self.handles[str(run.pk)] = handle
+                    handle.task = asyncio.create_task(
+                        self._execute(handle, user_id=start.user.pk, content=start.content, frames=frames,
+                                      earlier=earlier),
+                        name=f"run-{run.pk}",
+                    )
+                    if not future.done():
+                        future.set_result(run)
+        finally:
+            self._starter = None
 
     async def cancel(self, *, conversation_id) -> bool:
         """Cancel the conversation's running run wherever it runs; False when none is running."""
@@ -139,15 +166,14 @@ class RunRegistry:
             await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_SECONDS)
 
     # -- the run itself --------------------------------------------------------------
-    async def _execute(self, handle: RunHandle, *, user_id, content: str) -> None:
+    async def _execute(self, handle: RunHandle, *, user_id, content: str, frames: list[dict],
+                       earlier: list[dict]) -> None:
         run_id, conversation_id = handle.run_id, handle.conversation_id
         sink = EventSink(
             conversation_id=conversation_id, run_id=run_id, flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000
         )
+        await publish(conversation_id, frames)  # the user_message, before anything the run says
         try:
-            earlier = await sync_to_async(selectors.run_history_events)(
-                conversation_id=conversation_id, before_run_id=run_id
-            )
             messages = messages_from_events(earlier) + [{"role": "user", "content": content}]
             context = assistant.tool_context(
                 conversation_id=str(conversation_id), user_id=str(user_id), run_id=str(run_id)
@@ -239,6 +265,16 @@ class RunRegistry:
                 logger.info("closed run %s of a dead process as interrupted", run.pk)
                 await publish(run.conversation_id, frames)
         return closed
+
+
+def _start_with_memory(starts: list[services.RunStart]) -> list[tuple[Run, list[dict], list[dict]] | Exception]:
+    """Start the runs, then read the events each one's memory is made of: one trip to the ORM
+    thread for the whole group (the first message of a conversation, seq 1, has nothing earlier)."""
+    started = services.runs_start_many(starts=starts)
+    older = {run.conversation_id: run.pk for run, frames in (r for r in started if not isinstance(r, Exception))
+             if frames[0]["seq"] > 1}
+    history = selectors.runs_history_events(runs=older) if older else {}
+    return [r if isinstance(r, Exception) else (r[0], r[1], history.get(r[0].conversation_id, [])) for r in started]
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunRegistry] = weakref.WeakKeyDictionary()

@@ -48,5 +48,20 @@ def run_history_events(*, conversation_id, before_run_id) -> list[dict]:
     return [{**payload, "runId": str(run_id)} for run_id, payload in rows]
 
 
+def runs_history_events(*, runs: dict) -> dict:
+    """run_history_events for many new runs, {conversation_id: run_id}, in one query."""
+    rows = (
+        Event.objects.filter(conversation_id__in=list(runs))
+        .exclude(run_id__in=list(runs.values()))
+        .exclude(run__status=Run.Status.RUNNING)
+        .order_by("conversation_id", "seq")
+        .values_list("conversation_id", "run_id", "payload")
+    )
+    out: dict = {key: [] for key in runs}
+    for conversation_id, run_id, payload in rows:
+        out[conversation_id].append({**payload, "runId": str(run_id)})
+    return out
+
+
 def stale_runs(*, older_than) -> list[Run]:
     return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=older_than))

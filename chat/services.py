@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import Case, Count, F, Value, When
 from django.utils import timezone
 
 from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Run, ToolRecord
@@ -121,44 +121,49 @@ def events_append_many(*, batches: list[EventBatch]) -> list[list[dict[str, Any]
 
     A handful of statements whatever the number of batches: the writer runs in a thread
     that must win the GIL back from a busy event loop after every statement."""
+    with transaction.atomic():
+        return _append_batches(batches)
+
+
+def _append_batches(batches: list[EventBatch]) -> list[list[dict[str, Any]] | None]:
+    """events_append_many inside the caller's transaction."""
     results: list[list[dict[str, Any]] | None] = [None] * len(batches)
     events: list[Event] = []
     now = timezone.now()
-    with transaction.atomic():
-        counts: dict[Any, int] = {}
-        for batch in batches:
-            key = _conversation_key(batch.conversation_id)
-            counts[key] = counts.get(key, 0) + len(batch.payloads)
-        next_seq = {key: last - counts[key] + 1 for key, last in _allocate_seqs(counts, now).items()}
-        for index, batch in enumerate(batches):
-            key = _conversation_key(batch.conversation_id)
-            if key not in next_seq:
-                continue  # the conversation is gone
-            first = next_seq[key]
-            next_seq[key] += len(batch.payloads)
-            events += (
-                Event(conversation_id=batch.conversation_id, run_id=batch.run_id, seq=first + i, type=p["type"],
-                      payload=p, created_at=now)
-                for i, p in enumerate(batch.payloads)
+    counts: dict[Any, int] = {}
+    for batch in batches:
+        key = _conversation_key(batch.conversation_id)
+        counts[key] = counts.get(key, 0) + len(batch.payloads)
+    next_seq = {key: last - counts[key] + 1 for key, last in _allocate_seqs(counts, now).items()}
+    for index, batch in enumerate(batches):
+        key = _conversation_key(batch.conversation_id)
+        if key not in next_seq:
+            continue  # the conversation is gone
+        first = next_seq[key]
+        next_seq[key] += len(batch.payloads)
+        events += (
+            Event(conversation_id=batch.conversation_id, run_id=batch.run_id, seq=first + i, type=p["type"],
+                  payload=p, created_at=now)
+            for i, p in enumerate(batch.payloads)
+        )
+        run_id = str(batch.run_id)
+        results[index] = [{**p, "seq": first + i, "runId": run_id} for i, p in enumerate(batch.payloads)]
+        if batch.tool_records:
+            ToolRecord.objects.bulk_create(
+                ToolRecord(run_id=batch.run_id, **vars(record)) for record in batch.tool_records
             )
-            run_id = str(batch.run_id)
-            results[index] = [{**p, "seq": first + i, "runId": run_id} for i, p in enumerate(batch.payloads)]
-            if batch.tool_records:
-                ToolRecord.objects.bulk_create(
-                    ToolRecord(run_id=batch.run_id, **vars(record)) for record in batch.tool_records
-                )
-            if batch.outcome is not None:
-                outcome = batch.outcome
-                Run.objects.filter(pk=batch.run_id).update(
-                    status=outcome.status,
-                    finished_at=timezone.now(),
-                    iterations=outcome.iterations,
-                    prompt_tokens=outcome.prompt_tokens,
-                    completion_tokens=outcome.completion_tokens,
-                    total_tokens=outcome.total_tokens,
-                    error=outcome.error,
-                )
-        Event.objects.bulk_create(events)
+        if batch.outcome is not None:
+            outcome = batch.outcome
+            Run.objects.filter(pk=batch.run_id).update(
+                status=outcome.status,
+                finished_at=timezone.now(),
+                iterations=outcome.iterations,
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
+                total_tokens=outcome.total_tokens,
+                error=outcome.error,
+            )
+    Event.objects.bulk_create(events)
     return results
 
 
@@ -216,6 +221,83 @@ def run_start(*, conversation: Conversation, user, content: str, model: str, wor
             raise RunInProgress(str(conversation.pk)) from None
         raise
     return run, frames
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """One user message to start a run for (see runs_start_many)."""
+
+    conversation: Conversation
+    user: Any
+    content: str
+    model: str
+    worker: str
+
+
+def runs_start_many(*, starts: list[RunStart]) -> list[tuple[Run, list[dict]] | Exception]:
+    """run_start for many messages at once: each one's (run, frames), or the RunInProgress /
+    RateLimited / other exception that kept it from starting.
+
+    When hundreds of messages arrive together, run starts queue on the ORM thread, which
+    must win the GIL back from the busy event loop after every statement: a handful of
+    statements for the whole group instead of seven per start. Conflicts are found by
+    query first; should the database still refuse the group (another process won a race,
+    a conversation was deleted meanwhile), each start is retried alone with run_start,
+    whose own checks and constraint give each message its own answer.
+    """
+    results: list[tuple[Run, list[dict]] | Exception | None] = [None] * len(starts)
+    now = timezone.now()
+    limit = settings.AGENT_MESSAGES_PER_MINUTE
+    try:
+        with transaction.atomic():
+            recent: dict[Any, int] = {}
+            if limit:
+                recent = dict(
+                    Run.objects.filter(user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1))
+                    .values("user").annotate(n=Count("pk")).values_list("user", "n")
+                )
+            keys = {_conversation_key(s.conversation.pk) for s in starts}
+            busy = set(Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING)
+                       .values_list("conversation", flat=True))
+            accepted: list[tuple[int, Run]] = []
+            for index, start in enumerate(starts):
+                key = _conversation_key(start.conversation.pk)
+                if limit and recent.get(start.user.pk, 0) >= limit:
+                    results[index] = RateLimited(f"at most {limit} messages per minute")
+                elif key in busy:
+                    results[index] = RunInProgress(str(key))
+                else:
+                    busy.add(key)
+                    recent[start.user.pk] = recent.get(start.user.pk, 0) + 1
+                    accepted.append((index, Run(conversation_id=key, user=start.user, model=start.model,
+                                                worker=start.worker, started_at=now, heartbeat_at=now)))
+            if accepted:
+                Run.objects.bulk_create([run for _, run in accepted])
+                titles = {
+                    run.conversation_id: " ".join(starts[index].content.split())[:60]
+                    for index, run in accepted if not starts[index].conversation.title
+                }
+                if titles:
+                    Conversation.objects.filter(pk__in=titles, title="").update(
+                        title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
+                    )
+                frames = _append_batches([
+                    EventBatch(run.conversation_id, run.pk, [{"type": "user_message", "content": starts[index].content}])
+                    for index, run in accepted
+                ])
+                if any(f is None for f in frames):
+                    raise ConversationGone("a conversation was deleted")  # -> one by one below
+                for (index, run), run_frames in zip(accepted, frames):
+                    results[index] = (run, run_frames)
+    except Exception:
+        results = []
+        for start in starts:
+            try:
+                results.append(run_start(conversation=start.conversation, user=start.user, content=start.content,
+                                         model=start.model, worker=start.worker))
+            except Exception as exc:
+                results.append(exc)
+    return results
 
 
 def runs_heartbeat(*, run_ids: list) -> set:

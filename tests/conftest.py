@@ -33,7 +33,7 @@ def llm_settings(settings, fake_llm):
     settings.AGENT_RETRY_INTERVAL = 0
     assistant._client.cache_clear()
     yield fake_llm
-    assistant._client.cache_clear()
+    # The client is closed by the `registry` fixture, inside the test's event loop.
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 
 from agentsite.asgi import application
-from chat import services
+from chat import assistant, services
 from chat.runs import get_registry
 
 
@@ -78,6 +78,7 @@ async def registry():
     registry = get_registry()
     yield registry
     await registry.wait_idle()
+    await assistant.close_client()  # its connections belong to this test's event loop
     await registry.close()
     # The ORM thread's connection would keep PostgreSQL from dropping the test database.
     await sync_to_async(lambda: connection.close())()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 
@@ -87,3 +88,61 @@ async def test_heartbeat_reports_runs_to_stop(conversation, registry):
     assert await sync_to_async(services.runs_heartbeat)(run_ids=[run.pk]) == set()
     await sync_to_async(services.run_request_cancel)(run_id=run.pk)
     assert await sync_to_async(services.runs_heartbeat)(run_ids=[run.pk]) == {run.pk}
+
+
+def _starts(pairs):
+    return [services.RunStart(conversation, conversation.owner, content, "m", "w") for conversation, content in pairs]
+
+
+def test_starting_a_group_gives_each_message_its_own_answer(make_user, settings):
+    settings.AGENT_MESSAGES_PER_MINUTE = 2
+    alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+    a1, a2, a3 = (services.conversation_create(owner=alice) for _ in range(3))
+    b1 = services.conversation_create(owner=bob, title="kept")
+    busy = services.conversation_create(owner=carol)
+    services.run_start(conversation=busy, user=carol, content="earlier", model="m", worker="")
+    services.events_append(conversation_id=busy.pk, run_id=Run.objects.get(conversation=busy).pk,
+                           payloads=[{"type": "text", "content": "x"}])
+
+    results = services.runs_start_many(starts=_starts([
+        (a1, "  first   message  "), (a1, "same conversation again"), (a2, "second"), (a3, "third: over the limit"),
+        (b1, "bob"), (busy, "while running"),
+    ]))
+
+    (run_a1, frames_a1), in_progress, (run_a2, _), limited, (run_b1, frames_b1), busy_result = results
+    assert isinstance(in_progress, services.RunInProgress) and isinstance(busy_result, services.RunInProgress)
+    assert isinstance(limited, services.RateLimited)
+    assert frames_a1 == [{"type": "user_message", "content": "  first   message  ", "seq": 1, "runId": str(run_a1.pk)}]
+    assert frames_b1[0]["seq"] == 1 and frames_b1[0]["runId"] == str(run_b1.pk)
+    assert {r.conversation_id for r in Run.objects.filter(status="running")} == {a1.pk, a2.pk, b1.pk, busy.pk}
+    assert Event.objects.filter(conversation=busy).count() == 2  # nothing stored for the refused message
+    titles = {c.pk: c.title for c in type(a1).objects.all()}
+    assert titles[a1.pk] == "first message" and titles[a2.pk] == "second" and titles[a3.pk] == ""
+    assert titles[b1.pk] == "kept"
+
+
+def test_a_group_the_database_refuses_is_started_one_by_one(conversation, make_user):
+    other = services.conversation_create(owner=conversation.owner)
+    gone = services.conversation_create(owner=conversation.owner)
+    starts = _starts([(conversation, "a"), (gone, "b"), (other, "c")])
+    gone.delete()  # after the caller looked it up: the group's insert fails, each start is tried alone
+
+    first, missing, third = services.runs_start_many(starts=starts)
+
+    assert first[1][0]["content"] == "a" and third[1][0]["content"] == "c"
+    assert isinstance(missing, Exception) and not isinstance(missing, services.RunInProgress)
+    assert Run.objects.count() == 2 and Event.objects.count() == 2
+
+
+async def test_messages_arriving_together_start_in_one_group_and_all_run(make_user, registry, llm_settings,
+                                                                         monkeypatch):
+    groups = []
+    start_many = services.runs_start_many
+    monkeypatch.setattr(services, "runs_start_many", lambda *, starts: groups.append(len(starts)) or start_many(starts=starts))
+    user = await sync_to_async(make_user)("dave")
+    conversations = [await sync_to_async(services.conversation_create)(owner=user) for _ in range(6)]
+    started = await asyncio.gather(*(registry.start(conversation=c, user=user, content="hello") for c in conversations))
+    await registry.wait_idle()
+    assert groups == [6]  # all six were waiting when the starter first ran: one trip to the database
+    statuses = await sync_to_async(lambda: {r.pk: r.status for r in Run.objects.all()})()
+    assert all(statuses[run.pk] == "succeeded" for run in started)

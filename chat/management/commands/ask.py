@@ -17,7 +17,7 @@ from chat.agent import (
     ToolEndEvent,
     ToolStartEvent,
 )
-from chat.assistant import build_agent, tool_context
+from chat.assistant import build_agent, close_client, tool_context
 
 
 class Command(BaseCommand):
@@ -28,9 +28,15 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print each event as a JSON line")
 
     def handle(self, *args, question: str, json: bool = False, **options):
-        status = asyncio.run(self._run(question, as_json=json))
+        status = asyncio.run(self._run_and_close(question, as_json=json))
         if status != "succeeded":
             sys.exit(1)
+
+    async def _run_and_close(self, question: str, *, as_json: bool) -> str:
+        try:
+            return await self._run(question, as_json=as_json)
+        finally:
+            await close_client()  # its connections belong to this event loop
 
     async def _run(self, question: str, *, as_json: bool) -> str:
         out = self.stdout
