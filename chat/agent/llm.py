@@ -281,7 +281,11 @@ class ChatModel:
         # The SDK's documented way to a raw response ("undocumented endpoints"): its auth,
         # base URL, timeouts and error mapping, without create()'s per-call transform of
         # the typed parameters (half of a request's CPU, measured) or the typed chunks.
-        return await self.client.post("/chat/completions", cast_to=httpx2.Response, body=body, stream=True)
+        # The body goes as bytes made by orjson: the SDK's own JSON encoding of it was 6% of the
+        # CPU of a burst of run starts (py-spy), for a body that is plain JSON data anyway.
+        return await self.client.post(
+            "/chat/completions", cast_to=httpx2.Response, content=orjson.dumps(body), stream=True
+        )
 
     async def _read(self, batches: AsyncIterator[list[Any]]) -> AsyncIterator[ThinkingEvent | TextEvent | ModelTurn]:
         turn = _TurnReader(ThinkTagParser(self.think_tags, start_in_thinking=self.start_in_thinking))

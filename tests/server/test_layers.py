@@ -53,3 +53,13 @@ async def test_the_expiry_scan_runs_at_most_once_an_interval(monkeypatch):
         await layer.group_send("g", {"type": "x"})
         await layer.receive(name)
     assert len(scans) == 1
+
+
+@pytest.mark.parametrize("value", [(1, 2), b"raw", {1: "int key"}, 2**70, float("nan")])
+async def test_a_message_json_cannot_hold_arrives_as_it_was_sent(value):
+    layer = layers.InMemoryChannelLayer()
+    name = await layer.new_channel()
+    await layer.send(name, {"type": "x", "value": value})
+    received = (await layer.receive(name))["value"]
+    assert type(received) is type(value)
+    assert received == value or (value != value and received != received)  # NaN is not equal to itself
