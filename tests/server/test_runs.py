@@ -141,6 +141,7 @@ async def test_messages_arriving_together_start_in_one_group_and_all_run(make_us
     monkeypatch.setattr(services, "runs_start_many", lambda *, starts: groups.append(len(starts)) or start_many(starts=starts))
     user = await sync_to_async(make_user)("dave")
     conversations = [await sync_to_async(services.conversation_create)(owner=user) for _ in range(6)]
+    await registry.ensure_started()  # (its first call may wait on the channel layer)
     started = await asyncio.gather(*(registry.start(conversation=c, user=user, content="hello") for c in conversations))
     await registry.wait_idle()
     assert groups == [6]  # all six were waiting when the starter first ran: one trip to the database
