@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx2
+import openai
+
 from . import clients
 from .clients import percentile
-from .procs import CpuMeter
+from .procs import CpuMeter, self_cpu_seconds
 
 TOKENS = 300
 RATE = 100
@@ -68,6 +71,42 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
     }
 
 
+async def sdk_floor(base_url: str, count: int) -> dict:
+    """A floor for first text at C=count: this process does nothing but open `count` streams at
+    once through the openai SDK, configured as the server's model client is (aiohttp transport,
+    raw response, orjson body), and wait for each one's first chunk. A warm round (pooled
+    connections, as a server that has streamed before) and its client CPU."""
+    import orjson
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
+                                http_client=openai.DefaultAioHttpClient())
+    body = orjson.dumps({"model": "fake-model", "messages": [{"role": "user", "content": clients.order(1, 0)}],
+                         "stream": True, "stream_options": {"include_usage": True}})
+
+    async def first_chunk(started: float) -> float:
+        response = await client.post("/chat/completions", cast_to=httpx2.Response, content=body, stream=True)
+        try:
+            async for _ in response.aiter_bytes():
+                return time.time() - started
+            return float("nan")
+        finally:
+            await response.aclose()
+
+    try:
+        rounds = []
+        for _ in range(2):
+            cpu, started = self_cpu_seconds(), time.time()
+            times = await asyncio.gather(*(first_chunk(started) for _ in range(count)))
+            rounds.append((times, self_cpu_seconds() - cpu))
+            await asyncio.sleep(0.5)
+    finally:
+        await client.close()
+    times, cpu = rounds[-1]
+    return {"C": count, "first_chunk_ms": {"p50": round(percentile(times, 50) * 1000, 1),
+                                           "p95": round(percentile(times, 95) * 1000, 1)},
+            "client_cpu_ms_per_request": round(cpu / count * 1000, 2)}
+
+
 async def measure(stack, model, pool, *, levels=(50, 100, 200, 400), tokens: int = TOKENS, rate: float = RATE) -> dict:
     solo = await _level(stack, model, pool, 1, tokens=tokens, rate=rate)
     nominal = tokens / rate
@@ -80,4 +119,7 @@ async def measure(stack, model, pool, *, levels=(50, 100, 200, 400), tokens: int
         results.append(result)
         print(f"    C={count}: wall {result['wall_s']} s, stretch {result['stretch']}, first text p95 "
               f"{result['first_text_ms']['p95']} ms, ok {result['ok']}/{count}", flush=True)
-    return {"tokens": tokens, "rate": rate, "solo": solo, "levels": results}
+    floor = await sdk_floor(model.base_url, 200)
+    print(f"    SDK alone, 200 streams opened at once: first chunk p95 {floor['first_chunk_ms']['p95']} ms, "
+          f"{floor['client_cpu_ms_per_request']} ms CPU each", flush=True)
+    return {"tokens": tokens, "rate": rate, "solo": solo, "levels": results, "sdk_floor": floor}

@@ -56,6 +56,11 @@ def table(results: dict) -> str:
                 )
                 for problem in lv["problems"]:
                     lines.append(f"        problem: {problem}")
+            f = c.get("sdk_floor")
+            if f:
+                lines.append(f"  floor: the SDK alone opening {f['C']} streams at once (no server): first chunk "
+                             f"p50/p95 {f['first_chunk_ms']['p50']} / {f['first_chunk_ms']['p95']} ms, "
+                             f"{f['client_cpu_ms_per_request']} ms CPU per request")
         i = stack.get("idle")
         if i:
             lines.append(f"  idle: {i['sockets']} sockets ({i['failed']} failed): {i['kib_per_socket']} KiB each "

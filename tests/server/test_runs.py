@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -147,3 +148,21 @@ async def test_messages_arriving_together_start_in_one_group_and_all_run(make_us
     assert groups == [6]  # all six were waiting when the starter first ran: one trip to the database
     statuses = await sync_to_async(lambda: {r.pk: r.status for r in Run.objects.all()})()
     assert all(statuses[run.pk] == "succeeded" for run in started)
+
+
+async def test_a_model_that_stalls_is_stopped_by_the_llm_timeout(conversation, registry, llm_settings,
+                                                               settings):
+    # The model client has no per-read timeout of its own: the whole call is bounded instead.
+    from tests.fakellm import text_reply
+
+    settings.AGENT_LLM_TIMEOUT = 0.5
+    settings.AGENT_MAX_RETRIES = 0
+    llm_settings.script(text_reply("words that come too slowly", delay=3))
+    started = time.monotonic()
+    run = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
+    await registry.wait_idle()
+    assert time.monotonic() - started < 2.5
+    events = await sync_to_async(lambda: [e.payload for e in Event.objects.filter(run=run).order_by("seq")])()
+    errors = [e for e in events if e["type"] == "error"]
+    assert errors and "did not finish within 0.5 s" in errors[0]["detail"]
+    assert events[-1] == {"type": "complete", "status": "failed"}
