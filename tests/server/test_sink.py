@@ -1,0 +1,61 @@
+"""EventSink and its shared FlushClock: coalescing, one writer round per tick, failures surfacing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chat import services, sink as sink_module
+from chat.models import Event
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+
+async def _running_conversation(owner_name, make_user):
+    user = await sync_to_async(make_user)(owner_name)
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    run, _ = await sync_to_async(services.run_start)(conversation=conversation, user=user, content="hi", model="m",
+                                                   worker="")
+    return conversation, run
+
+
+async def test_the_deltas_of_many_runs_are_coalesced_and_stored_in_one_round(make_user, monkeypatch):
+    rounds = []
+    append_many = services.events_append_many
+    monkeypatch.setattr(services, "events_append_many",
+                        lambda *, batches: rounds.append(len(batches)) or append_many(batches=batches))
+    pairs = [await _running_conversation(f"user{i}", make_user) for i in range(5)]
+    sinks = [sink_module.EventSink(conversation_id=c.pk, run_id=r.pk, flush_seconds=0.05) for c, r in pairs]
+    for word in ("one ", "two ", "three "):
+        for s in sinks:
+            await s.add({"type": "text", "content": word})
+    await asyncio.sleep(0.2)
+    assert rounds == [5]  # one tick, one transaction for the five runs
+    stored = await sync_to_async(lambda: [(e.conversation_id, e.seq, e.payload) for e in Event.objects.filter(type="text")])()
+    assert sorted(stored, key=str) == sorted(
+        [(c.pk, 2, {"type": "text", "content": "one two three "}) for c, _ in pairs], key=str
+    )
+
+
+async def test_an_event_that_is_not_a_delta_goes_at_once_after_the_deltas_before_it(make_user):
+    conversation, run = await _running_conversation("alice", make_user)
+    events = sink_module.EventSink(conversation_id=conversation.pk, run_id=run.pk, flush_seconds=5)
+    await events.add({"type": "thinking", "content": "hmm"})
+    await events.add({"type": "text", "content": "Let me "})
+    await events.add({"type": "text", "content": "look."})
+    await events.add({"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": "{}"})
+    stored = await sync_to_async(lambda: [e.payload for e in Event.objects.filter(run=run).order_by("seq")])()
+    assert [p["type"] for p in stored] == ["user_message", "thinking", "text", "tool_start"]
+    assert stored[2]["content"] == "Let me look."
+
+
+async def test_a_tick_that_could_not_store_makes_the_runs_next_event_fail(make_user):
+    conversation, run = await _running_conversation("bob", make_user)
+    events = sink_module.EventSink(conversation_id=conversation.pk, run_id=run.pk, flush_seconds=0.02)
+    await sync_to_async(conversation.delete)()
+    await events.add({"type": "text", "content": "into the void"})
+    await asyncio.sleep(0.15)
+    with pytest.raises(services.ConversationGone):
+        await events.add({"type": "text", "content": "more"})
