@@ -160,7 +160,7 @@ class FlushClock:
         taken: list[tuple[EventSink, asyncio.Future]] = []
         for sink in sinks:
             if sink._lock.locked():
-                self._dirty[sink] = None  # its own flush is under way: what it left waits a tick
+                self.mark(sink)  # its own flush is under way: what it left waits a tick
                 continue
             await sink._lock.acquire()  # free, so no wait: nothing can slip in between the takes
             batch = sink._take(None)
