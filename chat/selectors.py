@@ -36,20 +36,9 @@ def running_run(*, conversation_id) -> Run | None:
     return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
 
 
-def run_history_events(*, conversation_id, before_run_id) -> list[dict]:
-    """Events of the conversation's finished runs: the memory a new run starts from."""
-    rows = (
-        Event.objects.filter(conversation_id=conversation_id)
-        .exclude(run_id=before_run_id)
-        .exclude(run__status=Run.Status.RUNNING)
-        .order_by("seq")
-        .values_list("run_id", "payload")
-    )
-    return [{**payload, "runId": str(run_id)} for run_id, payload in rows]
-
-
 def runs_history_events(*, runs: dict) -> dict:
-    """run_history_events for many new runs, {conversation_id: run_id}, in one query."""
+    """For new runs, {conversation_id: run_id}: the events of each conversation's finished runs,
+    the memory its new run starts from; one query for them all."""
     rows = (
         Event.objects.filter(conversation_id__in=list(runs))
         .exclude(run_id__in=list(runs.values()))

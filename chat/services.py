@@ -71,19 +71,11 @@ def conversation_delete(*, conversation: Conversation) -> None:
 
 
 def _append(*, conversation_id, run_id, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Inside a transaction: allocate seqs and insert; returns the protocol frames."""
-    now = timezone.now()
-    count = len(payloads)
-    key = _conversation_key(conversation_id)
-    last = _allocate_seqs({key: count}, now).get(key)
-    if last is None:
+    """Inside a transaction: allocate seqs and insert one run's events; returns the protocol frames."""
+    frames = _append_batches([EventBatch(conversation_id, run_id, payloads)])[0]
+    if frames is None:
         raise ConversationGone(str(conversation_id))
-    first = last - count + 1
-    Event.objects.bulk_create(
-        Event(conversation_id=conversation_id, run_id=run_id, seq=first + i, type=p["type"], payload=p, created_at=now)
-        for i, p in enumerate(payloads)
-    )
-    return [{**p, "seq": first + i, "runId": str(run_id)} for i, p in enumerate(payloads)]
+    return frames
 
 
 @dataclass(frozen=True)
@@ -196,6 +188,11 @@ def _allocate_seqs(counts: dict[Any, int], now: datetime) -> dict[Any, int]:
         return {meta.pk.to_python(key): value for key, value in cursor.fetchall()}
 
 
+def _title_of(content: str) -> str:
+    """A new conversation's title: its first message, whitespace collapsed, cut at 60 characters."""
+    return " ".join(content.split())[:60]
+
+
 def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[dict]]:
     """Create the conversation's running run and its user_message event.
 
@@ -212,8 +209,7 @@ def run_start(*, conversation: Conversation, user, content: str, model: str, wor
         with transaction.atomic():
             run = Run.objects.create(conversation=conversation, user=user, model=model, worker=worker)
             if not conversation.title:
-                title = " ".join(content.split())[:60]
-                Conversation.objects.filter(pk=conversation.pk, title="").update(title=title)
+                Conversation.objects.filter(pk=conversation.pk, title="").update(title=_title_of(content))
             frames = _append(conversation_id=conversation.pk, run_id=run.pk,
                              payloads=[{"type": "user_message", "content": content}])
     except IntegrityError as exc:
@@ -274,7 +270,7 @@ def runs_start_many(*, starts: list[RunStart]) -> list[tuple[Run, list[dict]] | 
             if accepted:
                 Run.objects.bulk_create([run for _, run in accepted])
                 titles = {
-                    run.conversation_id: " ".join(starts[index].content.split())[:60]
+                    run.conversation_id: _title_of(starts[index].content)
                     for index, run in accepted if not starts[index].conversation.title
                 }
                 if titles:

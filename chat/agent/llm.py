@@ -169,6 +169,11 @@ def _event_payload(data: list[bytes]) -> bytes:
     return b"\n".join(data).strip()
 
 
+def _data_value(line: bytes) -> bytes:
+    """The value of a `data:` line, without the one space that may follow the colon."""
+    return line[6:] if line[5:6] == b" " else line[5:]
+
+
 async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     """The JSON payloads of a server-sent-events body until `[DONE]`, a list per network read.
 
@@ -194,7 +199,7 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
         batch = []
         for line in lines:
             if line.startswith(b"data:"):
-                data.append(line[6:] if line[5:6] == b" " else line[5:])
+                data.append(_data_value(line))
             elif not line and data:  # event:, id:, retry: and ": keep-alive" carry nothing we need
                 payload, data = _event_payload(data), []
                 if payload == b"[DONE]":
@@ -205,9 +210,10 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
         if batch:
             yield batch
     if tail.startswith(b"data:"):  # a body that ends without the blank line after its last event
-        data.append(tail[6:] if tail[5:6] == b" " else tail[5:])
-    if data and _event_payload(data) != b"[DONE]":
-        yield [orjson.loads(_event_payload(data))]
+        data.append(_data_value(tail))
+    payload = _event_payload(data)
+    if payload and payload != b"[DONE]":
+        yield [orjson.loads(payload)]
 
 
 class ChatModel:
