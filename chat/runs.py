@@ -20,7 +20,6 @@ import asyncio
 import logging
 import signal
 import threading
-import weakref
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -34,6 +33,7 @@ from chat.agent.events import ErrorCode, RunStatus
 
 from . import assistant, selectors, services
 from .history import messages_from_events
+from .loops import PerLoop
 from .models import Run
 from .sink import EventSink, publish
 
@@ -271,22 +271,18 @@ def _start_with_memory(starts: list[services.RunStart]) -> list[tuple[Run, list[
     """Start the runs, then read the events each one's memory is made of: one trip to the ORM
     thread for the whole group (the first message of a conversation, seq 1, has nothing earlier)."""
     started = services.runs_start_many(starts=starts)
-    older = {run.conversation_id: run.pk for run, frames in (r for r in started if not isinstance(r, Exception))
-             if frames[0]["seq"] > 1}
+    runs = [result for result in started if not isinstance(result, Exception)]
+    older = {run.conversation_id: run.pk for run, frames in runs if frames[0]["seq"] > 1}
     history = selectors.runs_history_events(runs=older) if older else {}
-    return [r if isinstance(r, Exception) else (r[0], r[1], history.get(r[0].conversation_id, [])) for r in started]
+    return [
+        result if isinstance(result, Exception) else (*result, history.get(result[0].conversation_id, []))
+        for result in started
+    ]
 
 
-_registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunRegistry] = weakref.WeakKeyDictionary()
-
-
-def get_registry() -> RunRegistry:
-    """The registry of the running event loop (one per server process; tests get one per loop)."""
-    loop = asyncio.get_running_loop()
-    registry = _registries.get(loop)
-    if registry is None:
-        registry = _registries[loop] = RunRegistry()
-    return registry
+_registries: PerLoop[RunRegistry] = PerLoop(RunRegistry)
+# The registry of the running event loop.
+get_registry = _registries.get
 
 
 _sigterm_installed = False
@@ -302,14 +298,14 @@ def _install_sigterm_handler() -> None:
 
     def on_sigterm(signum, frame):
         async def close_then_exit():
-            await asyncio.gather(*(r.shutdown() for r in list(_registries.values())), return_exceptions=True)
+            await asyncio.gather(*(r.shutdown() for r in list(_registries.instances.values())), return_exceptions=True)
             if callable(previous):
                 previous(signum, frame)
             else:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.raise_signal(signal.SIGTERM)
 
-        for loop in list(_registries):
+        for loop in list(_registries.instances):
             if loop.is_running():
                 loop.call_soon_threadsafe(lambda: loop.create_task(close_then_exit()))
                 return

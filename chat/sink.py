@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -33,6 +32,7 @@ from django import db
 from django.utils import timezone
 
 from . import services
+from .loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -117,15 +117,8 @@ def _store(batches: list[services.EventBatch]) -> list:
     return results
 
 
-_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupWriter] = weakref.WeakKeyDictionary()
-
-
-def get_writer() -> GroupWriter:
-    loop = asyncio.get_running_loop()
-    writer = _writers.get(loop)
-    if writer is None:
-        writer = _writers[loop] = GroupWriter()
-    return writer
+_writers: PerLoop[GroupWriter] = PerLoop(GroupWriter)
+get_writer = _writers.get
 
 
 class FlushClock:
@@ -180,12 +173,11 @@ class FlushClock:
                 sink._lock.release()
 
 
-_clocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, FlushClock]] = weakref.WeakKeyDictionary()
+_clocks: PerLoop[dict[float, FlushClock]] = PerLoop(dict)
 
 
 def get_clock(seconds: float) -> FlushClock:
-    loop = asyncio.get_running_loop()
-    clocks = _clocks.setdefault(loop, {})
+    clocks = _clocks.get()
     clock = clocks.get(seconds)
     if clock is None:
         clock = clocks[seconds] = FlushClock(seconds)

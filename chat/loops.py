@@ -1,0 +1,26 @@
+"""Objects that exist once per running event loop: a server process has one loop, tests one per test."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class PerLoop(Generic[T]):
+    """`get()` gives the running loop's instance, made by `make()` on first use; an instance goes
+    with its loop."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make = make
+        self.instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = weakref.WeakKeyDictionary()
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        instance = self.instances.get(loop)
+        if instance is None:
+            instance = self.instances[loop] = self._make()
+        return instance
