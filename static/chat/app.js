@@ -152,7 +152,7 @@ function openConversation(id, { push, firstMessage = null }) {
 /** A draft's first message: the conversation is created with it, then the message is sent. */
 async function startConversation(content) {
   const title = content.split("\n")[0].slice(0, 80);
-  state.create(content);
+  state.create();
   try {
     const conversation = await api.createConversation(title);
     sidebar.upsert({ running: false, ...conversation, title: conversation.title || title });

@@ -24,7 +24,7 @@ export class ConversationState extends EventTarget {
     this.name = State.DRAFT;
     this.view = null; // the open ConversationView
     this.facts = null; // its last report: {running, connection, synced, retryAt, loaded, turns}
-    this.queued = null; // CREATING, QUEUED: the first message
+    this.queued = null; // QUEUED: the first message
     this.lastSent = ""; // given back to the composer when the server refuses a message
     this.turnsAtSend = 0; // SENDING: a run that starts and ends in one batch shows as one more turn
     this.echoTimer = null;
@@ -46,15 +46,12 @@ export class ConversationState extends EventTarget {
     this.enter(State.DRAFT);
   }
 
-  create(content) {
-    this.queued = content;
+  create() {
     this.enter(State.CREATING);
   }
 
   createFailed() {
-    if (this.name !== State.CREATING) return;
-    this.queued = null;
-    this.enter(State.DRAFT);
+    if (this.name === State.CREATING) this.enter(State.DRAFT);
   }
 
   /** Opens `view` (not yet loading): with `firstMessage`, that message is sent once it is live. */
