@@ -1,59 +1,37 @@
-// The chat page: sidebar, conversation, composer, connection state.
+// The chat page's entry point: wires the sidebar, the composer, the connection indicator and
+// the layout to one ConversationState, and owns navigation: which conversation is open (the
+// page's ?c= address, history), starting a conversation from a draft, keeping the list fresh.
 import { api } from "./api.js";
+import { Composer } from "./composer.js";
+import { ConversationState } from "./conversation-state.js";
 import { ConversationView } from "./conversation.js";
-import { copyText } from "./markdown.js";
+import { showConnection } from "./connection.js";
+import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
+import { handleCopyButtons } from "./markdown.js";
+import { announce, confirmDialog, showNotice } from "./notices.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
-import { onAfterRender } from "./timeline.js";
 import { t, tf } from "./i18n.js";
 
 const LIST_REFRESH_MS = 15000;
-const STICK_DISTANCE_PX = 80;
+// Conversation ids are UUIDs; any other ?c= is not one of ours and is ignored, never requested.
+const CONVERSATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const $ = (id) => document.getElementById(id);
 const els = {
   app: $("app"),
-  list: $("conversation-list"),
-  newChat: $("new-chat"),
   title: $("chat-title"),
-  scroller: $("messages-scroll"),
   turns: $("turns"),
   empty: $("empty-state"),
   loading: $("loading-state"),
-  connection: $("connection-status"),
-  connectionText: $("connection-text"),
-  retryNow: $("retry-now"),
-  composer: $("composer"),
-  input: $("message-input"),
-  send: $("send-button"),
-  stop: $("stop-button"),
-  reason: $("composer-reason"),
-  notice: $("notice"),
-  noticeText: $("notice-text"),
-  noticeClose: $("notice-close"),
-  jump: $("jump-latest"),
-  srStatus: $("sr-status"),
-  dialog: $("confirm-dialog"),
-  dialogText: $("confirm-text"),
-  sidebarToggle: $("sidebar-toggle"),
-  sidebarClose: $("sidebar-close"),
-  backdrop: $("sidebar-backdrop"),
+  newChat: $("new-chat"),
 };
 
-const state = {
-  view: null,
-  viewState: null,
-  awaitingEcho: false,
-  sentTurns: 0,
-  echoTimer: null,
-  lastSent: "",
-  outbox: null, // a first message waiting for its new conversation's socket
-  stopping: false,
-  stick: true,
-  countdownTimer: null,
-};
+const state = new ConversationState();
+const composer = new Composer(state, { startConversation });
+showConnection(state);
 
 // --- sidebar -------------------------------------------------------------------------------
-const sidebar = new Sidebar(els.list, {
+const sidebar = new Sidebar($("conversation-list"), {
   onSelect: (id) => {
     closeDrawer();
     if (!state.view || state.view.id !== id) openConversation(id, { push: true });
@@ -84,7 +62,7 @@ async function refreshList() {
     sidebar.setConversations(conversations);
     if (state.view) {
       sidebar.setActive(state.view.id);
-      if (state.viewState && state.viewState.loaded) sidebar.setRunning(state.view.id, state.viewState.running);
+      if (state.facts && state.facts.loaded) sidebar.setRunning(state.view.id, state.facts.running);
       const current = sidebar.get(state.view.id);
       if (current) els.title.textContent = conversationTitle(current);
     }
@@ -93,18 +71,17 @@ async function refreshList() {
   }
 }
 
+// The open conversation's facts, as far as the page around it shows them.
+state.addEventListener("change", () => {
+  if (!state.facts || !state.facts.loaded) return;
+  els.loading.hidden = true;
+  sidebar.setRunning(state.view.id, state.facts.running);
+});
+
 // --- opening conversations -----------------------------------------------------------------
-function closeView() {
-  if (state.view) state.view.close();
-  state.view = null;
-  state.viewState = null;
-  state.awaitingEcho = false;
-  state.stopping = false;
-  clearTimeout(state.echoTimer);
-  els.turns.replaceChildren();
-  delete els.turns.dataset.historyMs;
-  delete els.turns.dataset.historyFetchMs;
-  delete els.turns.dataset.historyEvents;
+function conversationIdFromUrl() {
+  const id = new URLSearchParams(window.location.search).get("c");
+  return id && CONVERSATION_ID.test(id) ? id.toLowerCase() : null;
 }
 
 function setUrl(id, push) {
@@ -114,9 +91,16 @@ function setUrl(id, push) {
   else window.history.replaceState({ id }, "", url);
 }
 
+function clearTurns() {
+  els.turns.replaceChildren();
+  delete els.turns.dataset.historyMs;
+  delete els.turns.dataset.historyFetchMs;
+  delete els.turns.dataset.historyEvents;
+}
+
 function startDraft({ push }) {
-  closeView();
-  state.outbox = null;
+  state.toDraft();
+  clearTurns();
   sidebar.setActive(null);
   setUrl(null, push);
   els.title.textContent = t("New conversation");
@@ -124,30 +108,17 @@ function startDraft({ push }) {
   els.empty.hidden = false;
   els.loading.hidden = true;
   els.app.dataset.conversation = "";
-  updateConnection();
-  updateComposer();
-  els.input.focus();
+  composer.focus();
 }
 
-function openConversation(id, { push }) {
-  closeView();
-  sidebar.setActive(id);
-  setUrl(id, push);
-  const conversation = sidebar.get(id);
-  els.title.textContent = conversationTitle(conversation);
-  document.title = `${conversationTitle(conversation)} · agentsite`;
-  els.empty.hidden = true;
-  els.loading.hidden = false;
-  els.app.dataset.conversation = id;
-  state.stick = true;
+/** Opens a conversation; a new one's `firstMessage` is sent as soon as its socket is live. */
+function openConversation(id, { push, firstMessage = null }) {
   const view = new ConversationView(id, els.turns, {
-    onState: (viewState) => {
-      if (state.view !== view) return;
-      onViewState(viewState);
+    onState: (facts) => {
+      if (state.view === view) state.observe(facts);
     },
     onNotice: (frame) => {
-      if (state.view !== view) return;
-      onErrorFrame(frame);
+      if (state.view === view) composer.refused(frame);
     },
     onGone: () => {
       if (state.view !== view) return;
@@ -163,303 +134,44 @@ function openConversation(id, { push }) {
     },
     onScroll: (force) => scrollToEnd(force),
   });
-  state.view = view;
-  updateConnection();
-  updateComposer();
+  state.open(view, firstMessage);
+  clearTurns();
+  sidebar.setActive(id);
+  setUrl(id, push);
+  const conversation = sidebar.get(id);
+  els.title.textContent = conversationTitle(conversation);
+  document.title = `${conversationTitle(conversation)} · agentsite`;
+  els.empty.hidden = true;
+  els.loading.hidden = false;
+  els.app.dataset.conversation = id;
+  followLatest();
   view.open();
   if (!conversation) refreshList(); // opened by address: not in the list fetched so far
 }
 
-function onViewState(viewState) {
-  const previous = state.viewState;
-  state.viewState = viewState;
-  if (viewState.loaded) els.loading.hidden = true;
-  // The echo of what we sent: a run that started (or even finished, when the frames came in one batch).
-  if (viewState.running || (state.awaitingEcho && viewState.turns > state.sentTurns)) {
-    state.awaitingEcho = false;
-    clearTimeout(state.echoTimer);
-  }
-  if (!viewState.running) state.stopping = false;
-  if (viewState.loaded) sidebar.setRunning(state.view.id, viewState.running);
-  // A first message queued while the new conversation's socket was connecting.
-  if (state.outbox && viewState.connection === "open" && viewState.synced && !viewState.running) {
-    const content = state.outbox;
-    state.outbox = null;
-    sendNow(content);
-  }
-  updateConnection();
-  updateComposer();
-  if (previous && previous.running && !viewState.running && document.activeElement === document.body) els.input.focus();
-}
-
-// --- composer ------------------------------------------------------------------------------
-function composerBlock() {
-  const viewState = state.viewState;
-  if (state.view) {
-    if (!viewState || !viewState.loaded) return t("Loading the conversation…");
-    if (viewState.running) return state.stopping ? t("Stopping…") : t("The agent is working on an answer. Wait for it, or press Stop.");
-    if (state.awaitingEcho || state.outbox) return t("Sending…");
-    if (viewState.connection !== "open" || !viewState.synced) return t("Not connected. Your message can be sent when the connection is back.");
-  }
-  return "";
-}
-
-function updateComposer() {
-  const block = composerBlock();
-  const running = Boolean(state.viewState && state.viewState.running);
-  els.reason.textContent = block;
-  els.reason.hidden = !block;
-  els.composer.dataset.blocked = String(Boolean(block));
-  const lockInput = running || state.awaitingEcho || Boolean(state.outbox);
-  els.input.disabled = lockInput;
-  els.input.setAttribute("aria-describedby", block ? "composer-reason composer-hint" : "composer-hint");
-  els.send.disabled = Boolean(block) || els.input.value.trim() === "";
-  els.stop.hidden = !running;
-  els.stop.disabled = state.stopping || !(state.viewState && state.viewState.connection === "open");
-  els.send.hidden = running;
-}
-
-function autosize() {
-  els.input.style.height = "auto";
-  els.input.style.height = `${Math.min(els.input.scrollHeight, 240)}px`;
-}
-
-function sendNow(content) {
-  if (!state.view.send(content)) {
-    showNotice(t("Not connected. Your message was not sent."));
-    if (!els.input.value) els.input.value = content;
-    return;
-  }
-  state.lastSent = content;
-  state.sentTurns = state.viewState ? state.viewState.turns : 0;
-  state.awaitingEcho = true;
-  clearTimeout(state.echoTimer);
-  // No echo in time: let the user try again rather than wait forever.
-  state.echoTimer = setTimeout(() => {
-    state.awaitingEcho = false;
-    updateComposer();
-  }, 15000);
-  updateComposer();
-}
-
-async function submit() {
-  const content = els.input.value.trim();
-  if (!content || composerBlock()) return;
-  els.input.value = "";
-  autosize();
-  if (state.view) {
-    sendNow(content);
-    return;
-  }
-  // A draft: the conversation is created with the first message, then the message is sent.
+/** A draft's first message: the conversation is created with it, then the message is sent. */
+async function startConversation(content) {
   const title = content.split("\n")[0].slice(0, 80);
-  state.outbox = content;
-  updateComposer();
+  state.create();
   try {
     const conversation = await api.createConversation(title);
     sidebar.upsert({ running: false, ...conversation, title: conversation.title || title });
-    const outbox = state.outbox;
-    openConversation(conversation.id, { push: true });
-    state.outbox = outbox;
-    updateComposer();
+    openConversation(conversation.id, { push: true, firstMessage: content });
   } catch (error) {
-    state.outbox = null;
-    els.input.value = content;
-    autosize();
-    updateComposer();
+    state.createFailed();
+    composer.giveBack(content);
     showNotice(tf("Could not start the conversation: %s", [error.message]));
   }
 }
 
-function onErrorFrame(frame) {
-  state.awaitingEcho = false;
-  clearTimeout(state.echoTimer);
-  if (state.lastSent && !els.input.value) {
-    els.input.value = state.lastSent; // give the unsent message back
-    autosize();
-  }
-  const messages = {
-    RUN_IN_PROGRESS: t("The agent is still working on the previous message."),
-    TOO_LARGE: t("The message is too long."),
-    RATE_LIMITED: t("Too many messages. Please wait a moment."),
-    BAD_REQUEST: t("The server did not accept that message."),
-  };
-  showNotice(messages[frame.code] || frame.message || t("Something went wrong."));
-  updateComposer();
-}
-
-els.composer.addEventListener("submit", (event) => {
-  event.preventDefault();
-  submit();
-});
-els.input.addEventListener("keydown", (event) => {
-  // isComposing: Enter that confirms an IME candidate (Chinese input) must not send.
-  if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
-    event.preventDefault();
-    submit();
-  }
-});
-els.input.addEventListener("input", () => {
-  autosize();
-  updateComposer();
-});
-els.stop.addEventListener("click", () => {
-  if (!state.view) return;
-  if (state.view.cancel()) {
-    state.stopping = true;
-    updateComposer();
-  }
-});
-
-// --- connection state ----------------------------------------------------------------------
-function updateConnection() {
-  clearInterval(state.countdownTimer);
-  const viewState = state.viewState;
-  let mode = "idle";
-  let text = "";
-  if (state.view && viewState) {
-    if (viewState.connection === "open" && viewState.synced) mode = "live";
-    else if (viewState.connection === "waiting") mode = "waiting";
-    else if (viewState.connection === "closed") mode = "offline";
-    else mode = "connecting";
-  }
-  const render = () => {
-    if (mode === "live") text = t("Live");
-    else if (mode === "connecting") text = t("Connecting…");
-    else if (mode === "offline") text = t("Disconnected");
-    else if (mode === "waiting") {
-      const seconds = Math.max(0, Math.ceil((viewState.retryAt - Date.now()) / 1000));
-      text = seconds > 0 ? tf("Connection lost. Reconnecting in %s s…", [seconds]) : t("Reconnecting…");
-    }
-    els.connectionText.textContent = text;
-  };
-  render();
-  if (mode === "waiting") state.countdownTimer = setInterval(render, 500);
-  els.connection.dataset.mode = mode;
-  els.connection.hidden = mode === "idle";
-  els.retryNow.hidden = mode !== "waiting";
-  els.app.dataset.connection = mode;
-}
-els.retryNow.addEventListener("click", () => state.view && state.view.reconnectNow());
-
-// --- notices, announcements, dialog --------------------------------------------------------
-let noticeTimer = null;
-function showNotice(text) {
-  els.noticeText.textContent = text;
-  els.notice.hidden = false;
-  clearTimeout(noticeTimer);
-  noticeTimer = setTimeout(() => {
-    els.notice.hidden = true;
-  }, 8000);
-}
-els.noticeClose.addEventListener("click", () => {
-  els.notice.hidden = true;
-});
-
-function announce(text) {
-  els.srStatus.textContent = "";
-  requestAnimationFrame(() => {
-    els.srStatus.textContent = text;
-  });
-}
-
-function confirmDialog(text) {
-  els.dialogText.textContent = text;
-  return new Promise((resolve) => {
-    const onClose = () => {
-      els.dialog.removeEventListener("close", onClose);
-      resolve(els.dialog.returnValue === "confirm");
-    };
-    els.dialog.returnValue = "";
-    els.dialog.addEventListener("close", onClose);
-    els.dialog.showModal();
-    els.dialog.querySelector("[value=cancel]").focus();
-  });
-}
-
-// --- scrolling -----------------------------------------------------------------------------
-function nearBottom() {
-  const s = els.scroller;
-  return s.scrollHeight - s.scrollTop - s.clientHeight < STICK_DISTANCE_PX;
-}
-function scrollToEnd(force) {
-  if (force) state.stick = true;
-  if (state.stick) els.scroller.scrollTop = els.scroller.scrollHeight;
-  els.jump.hidden = state.stick;
-}
-els.scroller.addEventListener("scroll", () => {
-  state.stick = nearBottom();
-  els.jump.hidden = state.stick;
-}, { passive: true });
-els.jump.addEventListener("click", () => {
-  scrollToEnd(true);
-  els.input.focus();
-});
-onAfterRender(() => scrollToEnd(false));
-// Turns change height after they are drawn (Markdown, off-screen turns rendered late):
-// a reader at the bottom stays at the bottom.
-new ResizeObserver(() => {
-  if (state.stick) els.scroller.scrollTop = els.scroller.scrollHeight;
-}).observe(els.turns);
-
-// --- copy buttons (delegated: answers are re-rendered while they stream) ----------------
-els.turns.addEventListener("click", async (event) => {
-  const button = event.target.closest("[data-action=copy-code]");
-  if (!button) return;
-  const code = button.closest(".code-block")?.querySelector("pre code");
-  if (!code) return;
-  const ok = await copyText(code.textContent);
-  button.textContent = ok ? t("Copied") : t("Copy failed");
-  button.classList.toggle("copied", ok);
-  setTimeout(() => {
-    if (button.isConnected) {
-      button.textContent = t("Copy");
-      button.classList.remove("copied");
-    }
-  }, 1500);
-});
-
-// --- phone-width drawer --------------------------------------------------------------------
-function openDrawer() {
-  document.body.classList.add("drawer-open");
-  els.sidebarToggle.setAttribute("aria-expanded", "true");
-  els.backdrop.hidden = false;
-  els.newChat.focus();
-}
-function closeDrawer() {
-  if (!document.body.classList.contains("drawer-open")) return;
-  document.body.classList.remove("drawer-open");
-  els.sidebarToggle.setAttribute("aria-expanded", "false");
-  els.backdrop.hidden = true;
-}
-els.sidebarToggle.addEventListener("click", openDrawer);
-els.sidebarClose.addEventListener("click", () => {
-  closeDrawer();
-  els.sidebarToggle.focus();
-});
-els.backdrop.addEventListener("click", closeDrawer);
-document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape" && document.body.classList.contains("drawer-open")) {
-    closeDrawer();
-    els.sidebarToggle.focus();
-  }
-});
-
 // --- start ---------------------------------------------------------------------------------
+handleCopyButtons(els.turns);
 els.newChat.addEventListener("click", () => {
   closeDrawer();
   startDraft({ push: true });
 });
-for (const button of document.querySelectorAll("[data-suggestion]")) {
-  button.addEventListener("click", () => {
-    els.input.value = button.dataset.suggestion;
-    autosize();
-    updateComposer();
-    els.input.focus();
-  });
-}
 window.addEventListener("popstate", () => {
-  const id = new URLSearchParams(window.location.search).get("c");
+  const id = conversationIdFromUrl();
   if (id && (!state.view || state.view.id !== id)) openConversation(id, { push: false });
   else if (!id && state.view) startDraft({ push: false });
 });
@@ -472,7 +184,7 @@ document.addEventListener("visibilitychange", () => {
 
 async function start() {
   await refreshList();
-  const id = new URLSearchParams(window.location.search).get("c");
+  const id = conversationIdFromUrl();
   if (id) openConversation(id, { push: false });
   else startDraft({ push: false });
   setInterval(() => {

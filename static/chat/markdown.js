@@ -194,3 +194,22 @@ export async function copyText(text) {
   area.remove();
   return ok;
 }
+
+/** The code blocks' copy buttons under `root`, handled by delegation: answers are re-rendered while they stream. */
+export function handleCopyButtons(root) {
+  root.addEventListener("click", async (event) => {
+    const button = event.target.closest("[data-action=copy-code]");
+    if (!button) return;
+    const code = button.closest(".code-block")?.querySelector("pre code");
+    if (!code) return;
+    const ok = await copyText(code.textContent);
+    button.textContent = ok ? t("Copied") : t("Copy failed");
+    button.classList.toggle("copied", ok);
+    setTimeout(() => {
+      if (button.isConnected) {
+        button.textContent = t("Copy");
+        button.classList.remove("copied");
+      }
+    }, 1500);
+  });
+}

@@ -1,6 +1,6 @@
 // The list of the user's conversations: newest first, a mark on running ones,
 // rename in place, delete after confirmation, switch without reloading.
-import { h } from "./timeline.js";
+import { h } from "./dom.js";
 import { icon } from "./icons.js";
 import { t, tf } from "./i18n.js";
 

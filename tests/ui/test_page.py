@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -292,6 +293,21 @@ def test_unknown_conversation_goes_back_to_a_draft(user_page):
     expect(page.locator("#notice-text")).to_contain_text("no longer exists")
     expect(page.locator("#empty-state")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/$"))
+
+
+def test_an_address_that_is_not_a_conversation_id_is_ignored(user_page):
+    """?c= must be a UUID: anything else opens a draft without asking the server about it."""
+    page = user_page
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto("/?c=..%2F..%2Faccounts%2Flogout%2F")
+    expect(page.locator("#empty-state")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"/$"))
+    expect(page.locator("#connection-status")).to_be_hidden()
+    assert page.locator("#notice").is_hidden()
+    paths = {urlsplit(url).path for url in requested if not urlsplit(url).path.startswith("/static/")}
+    assert paths == {"/", "/api/conversations/"}, paths  # the page and its list, nothing for the bad id
+    assert_clean(page)
 
 
 def test_long_tool_payloads_are_folded(user_page, replies):

@@ -1,0 +1,156 @@
+// The steps of a turn's timeline, one class per kind: thinking, a tool call, an error, sources.
+// Each keeps its state apart from its DOM and builds its <li> on mount(), so that events can
+// be applied before the turn is drawn.
+import { h } from "./dom.js";
+import { t, tf } from "./i18n.js";
+import { argumentsPreview, foldedPre, prettyJson } from "./tool-payload.js";
+
+const RETRY_COUNT = /\((\d+)\s*\/\s*(\d+)\)\s*$/;
+
+function statusIcon(kind) {
+  return h("span", { className: `status-icon ${kind}`, "aria-hidden": "true" });
+}
+
+export class ThinkingItem {
+  constructor() {
+    this.kind = "thinking";
+    this.text = "";
+    this.el = null;
+    this.textNode = null;
+  }
+  append(delta) {
+    this.text += delta;
+    if (this.textNode) this.textNode.appendData(delta);
+  }
+  mount() {
+    this.textNode = document.createTextNode(this.text);
+    this.el = h(
+      "li",
+      { className: "tl-item tl-thinking" },
+      statusIcon("thinking"),
+      h("div", { className: "tl-body" }, h("div", { className: "tl-title", text: t("Thinking") }),
+        h("div", { className: "thinking-text" }, this.textNode)),
+    );
+    return this.el;
+  }
+}
+
+export class ToolItem {
+  constructor(frame) {
+    this.kind = "tool";
+    this.toolCallId = frame.toolCallId;
+    this.name = frame.toolName || "tool";
+    this.arguments = frame.arguments ?? "";
+    this.status = "running";
+    this.result = null;
+    this.durationMs = null;
+    this.el = null;
+  }
+  end(frame) {
+    this.status = frame.isError ? "failed" : "done";
+    this.result = typeof frame.result === "string" ? frame.result : JSON.stringify(frame.result);
+    this.durationMs = typeof frame.durationMs === "number" ? frame.durationMs : null;
+    if (frame.toolName) this.name = frame.toolName;
+    if (this.el) this.update();
+  }
+  interrupt() {
+    if (this.status === "running") {
+      this.status = "stopped";
+      if (this.el) this.update();
+    }
+  }
+  metaText() {
+    if (this.status === "running") return t("running…");
+    if (this.status === "stopped") return t("not finished");
+    const took = this.durationMs === null ? "" : ` · ${this.durationMs < 1000 ? `${this.durationMs} ms` : `${(this.durationMs / 1000).toFixed(1)} s`}`;
+    return (this.status === "failed" ? t("failed") : t("done")) + took;
+  }
+  mount() {
+    this.icon = statusIcon(this.status);
+    this.meta = h("span", { className: "tool-meta" });
+    this.srStatus = h("span", { className: "visually-hidden" });
+    this.details = h(
+      "details",
+      { className: "tool" },
+      h("summary", {}, this.icon, h("span", { className: "tool-name", text: this.name }),
+        h("span", { className: "tool-args-preview", text: argumentsPreview(this.arguments) }), this.meta, this.srStatus),
+    );
+    this.body = null;
+    // Arguments and result are built when first opened: long histories stay light.
+    this.details.addEventListener("toggle", () => {
+      if (this.details.open) this.fillBody();
+    });
+    this.el = h("li", { className: "tl-item tl-tool", dataset: { toolCallId: this.toolCallId || "" } }, this.details);
+    this.update();
+    return this.el;
+  }
+  fillBody() {
+    const body = h("div", { className: "tool-detail" },
+      h("div", { className: "detail-label", text: t("Arguments") }),
+      foldedPre(prettyJson(this.arguments || "{}"), "tool-pre"));
+    if (this.result !== null) {
+      body.append(h("div", { className: "detail-label", text: this.status === "failed" ? t("Error") : t("Result") }),
+        foldedPre(prettyJson(this.result), `tool-pre${this.status === "failed" ? " is-error" : ""}`));
+    } else {
+      body.append(h("div", { className: "detail-label muted", text: t("Waiting for the result…") }));
+    }
+    if (this.body) this.body.replaceWith(body);
+    else this.details.append(body);
+    this.body = body;
+  }
+  update() {
+    this.el.dataset.status = this.status;
+    this.icon.className = `status-icon ${this.status}`;
+    this.meta.textContent = this.metaText();
+    this.srStatus.textContent = ` (${this.metaText()})`;
+    if (this.body) this.fillBody();
+  }
+}
+
+export class ErrorItem {
+  constructor(frame) {
+    this.kind = "error";
+    this.code = frame.code || "ERROR";
+    this.message = frame.message || frame.code || t("Error");
+    this.detail = frame.detail || "";
+    this.el = null;
+  }
+  get isCancel() {
+    return this.code === "CANCELLED";
+  }
+  mount() {
+    const retry = this.message.match(RETRY_COUNT);
+    const title = h("div", { className: "tl-title" }, h("span", { text: this.message }));
+    if (retry) {
+      title.append(" ", h("span", { className: "badge badge-warn", text: tf("retry %s of %s", [retry[1], retry[2]]) }));
+    }
+    const body = h("div", { className: "tl-body" }, title,
+      h("div", { className: "error-detail" }, h("code", { text: this.code }), this.detail ? ` ${this.detail}` : ""));
+    this.el = h("li", { className: `tl-item tl-error${this.isCancel ? " is-cancel" : ""}`, role: "note" },
+      statusIcon(this.isCancel ? "stopped" : "error"), body);
+    return this.el;
+  }
+}
+
+export class ReferenceItem {
+  constructor(frame) {
+    this.kind = "reference";
+    this.references = Array.isArray(frame.references) ? frame.references : [];
+    this.el = null;
+  }
+  mount() {
+    const list = h("ol", { className: "ref-list" });
+    for (const ref of this.references) {
+      const url = String(ref.url || "");
+      const title = String(ref.title || url);
+      const safe = /^https?:\/\//i.test(url);
+      const link = safe
+        ? h("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: title })
+        : h("span", { text: title });
+      list.append(h("li", {}, link, ref.snippet ? h("div", { className: "ref-snippet", text: String(ref.snippet) }) : null));
+    }
+    this.el = h("li", { className: "tl-item tl-refs" }, statusIcon("refs"),
+      h("div", { className: "tl-body" }, h("div", { className: "tl-title", text: t("Sources") }), list));
+    return this.el;
+  }
+}

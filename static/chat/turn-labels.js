@@ -1,0 +1,44 @@
+// The words that sum a turn up: its timeline summary (icon, label, counts) while it runs and
+// after it ends, and the status line under a run that did not succeed. Reads a Turn, draws nothing.
+import { t, tf } from "./i18n.js";
+
+/** The summary line of a turn's timeline: the status icon's kind, the label and the counts. */
+export function turnSummary(turn) {
+  const tools = turn.items.filter((i) => i.kind === "tool");
+  const errors = turn.items.filter((i) => i.kind === "error" && !i.isCancel);
+  const thought = turn.items.some((i) => i.kind === "thinking");
+  const counts = [];
+  if (tools.length) counts.push(tools.length === 1 ? t("1 tool call") : tf("%s tool calls", [tools.length]));
+  if (errors.length) counts.push(errors.length === 1 ? t("1 error") : tf("%s errors", [errors.length]));
+  return {
+    icon: turn.running ? "running" : turn.hasError ? "error" : turn.status === "cancelled" ? "stopped" : "done",
+    label: turn.running ? runningLabel(turn) : finishedLabel(turn, thought || tools.length > 0),
+    counts: counts.length ? ` · ${counts.join(" · ")}` : "",
+  };
+}
+
+/** What the agent is doing right now, from the last step and whether the answer has begun. */
+function runningLabel(turn) {
+  const last = turn.items[turn.items.length - 1];
+  if (last && last.kind === "tool" && last.status === "running") return tf("Running %s…", [last.name]);
+  if (turn.text) return t("Writing the answer…");
+  if (last && last.kind === "thinking") return t("Thinking…");
+  if (last && last.kind === "error") return t("Retrying…");
+  return t("Working…");
+}
+
+function finishedLabel(turn, hasSteps) {
+  if (turn.hasError) return t("Finished with errors");
+  if (turn.status === "cancelled") return t("Stopped");
+  return hasSteps ? t("Thought process") : t("Done");
+}
+
+/** The line under a finished run that did not succeed; "" for one that did or still runs. */
+export function statusMessage(status) {
+  const messages = {
+    cancelled: t("Stopped."),
+    failed: t("The run failed."),
+    interrupted: t("Interrupted: the server stopped during this run."),
+  };
+  return Object.hasOwn(messages, status) ? messages[status] : "";
+}
