@@ -1,0 +1,80 @@
+"""docs/protocol.md stays in step with the code: every name a client can meet is documented.
+
+The names are read from the code itself (event classes, error and status codes, close
+codes, URL routes), so a new one that is not described in the document fails here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from chat import api, consumers, routing, urls
+from chat.agent import events, loop
+
+DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
+
+
+def _public_values(cls) -> list[str]:
+    return [value for name, value in vars(cls).items() if not name.startswith("_")]
+
+
+def _route_shape(route: str) -> str:
+    """A route with its converters reduced to `<>`: `<uuid:conversation_id>` and `<id>` match."""
+    return re.sub(r"<[^>]*>", "<>", route)
+
+
+EVENT_TYPES = sorted(
+    cls.type for cls in vars(events).values()
+    if inspect.isclass(cls) and issubclass(cls, events.AgentEvent) and cls is not events.AgentEvent
+)
+# ErrorCode's names, and any code an ErrorEvent is built with as a literal (AGENT_ERROR).
+EVENT_ERROR_CODES = sorted(
+    set(_public_values(events.ErrorCode)) | set(re.findall(r'ErrorEvent\(\s*"([A-Z_]+)"', inspect.getsource(loop)))
+)
+RUN_STATUSES = sorted(_public_values(events.RunStatus))
+FRAME_ERROR_CODES = sorted(set(re.findall(r'ProtocolError\(\s*"([A-Z_]+)"', inspect.getsource(consumers))))
+FRAME_TYPES = sorted(set(re.findall(r'kind == "([a-z_]+)"', inspect.getsource(consumers.ChatConsumer))))
+API_ERROR_CODES = sorted({
+    code for pair in re.findall(r'"error": "([a-z_]+)"|_error\(\d+, "([a-z_]+)"', inspect.getsource(api))
+    for code in pair if code
+})
+CLOSE_CODES = sorted(value for name, value in vars(consumers).items() if name.startswith("CLOSE_"))
+ROUTES = sorted(
+    "/" + str(pattern.pattern)
+    for pattern in [*urls.urlpatterns, *routing.websocket_urlpatterns]
+    if not hasattr(pattern, "url_patterns") and str(pattern.pattern)  # includes and the page itself
+)
+
+
+def test_the_code_still_has_the_names_this_test_reads():
+    # Guards the readers above: if a refactor hides the names from them, say so here.
+    assert {"user_message", "text", "complete"} <= set(EVENT_TYPES)
+    assert {"BAD_REQUEST", "TOO_LARGE", "RUN_IN_PROGRESS", "RATE_LIMITED"} <= set(FRAME_ERROR_CODES)
+    assert {"message", "cancel", "ping"} <= set(FRAME_TYPES)
+    assert {"not_authenticated", "bad_request", "not_found"} <= set(API_ERROR_CODES)
+    assert {4401, 4404} <= set(CLOSE_CODES)
+    assert "/healthz" in ROUTES and any(route.startswith("/ws/") for route in ROUTES)
+
+
+@pytest.mark.parametrize("name", EVENT_TYPES + EVENT_ERROR_CODES + RUN_STATUSES + FRAME_ERROR_CODES + API_ERROR_CODES)
+def test_every_name_a_client_can_meet_is_documented(name):
+    assert f"`{name}`" in DOC or f'"{name}"' in DOC, f"docs/protocol.md does not mention {name}"
+
+
+@pytest.mark.parametrize("frame_type", FRAME_TYPES)
+def test_every_client_frame_is_documented(frame_type):
+    assert f'{{"type": "{frame_type}"' in DOC, f"docs/protocol.md shows no {frame_type} frame"
+
+
+@pytest.mark.parametrize("code", CLOSE_CODES)
+def test_every_close_code_is_documented(code):
+    assert f"`{code}`" in DOC
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_endpoint_is_documented(route):
+    assert _route_shape(route) in _route_shape(DOC), f"docs/protocol.md does not describe {route}"
