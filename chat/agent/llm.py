@@ -192,6 +192,10 @@ def _reasoning_of(delta: dict[str, Any]) -> str | None:
     return _reasoning_details_text(details) if details else None
 
 
+# The reasoning_details item types that carry readable text, and the field that holds it.
+_READABLE_REASONING = {"reasoning.text": "text", "reasoning.summary": "summary"}
+
+
 def _reasoning_details_text(details: Any) -> str | None:
     """The readable text of OpenRouter-style `reasoning_details` (Snowflake sends only these).
 
@@ -202,11 +206,11 @@ def _reasoning_details_text(details: Any) -> str | None:
         return None
     texts = []
     for item in details:
-        if isinstance(item, dict):
-            kind = item.get("type")
-            text = item.get("text") if kind == "reasoning.text" else item.get("summary") if kind == "reasoning.summary" else None
-            if isinstance(text, str) and text:
-                texts.append(text)
+        kind = item.get("type") if isinstance(item, dict) else None
+        field_name = _READABLE_REASONING.get(kind) if isinstance(kind, str) else None
+        text = item.get(field_name) if field_name else None
+        if isinstance(text, str) and text:
+            texts.append(text)
     return "".join(texts) or None
 
 
