@@ -20,6 +20,11 @@ A reply is a dict (the transcripts in tests/transcripts/*.json hold lists of the
      "truncate_after": null,         # close the connection after N chunks, no [DONE]
      "done": true}                   # send "data: [DONE]" at the end
 
+or a raw stream body, sent byte for byte (a recorded provider response):
+
+    {"sse": "data: {...}\n\ndata: [DONE]\n\n",   # str or bytes; nothing is added
+     "delay": 0.0}                                  # seconds before each event
+
 Replies are served in order from a queue; when it is empty the `responder`
 (a function of the request body returning a reply) answers, by default a short
 fixed answer.
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -210,6 +216,8 @@ class FakeLLM:
     async def _send_stream(self, writer: asyncio.StreamWriter, reply: Reply, body: dict[str, Any]) -> str:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
         delay = reply.get("delay", 0.0)
+        if "sse" in reply:
+            return await self._send_raw(writer, reply["sse"], delay)
         truncate_after = reply.get("truncate_after")
         model = body.get("model", "fake")
         for count, chunk in enumerate(reply.get("chunks", [])):
@@ -224,6 +232,20 @@ class FakeLLM:
             return "truncated"
         if reply.get("done", True):
             self._write_event(writer, "[DONE]")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return "done"
+
+    async def _send_raw(self, writer: asyncio.StreamWriter, sse: str | bytes, delay: float) -> str:
+        raw = sse.encode() if isinstance(sse, str) else sse
+        # One HTTP chunk per event, as a server flushes them, so the client sees several reads.
+        for event in re.split(rb"(?<=\n\n)", raw):
+            if not event:
+                continue
+            if delay:
+                await asyncio.sleep(delay)
+            writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            await writer.drain()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return "done"

@@ -2,8 +2,8 @@
 
 The SDK's own retries are off (the agent loop retries, visibly); a call either
 yields its thinking/text deltas and ends with a ModelTurn, or raises
-ModelCallError. A stream that ends without a finish_reason, or that carries an
-error mid-way, is a failed call: half an answer is not an answer.
+ModelCallError. A stream that ends with neither a finish_reason nor `[DONE]`, or
+that carries an error mid-way, is a failed call: half an answer is not an answer.
 """
 
 from __future__ import annotations
@@ -110,32 +110,52 @@ class ModelTurn:
 
 
 class _ToolCallAccumulator:
-    """Tool-call deltas merged by index, tolerant of providers' variations.
+    """Tool-call deltas merged into calls, tolerant of providers' variations.
 
-    OpenAI sends id and name in the first piece only and the arguments in pieces;
-    some providers resend the name with each piece, omit ids, omit the index, or
-    repeat the whole arguments at the end.
+    OpenAI sends id and name in the first piece of each call, under the call's
+    index, and the arguments in pieces under the same index. Some providers
+    resend the name with each piece, omit ids, omit the index, or repeat the
+    whole arguments at the end. Ollama and Dynamo send parallel calls all under
+    index 0 with distinct ids; SGLang gives a call's first piece the index of
+    the tool in the request and its later pieces the index of the call. So an
+    index names the call it last named: a new id under it is a new call, and an
+    index never seen before on an id-less, nameless piece continues the call
+    being streamed.
     """
 
     def __init__(self) -> None:
-        self._calls: dict[int, dict[str, str]] = {}
+        self._calls: list[dict[str, str]] = []  # in the order the calls began
+        self._by_index: dict[Any, int] = {}  # the provider's index -> position in _calls
 
     def __bool__(self) -> bool:
         return bool(self._calls)
 
     def add(self, delta: dict[str, Any]) -> None:
         call_id = delta.get("id") or ""
-        index = delta.get("index")
-        if index is None:
-            index = next((i for i, c in self._calls.items() if call_id and c["id"] == call_id), None)
-            if index is None:
-                index = len(self._calls) if (call_id or not self._calls) else max(self._calls)
-        entry = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-        if call_id and not entry["id"]:
-            entry["id"] = call_id
         function = delta.get("function")
         if not isinstance(function, dict):
-            return
+            function = {}
+        index = delta.get("index")
+        if index is None:
+            position = next((i for i, c in enumerate(self._calls) if call_id and c["id"] == call_id), None)
+            if position is None:
+                position = self._begin() if (call_id or not self._calls) else len(self._calls) - 1
+        else:
+            position = self._by_index.get(index)
+            if position is not None and call_id and self._calls[position]["id"] not in ("", call_id):
+                position = None  # another call under an index already used (Ollama, Dynamo)
+            if position is None:
+                if call_id or function.get("name") or not self._calls:
+                    position = self._begin()
+                else:
+                    # A piece under an index of its own continues the current call (SGLang):
+                    # from now on that index, not the one of its first piece, names the call.
+                    position = len(self._calls) - 1
+                    self._by_index = {i: p for i, p in self._by_index.items() if p != position}
+            self._by_index[index] = position
+        entry = self._calls[position]
+        if call_id and not entry["id"]:
+            entry["id"] = call_id
         name, arguments = function.get("name"), function.get("arguments")
         if name and name != entry["name"]:
             entry["name"] += name
@@ -144,10 +164,14 @@ class _ToolCallAccumulator:
                 return  # the whole arguments resent after the pieces
             entry["arguments"] += arguments
 
+    def _begin(self) -> int:
+        self._calls.append({"id": "", "name": "", "arguments": ""})
+        return len(self._calls) - 1
+
     def calls(self) -> tuple[ToolCall, ...]:
         return tuple(
             ToolCall(entry["id"] or f"call_{uuid.uuid4().hex[:24]}", entry["name"], entry["arguments"])
-            for _, entry in sorted(self._calls.items())
+            for entry in self._calls
         )
 
 
@@ -162,7 +186,64 @@ def _is_json(text: str) -> bool:
 def _reasoning_of(delta: dict[str, Any]) -> str | None:
     # DeepSeek and Qwen say reasoning_content, OpenRouter and vLLM say reasoning.
     value = delta.get("reasoning_content") or delta.get("reasoning")
-    return value if isinstance(value, str) and value else None
+    if isinstance(value, str) and value:
+        return value
+    details = delta.get("reasoning_details")
+    return _reasoning_details_text(details) if details else None
+
+
+# The reasoning_details item types that carry readable text, and the field that holds it.
+_READABLE_REASONING = {"reasoning.text": "text", "reasoning.summary": "summary"}
+
+
+def _reasoning_details_text(details: Any) -> str | None:
+    """The readable text of OpenRouter-style `reasoning_details` (Snowflake sends only these).
+
+    Read only when the delta has no plain reasoning: OpenRouter sends both, with
+    the same text. Encrypted items (`reasoning.encrypted`) carry nothing to show.
+    """
+    if not isinstance(details, list):
+        return None
+    texts = []
+    for item in details:
+        kind = item.get("type") if isinstance(item, dict) else None
+        field_name = _READABLE_REASONING.get(kind) if isinstance(kind, str) else None
+        text = item.get(field_name) if field_name else None
+        if isinstance(text, str) and text:
+            texts.append(text)
+    return "".join(texts) or None
+
+
+def _content_parts(parts: Any) -> list[tuple[str, str]]:
+    """(kind, text) of a content given as typed parts (Mistral's Magistral and mistral-small reasoning).
+
+    `{"type": "text", "text": ...}` is answer text; `{"type": "thinking", "thinking":
+    [{"type": "text", "text": ...}]}` (or a plain string) is reasoning; any other part
+    (images, references) has nothing to stream and is skipped.
+    """
+    out: list[tuple[str, str]] = []
+    for part in parts if isinstance(parts, list) else [parts]:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if isinstance(text, str) and text:
+                out.append((TEXT, text))
+        elif kind == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                inner = [{"type": "text", "text": inner}]
+            for piece in inner if isinstance(inner, list) else ():
+                text = piece.get("text") if isinstance(piece, dict) else None
+                if isinstance(text, str) and text:
+                    out.append((THINKING, text))
+    return out
+
+
+# Ends the last batch of a stream that closed with `data: [DONE]`: the turn is finished
+# even when no chunk carried a finish_reason (Snowflake Cortex never sends one).
+STREAM_DONE = object()
 
 
 def _event_payload(data: list[bytes]) -> bytes:
@@ -176,6 +257,8 @@ def _data_value(line: bytes) -> bytes:
 
 async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     """The JSON payloads of a server-sent-events body until `[DONE]`, a list per network read.
+
+    `[DONE]` itself is passed on as STREAM_DONE, the last item of the last batch.
 
     We read the raw streaming response instead of the SDK's typed chunks: building
     one pydantic object per chunk cost ~50 us, a whole core at 20,000 chunks a
@@ -203,8 +286,8 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
             elif not line and data:  # event:, id:, retry: and ": keep-alive" carry nothing we need
                 payload, data = _event_payload(data), []
                 if payload == b"[DONE]":
-                    if batch:
-                        yield batch
+                    batch.append(STREAM_DONE)
+                    yield batch
                     return
                 batch.append(orjson.loads(payload))
         if batch:
@@ -212,7 +295,9 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     if tail.startswith(b"data:"):  # a body that ends without the blank line after its last event
         data.append(_data_value(tail))
     payload = _event_payload(data)
-    if payload and payload != b"[DONE]":
+    if payload == b"[DONE]":
+        yield [STREAM_DONE]
+    elif payload:
         yield [orjson.loads(payload)]
 
 
@@ -320,11 +405,15 @@ class _TurnReader:
         self.content: list[str] = []
         self.thinking: list[str] = []
         self.finish_reason: str | None = None
+        self.done = False  # the stream closed with [DONE]
         self.usage: Usage | None = None
         self._pieces: list[tuple[str, str]] = []
 
     def feed(self, chunk: Any) -> None:
         if not isinstance(chunk, dict):
+            if chunk is STREAM_DONE:
+                self.done = True
+                return
             raise ModelCallError(f"unexpected stream payload: {str(chunk)[:200]}")
         if chunk.get("error"):
             error = chunk["error"]
@@ -345,10 +434,21 @@ class _TurnReader:
                     self._add(self.parser.flush())
                 for call_delta in calls or ():
                     self.tool_calls.add(call_delta)
-                # Once the model calls tools, trailing content is filler, not an answer.
                 text = delta.get("content")
-                if text and not self.tool_calls:
-                    self._add(self.parser.feed(text))
+                if text:
+                    # Once the model calls tools, trailing content is filler, not an answer.
+                    if self.tool_calls:
+                        pass
+                    elif isinstance(text, str):
+                        self._add(self.parser.feed(text))
+                    else:  # typed parts; their text parts still go through the tag parser
+                        for kind, part in _content_parts(text):
+                            self._add(self.parser.feed(part) if kind == TEXT else [(kind, part)])
+                else:
+                    # OpenAI's refusal comes instead of content: it is what the user gets told.
+                    refusal = delta.get("refusal")
+                    if refusal and isinstance(refusal, str):
+                        self._add([(TEXT, refusal)])
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
 
@@ -373,7 +473,10 @@ class _TurnReader:
 
     def finish(self) -> list[ThinkingEvent | TextEvent | ModelTurn]:
         if self.finish_reason is None:
-            raise ModelCallError("the stream ended before the model finished (truncated response)")
+            if not self.done:
+                raise ModelCallError("the stream ended before the model finished (truncated response)")
+            # [DONE] without a finish_reason: the server finished the turn and did not say how.
+            self.finish_reason = "tool_calls" if self.tool_calls else "stop"
         if not self.tool_calls:
             self._add(self.parser.flush())
         turn = ModelTurn(

@@ -44,7 +44,9 @@ class ThinkTagParser:
         self._marks = frozenset(tag[0] for pair in self._tags for tag in pair)
         self._closer: str | None = self._tags[0][1] if start_in_thinking else None
         self._held = ""
-        self._strip_leading = False
+        # Whitespace at the start of a block belongs to the tags around it ("<think>\n",
+        # "</think>\n\n"): Qwen3's empty "<think>\n\n</think>" must leave no thinking at all.
+        self._strip_leading = start_in_thinking
 
     @property
     def in_thinking(self) -> bool:
@@ -64,7 +66,6 @@ class ThinkTagParser:
                     self._emit(pieces, THINKING, buffer[:end])
                     buffer = buffer[end + len(self._closer) :]
                     self._closer = None
-                    # "</think>\n\nAnswer": the blank lines belong to the tag, not the answer.
                     self._strip_leading = True
                     continue
                 keep = _partial_suffix(buffer, [self._closer])
@@ -75,6 +76,7 @@ class ThinkTagParser:
                     self._emit(pieces, TEXT, buffer[:start])
                     buffer = buffer[start + len(opener) :]
                     self._closer = closer
+                    self._strip_leading = True
                     continue
                 keep = _partial_suffix(buffer, self._openers)
             kind = THINKING if self._closer is not None else TEXT
@@ -91,7 +93,7 @@ class ThinkTagParser:
         return pieces
 
     def _emit(self, pieces: list[Piece], kind: str, content: str) -> None:
-        if kind == TEXT and self._strip_leading:
+        if self._strip_leading:
             content = content.lstrip()
             if content:
                 self._strip_leading = False

@@ -9,7 +9,7 @@ import pytest
 
 from chat.agent import ChatModel, ModelOptions
 from chat.agent.events import TextEvent, ThinkingEvent
-from chat.agent.llm import ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
+from chat.agent.llm import STREAM_DONE, ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
 
 from .helpers import sample_tools
 
@@ -168,10 +168,23 @@ async def test_truncated_stream_is_a_failed_call(fake_llm, chat_model):
     assert fake_llm.stream_endings == ["truncated"]
 
 
-async def test_stream_without_finish_reason_is_a_failed_call(fake_llm, chat_model):
-    fake_llm.script({"chunks": [{"delta": {"content": "no end"}}]})  # [DONE] but never a finish_reason
+async def test_stream_ending_with_neither_finish_reason_nor_done_is_a_failed_call(fake_llm, chat_model):
+    fake_llm.script({"chunks": [{"delta": {"content": "no end"}}], "done": False})
     with pytest.raises(ModelCallError, match="truncated"):
         await stream(chat_model)
+    assert fake_llm.stream_endings == ["done"]  # the body ended cleanly, just without an end
+
+
+async def test_done_without_finish_reason_is_a_finished_turn(fake_llm, chat_model):
+    # Snowflake Cortex never sends a finish_reason; its [DONE] is the end of the turn.
+    fake_llm.script({"chunks": [{"delta": {"content": "4"}}]},
+                    {"chunks": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                                           "function": {"name": "add", "arguments": "{}"}}]}}]})
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "text", "content": "4"}]
+    assert (turn.content, turn.finish_reason, turn.tool_calls) == ("4", "stop", ())
+    _, turn = await stream(chat_model)
+    assert (turn.finish_reason, turn.tool_calls) == ("tool_calls", (ToolCall("c1", "add", "{}"),))
 
 
 async def test_midstream_error_event_is_a_failed_call(fake_llm, chat_model):
@@ -280,7 +293,7 @@ SSE_BODY = (
     "id: 7\ndata:{\"b\": \"caf\u00e9 \u4f60\u597d\"}\n\n"
     "data: {\"c\": 3}\r\rdata: [DONE]\n\ndata: {\"after\": \"done\"}\n\n"
 ).encode()
-SSE_PAYLOADS = [{"a": 1}, {"b": "caf\u00e9 \u4f60\u597d"}, {"c": 3}]
+SSE_PAYLOADS = [{"a": 1}, {"b": "caf\u00e9 \u4f60\u597d"}, {"c": 3}, STREAM_DONE]
 
 
 async def test_sse_reader_skips_comments_and_fields_and_joins_multiline_data():
@@ -300,3 +313,102 @@ async def test_sse_reader_groups_payloads_by_read_and_takes_a_last_event_without
     reads = (b'data: {"x": 1}\n\ndata: {"x": 2}\n\ndata: {"x"', b': 3}\n\ndata: {"x": 4}')
     batches = [batch async for batch in _sse_batches(_RawResponse(*reads))]
     assert batches == [[{"x": 1}, {"x": 2}], [{"x": 3}], [{"x": 4}]]
+
+
+async def test_sse_reader_passes_on_done_also_without_its_blank_line():
+    assert await _payloads(b'data: {"x": 1}\n\ndata: [DONE]') == [{"x": 1}, STREAM_DONE]
+    assert await _payloads(b'data: {"x": 1}\n\n') == [{"x": 1}]  # no [DONE]: nothing says the turn ended
+
+
+async def test_content_parts_are_read_as_thinking_and_text(fake_llm, chat_model):
+    fake_llm.load("content_parts")
+    events, turn = await stream(chat_model)
+    assert events == [
+        {"type": "thinking", "content": "Seventeen "},
+        {"type": "thinking", "content": "times 23"},
+        {"type": "thinking", "content": " is 391."},
+        {"type": "thinking", "content": " Done."},
+        {"type": "text", "content": "It is "},
+        {"type": "text", "content": "3"},
+        {"type": "text", "content": "91"},
+    ]
+    assert (turn.thinking, turn.content) == ("Seventeen times 23 is 391. Done.", "It is 391")
+    assert turn.finish_reason == "stop"
+
+
+async def test_think_tags_inside_text_parts_are_still_thinking(fake_llm, chat_model):
+    fake_llm.script({"chunks": [{"delta": {"content": [{"type": "text", "text": "<think>hm</think>"}]}},
+                                {"delta": {"content": [{"type": "text", "text": "Yes."}]}, "finish_reason": "stop"}]})
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "thinking", "content": "hm"}, {"type": "text", "content": "Yes."}]
+
+
+async def test_reasoning_details_text_and_summary_are_thinking_and_encrypted_ones_are_skipped(fake_llm, chat_model):
+    fake_llm.load("reasoning_details")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "thinking", "content": "15 * 27"}, {"type": "thinking", "content": " = 405"},
+                      {"type": "text", "content": "405"}]
+    assert (turn.thinking, turn.content, turn.finish_reason, turn.usage) == ("15 * 27 = 405", "405", "stop",
+                                                                             Usage(10, 5, 15))
+
+
+async def test_reasoning_details_beside_plain_reasoning_are_not_read_twice(fake_llm, chat_model):
+    details = [{"type": "reasoning.text", "text": "same"}]
+    fake_llm.script({"chunks": [{"delta": {"reasoning": "same", "reasoning_details": details}},
+                                {"delta": {"reasoning_content": "also", "reasoning_details": details}},
+                                {"delta": {"content": "ok"}, "finish_reason": "stop"}]})
+    _, turn = await stream(chat_model)
+    assert turn.thinking == "samealso"
+
+
+async def test_refusal_is_the_answer(fake_llm, chat_model):
+    fake_llm.load("refusal")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "text", "content": "I'm sorry, "},
+                      {"type": "text", "content": "I can't help with that."}]
+    assert turn.content == "I'm sorry, I can't help with that."
+
+
+@pytest.mark.parametrize("transcript", ["parallel_same_index", "parallel_same_index_pieces"])
+async def test_parallel_calls_under_one_index_stay_apart(fake_llm, chat_model, transcript):
+    fake_llm.load(transcript)
+    _, turn = await stream(chat_model)
+    ids = [call.id for call in turn.tool_calls]
+    assert ids == (["call_o1", "call_o2"] if transcript == "parallel_same_index" else ["call_d1", "call_d2"])
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("add", {"a": 2, "b": 3}),
+                                                                             ("mul", {"a": 6, "b": 7})]
+
+
+async def test_sglang_first_delta_indexed_by_tool_position(fake_llm, chat_model):
+    fake_llm.load("sglang_tool_index")
+    _, turn = await stream(chat_model)
+    assert turn.tool_calls == (ToolCall("call_s1", "mul", '{"a": 6, "b": 7}'),
+                               ToolCall("call_s2", "add", '{"a": 2, "b": 3}'))
+
+
+async def test_ids_that_repeat_under_distinct_indexes_are_still_distinct_calls(fake_llm, chat_model):
+    # Dynamo's harmony path once numbered every call "call-1"; the index keeps them apart.
+    fake_llm.script({"chunks": [
+        {"delta": {"tool_calls": [{"index": 0, "id": "call-1", "function": {"name": "add", "arguments": "{}"}}]}},
+        {"delta": {"tool_calls": [{"index": 1, "id": "call-1", "function": {"name": "mul", "arguments": "{}"}}]}},
+        {"delta": {}, "finish_reason": "tool_calls"}]})
+    _, turn = await stream(chat_model)
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("add", "{}"), ("mul", "{}")]
+
+
+async def test_ollama_think_tags_then_a_tool_call(fake_llm, chat_model):
+    fake_llm.load("ollama_think_tags")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "thinking", "content": "I should "}, {"type": "thinking", "content": "add them.\n"}]
+    assert (turn.content, turn.tool_calls) == ("", (ToolCall("call_q1", "add", '{"a": 40, "b": 2}'),))
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "text", "content": "The sum is 42."}]  # the empty think block leaves nothing
+
+
+async def test_vllm_reasoning_then_tool_call_in_one_turn(fake_llm, chat_model):
+    fake_llm.load("vllm_reasoning_tool_call")
+    events, turn = await stream(chat_model)
+    assert events == [{"type": "thinking", "content": "The user wants "}, {"type": "thinking", "content": "6 times 7."}]
+    assert turn.thinking == "The user wants 6 times 7."
+    assert turn.tool_calls == (ToolCall("chatcmpl-tool-9a1", "mul", '{"a": 6, "b": 7}'),)
+    assert turn.finish_reason == "tool_calls"

@@ -124,3 +124,11 @@ def test_nothing_lost_or_duplicated_under_random_splits(seed):
         (TEXT, "Intro "), (THINKING, "step 1 < step 2"), (TEXT, "Middle <"), (THINKING, "again"),
         (TEXT, "End </thin <th"),
     ]
+
+
+def test_whitespace_opening_a_thinking_block_is_dropped_and_an_empty_block_leaves_nothing():
+    # Qwen3 with thinking off still sends an empty block: no thinking, no blank answer start.
+    assert parse(["<think>\n\n</think>\n\n", "Answer"]) == [(TEXT, "Answer")]
+    assert parse(["<think>", "\n", " plan\n", "</think>ok"]) == [(THINKING, "plan\n"), (TEXT, "ok")]
+    parser = ThinkTagParser(start_in_thinking=True)
+    assert parser.feed("\nplan</think>x") == [(THINKING, "plan"), (TEXT, "x")]
