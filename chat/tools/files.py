@@ -6,7 +6,7 @@ from ToolContext.settings:
 
 - AGENT_FILE_READ_CHUNK: bytes one read_file call returns (the rest by `offset`)
 - AGENT_FILE_MAX_BYTES: largest file write_file writes
-- AGENT_WORKSPACE_MAX_BYTES: total size of a workspace after a write
+- AGENT_WORKSPACE_MAX_BYTES: total size of a workspace after a write (the bash tool keeps the same quota)
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ async def write_file(path: str, content: str, context: ToolContext) -> str:
         raise ToolError(f"content is {_human(len(data))}, more than the {_human(limit)} write limit")
     workspace = workspace_of(context)
     workspace.locate(path)  # refuse a bad path before measuring anything
-    used = workspace.total_size()
+    used = workspace.total_size() - workspace.size_of(path)  # a replaced file frees its size
     if used + len(data) > quota:
         raise ToolError(
             f"the workspace holds {_human(used)}; writing {_human(len(data))} would pass its {_human(quota)} quota"
