@@ -12,12 +12,10 @@ from ToolContext.settings:
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
-import uuid
 
 from chat.agent.tools import ToolContext, ToolError
 
-from .workspace import Confined, workspace_of
+from .workspace import Confined, workspace_of, workspace_path
 
 READ_CHUNK = 16_000
 MAX_FILE_BYTES = 1_000_000
@@ -100,8 +98,7 @@ def workspace_listing(conversation_id) -> list[tuple[str, int, datetime]]:
     """Files of a conversation's workspace for the admin: (relative path, size in bytes, modified, UTC)."""
     from django.conf import settings
 
-    root = Path(settings.AGENT_WORKSPACE_ROOT) / str(uuid.UUID(str(conversation_id)))
-    entries, _cut = Confined(root).entries(".", limit=10_000)
+    entries, _cut = Confined(workspace_path(settings.AGENT_WORKSPACE_ROOT, conversation_id)).entries(".", limit=10_000)
     return [
         (rel, size, datetime.fromtimestamp(mtime, tz=timezone.utc))
         for rel, size, mtime, is_dir in entries
