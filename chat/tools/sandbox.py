@@ -141,7 +141,7 @@ def _hand_over(workspace: Path, uid: int) -> None:
     try:
         for _folder, dir_fd, listing in walk(top):
             for name, info in listing:
-                if info.st_uid == uid:
+                if info.st_uid == uid and info.st_gid == uid:
                     continue
                 try:
                     os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
