@@ -226,6 +226,8 @@ AGENT_BASH_MAX_PROCESSES = env_number("AGENT_BASH_MAX_PROCESSES", "64")
 AGENT_BASH_MAX_OUTPUT = env_number("AGENT_BASH_MAX_OUTPUT", "16000")
 # The unprivileged user the bash sandbox runs as when the server runs as root.
 AGENT_BASH_UID = env_number("AGENT_BASH_UID", "65534")
+# Size of the bash sandbox's in-memory /tmp (0: the kernel's default, half the RAM).
+AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", "64")
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 
 LOGGING = {

@@ -74,14 +74,30 @@ def conversation_json(conversation: Conversation, *, running: bool | None = None
 @api_login_required
 def conversations(request):
     if request.method == "GET":
-        items = [conversation_json(c) for c in selectors.conversations_for_user(user=request.user)]
-        return JsonResponse({"conversations": items})
+        return _conversation_list(request)
     try:
         title = _title(_json_body(request), required=False) or ""
     except ValueError as exc:
         return _error(400, "bad_request", str(exc))
     conversation = services.conversation_create(owner=request.user, title=title)
     return JsonResponse(conversation_json(conversation, running=False), status=201)
+
+
+def _conversation_list(request) -> JsonResponse:
+    """A page (PROTOCOL.md section 6): `limit` (default 50, at most 200) and `before`, the `next`
+    cursor of the previous page."""
+    limit = request.GET.get("limit", "")
+    if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 9 and int(limit) >= 1):
+        return _error(400, "bad_request", "limit must be a whole number from 1 (at most 200 are sent)")
+    try:
+        page, cursor = selectors.conversations_page(
+            user=request.user,
+            limit=int(limit) if limit else selectors.CONVERSATION_PAGE,
+            before=request.GET.get("before") or None,
+        )
+    except ValueError as exc:
+        return _error(400, "bad_request", str(exc))
+    return JsonResponse({"conversations": [conversation_json(c) for c in page], "next": cursor})
 
 
 @require_http_methods(["GET", "PATCH", "DELETE"])

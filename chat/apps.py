@@ -7,3 +7,4 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 - registers the system checks
+        from . import workspaces  # noqa: F401 - removes a deleted conversation's workspace

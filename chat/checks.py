@@ -95,7 +95,7 @@ def check_tool_prerequisites(app_configs, **kwargs):
         from chat.tools.sandbox import Limits, SandboxUnavailable, check_available
 
         try:
-            check_available(Limits(sandbox_uid=settings.AGENT_BASH_UID))
+            check_available(Limits(sandbox_uid=settings.AGENT_BASH_UID, tmp_mb=settings.AGENT_BASH_TMP_MB))
         except SandboxUnavailable as exc:
             warnings.append(
                 checks.Warning(

@@ -5,13 +5,22 @@ from __future__ import annotations
 from django.db.models import Exists, OuterRef, QuerySet
 
 from .models import Conversation, Event, Run
+from .paging import page_of
 
 EVENT_PAGE = 5_000
+CONVERSATION_PAGE = 50
+CONVERSATION_PAGE_MAX = 200
 
 
 def conversations_for_user(*, user) -> QuerySet[Conversation]:
     running = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.RUNNING)
     return Conversation.objects.filter(owner=user).annotate(running=Exists(running)).order_by("-updated_at")
+
+
+def conversations_page(*, user, limit: int = CONVERSATION_PAGE, before: str | None = None) -> tuple[list, str | None]:
+    """One page of the user's conversations, newest first, and the cursor of the next page (None on
+    the last); BadCursor (a ValueError) for a `before` this list did not hand out."""
+    return page_of(conversations_for_user(user=user), limit=min(limit, CONVERSATION_PAGE_MAX), before=before)
 
 
 def conversation_for_user(*, user, conversation_id) -> Conversation | None:

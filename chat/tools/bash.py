@@ -2,7 +2,8 @@
 
 Limits from ToolContext.settings: AGENT_BASH_TIMEOUT, AGENT_BASH_CPU_SECONDS,
 AGENT_BASH_MEMORY_MB, AGENT_BASH_FILE_SIZE_MB, AGENT_BASH_MAX_PROCESSES,
-AGENT_BASH_MAX_OUTPUT, AGENT_BASH_UID. What the sandbox does and does not
+AGENT_BASH_MAX_OUTPUT, AGENT_BASH_UID, AGENT_BASH_TMP_MB, and the workspace
+quota AGENT_WORKSPACE_MAX_BYTES shared with write_file. What the sandbox does and does not
 protect against: chat/tools/sandbox.py and the README.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from chat.agent.tools import ToolContext, ToolError
 
 from . import sandbox
+from .workspace import MAX_DEPTH
 
 MAX_COMMAND_CHARS = 20_000
 
@@ -28,22 +30,40 @@ def limits_from(settings: dict) -> sandbox.Limits:
         max_processes=int(settings.get("AGENT_BASH_MAX_PROCESSES", defaults.max_processes)),
         max_output_chars=int(settings.get("AGENT_BASH_MAX_OUTPUT", defaults.max_output_chars)),
         sandbox_uid=int(settings.get("AGENT_BASH_UID", defaults.sandbox_uid)),
+        tmp_mb=int(settings.get("AGENT_BASH_TMP_MB", defaults.tmp_mb)),
+        workspace_max_bytes=int(settings.get("AGENT_WORKSPACE_MAX_BYTES", defaults.workspace_max_bytes)),
     )
 
 
 _SIGNALS = {
     signal.SIGXCPU: "killed: CPU time limit ({cpu} s) reached",
-    signal.SIGXFSZ: "killed: file size limit ({fsize} MB) reached",
+    signal.SIGXFSZ: "killed: file size limit ({fsize}) reached",
     signal.SIGKILL: "killed (SIGKILL), possibly by the memory limit ({mem} MB)",
     signal.SIGSEGV: "crashed (SIGSEGV), possibly at the memory limit ({mem} MB)",
 }
+
+
+def _file_limit(outcome: sandbox.Outcome, limits: sandbox.Limits) -> str:
+    if outcome.file_limit_bytes < limits.file_size_mb * 1024 * 1024:
+        return f"{outcome.file_limit_bytes} bytes: what the workspace quota left"
+    return f"{limits.file_size_mb} MB"
+
+
+def _quota_note(outcome: sandbox.Outcome, limits: sandbox.Limits) -> str:
+    """What the model must know when the workspace is over its quota after the command, else ''."""
+    quota = limits.workspace_max_bytes
+    if outcome.workspace_bytes is None:
+        return f"the workspace has folders nested deeper than {MAX_DEPTH} levels and counts as full"
+    if outcome.workspace_bytes > quota:
+        return f"the workspace holds {outcome.workspace_bytes} bytes, over its quota of {quota} bytes"
+    return ""
 
 
 def _status(outcome: sandbox.Outcome, limits: sandbox.Limits) -> str:
     code = outcome.exit_code
     if code is not None and code > 128 and (code - 128) in _SIGNALS.keys():
         text = _SIGNALS[signal.Signals(code - 128)].format(
-            cpu=limits.cpu_seconds, fsize=limits.file_size_mb, mem=limits.memory_mb
+            cpu=limits.cpu_seconds, fsize=_file_limit(outcome, limits), mem=limits.memory_mb
         )
         return f"[exit code {code}: {text}]"
     return f"[exit code {code}]"
@@ -71,9 +91,18 @@ async def bash(command: str, context: ToolContext) -> str:
             f"the command was killed{hint}: it ran longer than the {limits.timeout:g} s time limit. "
             f"Output so far:\n{text[-2000:]}"
         )
+    if outcome.quota_killed:
+        raise ToolError(
+            f"the command was killed: {_quota_note(outcome, limits) or 'the workspace passed its quota'}. "
+            f"Delete files to make room (commands that write fail until then). Output so far:\n{text[-2000:]}"
+        )
     status = _status(outcome, limits)
     if limit_hit:
         status += f" [the process limit ({limits.max_processes}) was reached]"
+    if "File size limit exceeded" in text and outcome.file_limit_bytes < limits.file_size_mb * 1024 * 1024:
+        status += f" [file size limit: {_file_limit(outcome, limits)}]"
+    if note := _quota_note(outcome, limits):
+        status += f" [{note}: delete files; writing fails until then]"
     if not text:
         return status
     return f"{text}{'' if text.endswith(chr(10)) else chr(10)}{status}"

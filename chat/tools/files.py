@@ -6,18 +6,16 @@ from ToolContext.settings:
 
 - AGENT_FILE_READ_CHUNK: bytes one read_file call returns (the rest by `offset`)
 - AGENT_FILE_MAX_BYTES: largest file write_file writes
-- AGENT_WORKSPACE_MAX_BYTES: total size of a workspace after a write
+- AGENT_WORKSPACE_MAX_BYTES: total size of a workspace after a write (the bash tool keeps the same quota)
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
-import uuid
 
 from chat.agent.tools import ToolContext, ToolError
 
-from .workspace import Confined, workspace_of
+from .workspace import Confined, workspace_of, workspace_path
 
 READ_CHUNK = 16_000
 MAX_FILE_BYTES = 1_000_000
@@ -75,7 +73,7 @@ async def write_file(path: str, content: str, context: ToolContext) -> str:
         raise ToolError(f"content is {_human(len(data))}, more than the {_human(limit)} write limit")
     workspace = workspace_of(context)
     workspace.locate(path)  # refuse a bad path before measuring anything
-    used = workspace.total_size()
+    used = workspace.total_size() - workspace.size_of(path)  # a replaced file frees its size
     if used + len(data) > quota:
         raise ToolError(
             f"the workspace holds {_human(used)}; writing {_human(len(data))} would pass its {_human(quota)} quota"
@@ -100,8 +98,7 @@ def workspace_listing(conversation_id) -> list[tuple[str, int, datetime]]:
     """Files of a conversation's workspace for the admin: (relative path, size in bytes, modified, UTC)."""
     from django.conf import settings
 
-    root = Path(settings.AGENT_WORKSPACE_ROOT) / str(uuid.UUID(str(conversation_id)))
-    entries, _cut = Confined(root).entries(".", limit=10_000)
+    entries, _cut = Confined(workspace_path(settings.AGENT_WORKSPACE_ROOT, conversation_id)).entries(".", limit=10_000)
     return [
         (rel, size, datetime.fromtimestamp(mtime, tz=timezone.utc))
         for rel, size, mtime, is_dir in entries

@@ -7,8 +7,9 @@ What one command gets (see `bwrap_arguments`):
   route out (neither the internet nor the host's 127.0.0.1 services);
 - a filesystem made of: /usr read-only (with the /bin, /lib... symlinks), a few
   harmless /etc files (dynamic loader cache, passwd/group, localtime), a fresh
-  /proc and a minimal /dev, a private /tmp, and the conversation's workspace
-  read-write at /workspace, its working directory. Nothing else of the host is
+  /proc and a minimal /dev, a private in-memory /tmp of at most AGENT_BASH_TMP_MB
+  (bwrap `--size`), and the conversation's workspace read-write at /workspace,
+  its working directory. Nothing else of the host is
   there: not the project, its database, /home, /root, /etc/shadow or other workspaces;
 - an environment of PATH, HOME, LANG, TMPDIR only (bwrap itself starts with an
   empty one, so no API key, SECRET_KEY or DATABASE_URL can leak);
@@ -17,7 +18,15 @@ What one command gets (see `bwrap_arguments`):
   number of processes (RLIMIT_NPROC), open files, no core dumps;
 - a wall-clock timeout after which the whole process group is killed; bwrap's
   `--die-with-parent` then kills the sandbox's PID 1, and the kernel kills every
-  process left in that PID namespace.
+  process left in that PID namespace;
+- the workspace quota (AGENT_WORKSPACE_MAX_BYTES, shared with write_file). An
+  unprivileged process cannot mount a size-limited workspace that persists, so the
+  quota is kept in three steps: RLIMIT_FSIZE is lowered to what the quota leaves
+  (no single file can pass it), the workspace is measured every 0.1 s (less often
+  when measuring takes longer) while the command runs and the command is killed as
+  soon as the total passes the quota (it can overshoot by what it writes between two
+  measurements), and a workspace found full or over its quota before a command
+  starts gets RLIMIT_FSIZE 0: no file can grow, only commands that free space work.
 
 RLIMIT_NPROC counts processes per real user id on the whole host and is not
 enforced for root, so a server running as root starts the sandbox as the
@@ -43,6 +52,11 @@ from pathlib import Path
 
 from chat.agent.tools import ToolError
 
+from .workspace import tree_size, walk
+
+# How often, at least, a running command's workspace is measured against its quota.
+QUOTA_POLL_SECONDS = 0.1
+
 
 class SandboxUnavailable(ToolError):
     """The sandbox cannot be set up on this machine; the command was not run."""
@@ -58,6 +72,8 @@ class Limits:
     max_output_chars: int = 16_000
     open_files: int = 256
     sandbox_uid: int = 65534
+    tmp_mb: int = 64  # 0: no size of its own for /tmp (the kernel's default, half the RAM)
+    workspace_max_bytes: int = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -66,13 +82,16 @@ class Outcome:
     exit_code: int | None
     timed_out: bool
     omitted_bytes: int
+    file_limit_bytes: int = 0  # RLIMIT_FSIZE the command ran with
+    quota_killed: bool = False  # killed because the workspace passed its quota
+    workspace_bytes: int | None = 0  # the workspace's size afterwards; None: nested too deep to count
 
 
 _SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group", "nsswitch.conf")
 
 
-def bwrap_arguments(workspace_fd: int, command: str) -> list[str]:
+def bwrap_arguments(workspace_fd: int, command: str, *, tmp_mb: int = 0) -> list[str]:
     args = [
         "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--disable-userns", "--die-with-parent", "--new-session", "--hostname", "sandbox",
@@ -88,7 +107,10 @@ def bwrap_arguments(workspace_fd: int, command: str) -> list[str]:
     for name in _ETC_FILES:
         if (Path("/etc") / name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if tmp_mb > 0:
+        args += ["--size", str(tmp_mb * 1024 * 1024)]
+    args += ["--tmpfs", "/tmp"]
     args += ["--bind-fd", str(workspace_fd), "/workspace", "--chdir", "/workspace"]
     for key, value in _SANDBOX_ENV.items():
         args += ["--setenv", key, value]
@@ -112,14 +134,29 @@ def _tasks_of(uid: int) -> int:
 
 
 def _hand_over(workspace: Path, uid: int) -> None:
-    """Give the workspace to the sandbox user (the server, root, can still read and write it)."""
+    """Give the workspace to the sandbox user (the server, root, can still read and write it).
+    Folders past MAX_DEPTH are left alone: only the sandbox itself can have made them."""
     os.chown(workspace, uid, uid, follow_symlinks=False)
-    for _folder, dirs, files, dir_fd in os.fwalk(workspace, follow_symlinks=False):
-        for name in dirs + files:
-            try:
-                os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                pass
+    top = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for _folder, dir_fd, listing in walk(top):
+            for name, info in listing:
+                if info.st_uid == uid and info.st_gid == uid:
+                    continue
+                try:
+                    os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    pass
+    finally:
+        os.close(top)
+
+
+def _usage(workspace: Path) -> int | None:
+    """The workspace's size in bytes, or None when it is nested too deep to count (over any quota)."""
+    try:
+        return tree_size(workspace)
+    except ToolError:
+        return None
 
 
 def _check_reachable(workspace: Path, uid: int) -> None:
@@ -133,7 +170,7 @@ def _check_reachable(workspace: Path, uid: int) -> None:
             )
 
 
-def _limit_arguments(limits: Limits, uid: int) -> list[str]:
+def _limit_arguments(limits: Limits, uid: int, file_bytes: int) -> list[str]:
     mb = 1024 * 1024
     # bwrap and its PID 1 are two processes of the budget; each sandbox adds its own on top of
     # what the user already runs.
@@ -141,7 +178,7 @@ def _limit_arguments(limits: Limits, uid: int) -> list[str]:
     return [
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",  # SIGXCPU first, SIGKILL a second later
         f"--as={limits.memory_mb * mb}",
-        f"--fsize={limits.file_size_mb * mb}",
+        f"--fsize={file_bytes}",
         f"--nproc={nproc}",
         f"--nofile={limits.open_files}",
         "--core=0",
@@ -160,15 +197,15 @@ def _tools() -> tuple[str, str]:
     return bwrap, prlimit
 
 
-@lru_cache(maxsize=1)
-def _probe(sandbox_uid: int) -> str | None:
+@lru_cache(maxsize=4)
+def _probe(sandbox_uid: int, tmp_mb: int) -> str | None:
     """None when a trivial command runs in the sandbox on this machine, else bwrap's complaint."""
     bwrap, _prlimit = _tools()
     user = sandbox_uid if os.geteuid() == 0 else None
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)  # stands in for the workspace
     try:
         completed = subprocess.run(
-            [bwrap, *bwrap_arguments(fd, "true")],
+            [bwrap, *bwrap_arguments(fd, "true", tmp_mb=tmp_mb)],
             env={}, pass_fds=[fd], capture_output=True, text=True, timeout=20, user=user, group=user,
             extra_groups=[] if user is not None else None,
         )  # fmt: skip
@@ -181,10 +218,13 @@ def _probe(sandbox_uid: int) -> str | None:
 
 def check_available(limits: Limits = Limits()) -> None:
     """SandboxUnavailable when commands cannot be confined here."""
-    problem = _probe(limits.sandbox_uid)
+    problem = _probe(limits.sandbox_uid, limits.tmp_mb)
     if problem:
+        hint = ""
+        if "--size" in problem:
+            hint = " (this bubblewrap cannot size /tmp: upgrade it, or set AGENT_BASH_TMP_MB=0)"
         raise SandboxUnavailable(
-            f"the bash tool is disabled: the sandbox cannot be set up on this server ({problem[:300]}); "
+            f"the bash tool is disabled: the sandbox cannot be set up on this server ({problem[:300]}){hint}; "
             "commands are never run without it"
         )
 
@@ -200,9 +240,16 @@ async def run(command: str, workspace: Path, limits: Limits) -> Outcome:
     if as_root:
         _check_reachable(workspace, uid)
         await asyncio.to_thread(_hand_over, workspace, uid)
+    quota = limits.workspace_max_bytes
+    used = await asyncio.to_thread(_usage, workspace)
+    room = 0 if used is None else max(0, quota - used)
+    file_bytes = min(limits.file_size_mb * 1024 * 1024, room)
     fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        argv = [prlimit, *_limit_arguments(limits, uid), "--", bwrap, *bwrap_arguments(fd, command)]
+        argv = [
+            prlimit, *_limit_arguments(limits, uid, file_bytes),
+            "--", bwrap, *bwrap_arguments(fd, command, tmp_mb=limits.tmp_mb),
+        ]  # fmt: skip
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=subprocess.DEVNULL,
@@ -229,18 +276,43 @@ async def run(command: str, workspace: Path, limits: Limits) -> Outcome:
                 kept.extend(chunk[: cap - len(kept)])
         await process.wait()
 
+    quota_killed = False
+
+    async def watch_quota() -> None:
+        nonlocal quota_killed
+        if room == 0:
+            return  # RLIMIT_FSIZE 0: no file can grow, there is nothing to watch
+        loop = asyncio.get_running_loop()
+        while process.returncode is None:
+            started = loop.time()
+            size = await asyncio.to_thread(_usage, workspace)
+            if (size is None or size > quota) and process.returncode is None:
+                quota_killed = True
+                _kill(process)
+                return
+            # A large workspace is measured less often, so that measuring stays a small cost.
+            await asyncio.sleep(max(QUOTA_POLL_SECONDS, 4 * (loop.time() - started)))
+
+    watcher = asyncio.create_task(watch_quota())
     timed_out = False
     try:
         await asyncio.wait_for(drain(), limits.timeout)
     except TimeoutError:
         timed_out = True
     finally:
+        watcher.cancel()
         if process.returncode is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill(process)
             await process.wait()
     text = kept.decode("utf-8", errors="replace")[: limits.max_output_chars]
     omitted = max(0, seen - len(text.encode("utf-8", errors="replace")))
-    return Outcome(text, None if timed_out else process.returncode, timed_out, omitted)
+    after = await asyncio.to_thread(_usage, workspace)
+    exit_code = None if timed_out or quota_killed else process.returncode
+    return Outcome(text, exit_code, timed_out, omitted, file_bytes, quota_killed, after)
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

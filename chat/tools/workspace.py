@@ -11,13 +11,19 @@ A path the model sends is checked in two steps:
    between the check and the open: the walk then fails instead of following it.
 
 Symlinks that stay inside the root are followed (their resolved target is walked).
+
+Walking a whole tree (its size, a listing, its removal) is iterative and never follows a
+symlink: what the bash tool leaves behind is hostile input, such as folders nested thousands
+deep, which would overflow the recursion of `os.fwalk` and `shutil.rmtree`.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
+import uuid
 from contextlib import contextmanager
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +32,16 @@ from chat.agent.tools import ToolError
 
 MAX_PATH_CHARS = 1024
 MAX_NAME_CHARS = 255
+# Folders nested deeper than this are refused by the file tools and make a workspace count as
+# over its quota; no real task needs them, and a walk holds one descriptor per level.
+MAX_DEPTH = 128
+
+log = logging.getLogger(__name__)
+
+
+def workspace_path(root: Path | str, conversation_id) -> Path:
+    """The workspace folder of a conversation below AGENT_WORKSPACE_ROOT (the id is checked to be a UUID)."""
+    return Path(root) / str(uuid.UUID(str(conversation_id)))
 
 
 def check_relative(path: str, *, allow_root: bool = False) -> list[str]:
@@ -46,6 +62,8 @@ def check_relative(path: str, *, allow_root: bool = False) -> list[str]:
         raise ToolError(f"path {path!r} refused: '..' is not allowed, the workspace is the top folder")
     if any(len(part.encode()) > MAX_NAME_CHARS for part in parts):
         raise ToolError(f"a name in {path!r} is longer than {MAX_NAME_CHARS} bytes")
+    if len(parts) > MAX_DEPTH:
+        raise ToolError(f"path {path!r} is nested deeper than {MAX_DEPTH} folders")
     if not parts and not allow_root:
         raise ToolError("path is empty; give a file name relative to the workspace")
     return parts
@@ -171,6 +189,15 @@ class Confined:
         finally:
             os.close(fd)
 
+    def size_of(self, path: str) -> int:
+        """The size of the regular file at path, 0 when there is none (what replacing it frees)."""
+        parts = self.locate(path)
+        try:
+            info = os.stat(os.path.join(self.root, *parts), follow_symlinks=False)
+        except OSError:
+            return 0
+        return info.st_size if stat.S_ISREG(info.st_mode) else 0
+
     def entries(self, path: str = ".", *, limit: int) -> tuple[list[tuple[str, int, float, bool]], bool]:
         """(relative path, size, mtime, is_dir) below `path`, recursively, without following symlinks."""
         parts = self.locate(path, allow_root=True)
@@ -178,14 +205,10 @@ class Confined:
             return [], False
         found: list[tuple[str, int, float, bool]] = []
         with open_dir(self.root, parts, display=path) as start:
-            for folder, dirs, files, dir_fd in os.fwalk(".", dir_fd=start, follow_symlinks=False):
-                dirs.sort()
-                prefix = "/".join([*parts, *[p for p in folder.split("/") if p not in ("", ".")]])
-                for name in sorted(dirs) + sorted(files):
-                    try:
-                        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                    except OSError:
-                        continue
+            for folder, _fd, listing in walk(start):
+                prefix = "/".join([*parts, *folder])
+                listing.sort(key=lambda item: (not stat.S_ISDIR(item[1].st_mode), item[0]))
+                for name, info in listing:
                     rel = f"{prefix}/{name}" if prefix else name
                     found.append((rel, info.st_size, info.st_mtime, stat.S_ISDIR(info.st_mode)))
                     if len(found) >= limit:
@@ -193,16 +216,192 @@ class Confined:
         return found, False
 
     def total_size(self) -> int:
-        total = 0
-        if not self.root.is_dir():
-            return 0
-        for _folder, _dirs, files, dir_fd in os.fwalk(self.root, follow_symlinks=False):
-            for name in files:
+        """Bytes in the regular files below the root; ToolError when folders are nested past MAX_DEPTH."""
+        return tree_size(self.root)
+
+
+def _listing(fd: int) -> list[tuple[str, os.stat_result]]:
+    found = []
+    for name in os.listdir(fd):
+        try:
+            found.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+        except OSError:
+            continue  # removed meanwhile
+    return found
+
+
+def walk(top_fd: int, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[list[str], int, list[tuple[str, os.stat_result]]]]:
+    """Top-down, per folder: (its path parts below top, its descriptor, [(name, lstat)]).
+
+    Symlinks are never followed and folders at `max_depth` are listed but not entered. One
+    descriptor is held per level (at most max_depth); top_fd stays open.
+    """
+    stack: list[tuple[int, list[str], Iterator[str]]] = []
+    fd: int | None = top_fd
+    parts: list[str] = []
+    try:
+        while True:
+            if fd is not None:
+                listing = _listing(fd)
+                yield parts, fd, listing
+                below = len(parts) < max_depth
+                subdirs = sorted(name for name, info in listing if below and stat.S_ISDIR(info.st_mode))
+                stack.append((fd, parts, iter(subdirs)))
+                fd = None
+            if not stack:
+                return
+            parent, parent_parts, pending = stack[-1]
+            name = next(pending, None)
+            if name is None:
+                stack.pop()
+                if parent != top_fd:
+                    os.close(parent)
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            except OSError:
+                continue  # removed, or swapped for a symlink, since it was listed
+            parts = [*parent_parts, name]
+    finally:
+        for held, _parts, _pending in stack:
+            if held != top_fd:
+                os.close(held)
+        if fd is not None and fd != top_fd:
+            os.close(fd)
+
+
+def tree_size(root: Path) -> int:
+    """Bytes in the regular files below root, symlinks not followed; 0 when root does not exist.
+
+    ToolError when folders are nested deeper than MAX_DEPTH: such a tree cannot be measured
+    cheaply, so it counts as over any quota.
+    """
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return 0
+    total = 0
+    try:
+        for folder, _fd, listing in walk(top):
+            for _name, info in listing:
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+                elif stat.S_ISDIR(info.st_mode) and len(folder) >= MAX_DEPTH:
+                    raise ToolError(
+                        f"the workspace has folders nested deeper than {MAX_DEPTH} levels; remove them first"
+                    )
+    finally:
+        os.close(top)
+    return total
+
+
+# Removal moves a subtree found this deep up to the top folder instead of descending further,
+# so any depth is removed with a bounded number of open descriptors.
+_REMOVE_DEPTH = 32
+
+
+def remove_tree(path: Path) -> None:
+    """Delete path and everything below it, like `shutil.rmtree` on Linux but iterative.
+
+    Nothing is ever followed through a symlink: a symlink (the path itself, or anything below
+    it, pointing to /etc or another workspace) is removed as a link, its target untouched. A
+    missing path is fine. Folders the server's user may not read or write (chmod 000 by a
+    command the bash tool ran as the same user) are made writable first, through descriptors
+    opened without following symlinks.
+    """
+    path = Path(path)
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            info = os.stat(path.name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(path.name, dir_fd=parent)
+            return
+        top = _open_for_removal(parent, path.name)
+        try:
+            while _empty_pass(top):
+                pass
+        finally:
+            os.close(top)
+        os.rmdir(path.name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def _open_for_removal(dir_fd: int, name: str) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except PermissionError:
+        # Our own folder without r/x for us: O_PATH opens it without reading it (and, with
+        # O_NOFOLLOW and O_DIRECTORY, only a real folder), and chmod through /proc acts on
+        # exactly that inode.
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+            return os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=handle)
+        finally:
+            os.close(handle)
+
+
+def _remove_entry(dir_fd: int, name: str, *, is_dir: bool) -> None:
+    remove = os.rmdir if is_dir else os.unlink
+    try:
+        remove(name, dir_fd=dir_fd)
+    except PermissionError:
+        os.fchmod(dir_fd, 0o700)  # our own folder without w for us
+        remove(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def _empty_pass(top: int) -> bool:
+    """Remove what is below top, moving subtrees deeper than _REMOVE_DEPTH up to top first.
+    True when some were moved (another pass is needed)."""
+    moved = False
+    stack: list[tuple[int, str | None, Iterator[tuple[str, bool]]]] = [(top, None, iter(_kinds(top)))]
+    try:
+        while stack:
+            fd, name_in_parent, pending = stack[-1]
+            entry = next(pending, None)
+            if entry is None:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    _remove_entry(stack[-1][0], name_in_parent, is_dir=True)
+                continue
+            name, is_dir = entry
+            if not is_dir:
+                _remove_entry(fd, name, is_dir=False)
+            elif len(stack) >= _REMOVE_DEPTH:
+                os.rename(name, f".removing-{uuid.uuid4().hex}", src_dir_fd=fd, dst_dir_fd=top)
+                moved = True
+            else:
                 try:
-                    total += os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
-                except OSError:
-                    pass
-        return total
+                    child = _open_for_removal(fd, name)
+                except FileNotFoundError:
+                    continue
+                stack.append((child, name, iter(_kinds(child))))
+    finally:
+        for held, _name, _pending in stack[1:]:
+            os.close(held)
+    return moved
+
+
+def _kinds(fd: int) -> list[tuple[str, bool]]:
+    """(name, is a real folder) of a folder's entries."""
+    with os.scandir(fd) as entries:
+        return [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+
+
+def remove_workspace(path: Path) -> None:
+    """remove_tree for a deleted conversation's workspace: a failure is logged, never raised
+    (the deletion it follows has committed)."""
+    try:
+        remove_tree(path)
+    except OSError:
+        log.exception("could not remove the workspace %s", path)
 
 
 def workspace_of(context) -> Confined:

@@ -45,7 +45,9 @@ async function request(method, path, { body, signal } = {}) {
 }
 
 export const api = {
-  listConversations: (signal) => request("GET", "/api/conversations/", { signal }).then((d) => d.conversations || []),
+  /** One page of the list, newest first: {conversations, next}; `before` is the previous page's `next`. */
+  conversationPage: (before, signal) =>
+    request("GET", `/api/conversations/${before ? `?before=${encodeURIComponent(before)}` : ""}`, { signal }),
   createConversation: (title) => request("POST", "/api/conversations/", { body: title ? { title } : {} }),
   getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),
   renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),

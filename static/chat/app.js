@@ -54,12 +54,12 @@ const sidebar = new Sidebar($("conversation-list"), {
     sidebar.remove(id);
     if (state.view && state.view.id === id) startDraft({ push: true });
   },
+  loadPage: (before) => api.conversationPage(before),
 });
 
 async function refreshList() {
   try {
-    const conversations = await api.listConversations();
-    sidebar.setConversations(conversations);
+    sidebar.setFirstPage(await api.conversationPage(null));
     if (state.view) {
       sidebar.setActive(state.view.id);
       if (state.facts && state.facts.loaded) sidebar.setRunning(state.view.id, state.facts.running);
@@ -146,7 +146,15 @@ function openConversation(id, { push, firstMessage = null }) {
   els.app.dataset.conversation = id;
   followLatest();
   view.open();
-  if (!conversation) refreshList(); // opened by address: not in the list fetched so far
+  if (!conversation) {
+    refreshList(); // opened by address: not in the list fetched so far
+    // nor, when older than the pages loaded, in the refreshed one: its title comes on its own
+    api.getConversation(id).then((found) => {
+      if (state.view !== view || sidebar.get(id)) return;
+      els.title.textContent = conversationTitle(found);
+      document.title = `${conversationTitle(found)} · agentsite`;
+    }).catch(() => {}); // a missing conversation is reported by its socket
+  }
 }
 
 /** A draft's first message: the conversation is created with it, then the message is sent. */

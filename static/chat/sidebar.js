@@ -1,5 +1,6 @@
 // The list of the user's conversations: newest first, a mark on running ones,
-// rename in place, delete after confirmation, switch without reloading.
+// rename in place, delete after confirmation, switch without reloading. The server sends
+// it in pages (PROTOCOL.md section 6); older pages load as the list is scrolled to its end.
 import { h } from "./dom.js";
 import { icon } from "./icons.js";
 import { t, tf } from "./i18n.js";
@@ -8,10 +9,18 @@ export function conversationTitle(conversation) {
   return (conversation && conversation.title && conversation.title.trim()) || t("New conversation");
 }
 
+// The list's order, as the server's: updated_at, then id, both descending. Django writes
+// microseconds only when they are not zero, so the fraction is padded before comparing text.
+function orderKey(conversation) {
+  const stamp = String(conversation.updated_at || "").replace(/^([^.+Z]{19})(?:\.(\d+))?/, (_, whole, fraction) => `${whole}.${(fraction || "").padEnd(6, "0")}`);
+  return `${stamp}|${conversation.id}`;
+}
+
 export class Sidebar {
   /**
    * @param {HTMLElement} list  the <ul>
-   * @param {object} hooks  onSelect(id), onRename(id, title) -> Promise, onDelete(id) -> Promise
+   * @param {object} hooks  onSelect(id), onRename(id, title) -> Promise, onDelete(id) -> Promise,
+   *   loadPage(before) -> Promise<{conversations, next}>
    */
   constructor(list, hooks) {
     this.list = list;
@@ -21,12 +30,64 @@ export class Sidebar {
     this.runningOverride = new Map();
     this.editingId = null;
     this.signature = null;
+    this.next = null; // the cursor of the page after the ones shown; null: nothing older
+    this.extended = false; // pages past the first are shown
+    this.loading = false;
     list.addEventListener("click", (event) => this.onClick(event));
+    // Scrolling near the end of the list loads the next page.
+    this.sentinel = h("div", { className: "conv-more", "aria-hidden": "true", dataset: { state: "end" } });
+    list.parentElement.append(this.sentinel);
+    this.observer = new IntersectionObserver((entries) => {
+      if (entries.some((entry) => entry.isIntersecting)) this.loadMore();
+    }, { root: list.closest(".conv-nav"), rootMargin: "0px 0px 240px 0px" });
+    this.observer.observe(this.sentinel);
   }
 
-  setConversations(conversations) {
-    this.conversations = conversations.slice();
+  /** The newest page, fetched again every few seconds: it replaces the top of the list and keeps
+   * the older pages already loaded (those older than its last row). */
+  setFirstPage(page) {
+    const first = (page && page.conversations) || [];
+    if (!this.extended || !page.next || !first.length) {
+      this.conversations = first.slice();
+      this.next = (page && page.next) || null;
+      this.extended = false;
+    } else {
+      const ids = new Set(first.map((c) => c.id));
+      const boundary = orderKey(first[first.length - 1]);
+      const older = this.conversations.filter((c) => !ids.has(c.id) && orderKey(c) < boundary);
+      this.conversations = first.concat(older); // this.next still follows the last older page
+    }
     this.render();
+    this.watchEnd();
+  }
+
+  async loadMore() {
+    if (this.loading || !this.next) return;
+    this.loading = true;
+    this.sentinel.dataset.state = "loading";
+    this.list.setAttribute("aria-busy", "true");
+    try {
+      const page = await this.hooks.loadPage(this.next);
+      const known = new Set(this.conversations.map((c) => c.id));
+      this.conversations = this.conversations.concat((page.conversations || []).filter((c) => !known.has(c.id)));
+      this.next = page.next || null;
+      this.extended = true;
+      this.render();
+    } catch {
+      // tried again when the end of the list comes into view again, or at the next refresh
+    } finally {
+      this.loading = false;
+      this.list.removeAttribute("aria-busy");
+      this.watchEnd();
+    }
+  }
+
+  /** Observing again reports at once whether the end is still in view (a short page). */
+  watchEnd() {
+    this.sentinel.dataset.state = this.next ? "more" : "end";
+    if (!this.next || this.loading) return;
+    this.observer.unobserve(this.sentinel);
+    this.observer.observe(this.sentinel);
   }
 
   get(id) {

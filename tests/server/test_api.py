@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 import uuid
 
 import pytest
@@ -100,7 +101,7 @@ def test_another_user_gets_404_on_every_path(api, alice, make_user):
         ]
         assert [r.status_code for r in responses] == [404] * 4
         assert all(r.json() == responses[0].json() for r in responses)  # missing and foreign look alike
-    assert mallory.get("/api/conversations/").json() == {"conversations": []}
+    assert mallory.get("/api/conversations/").json() == {"conversations": [], "next": None}
     conversation.refresh_from_db()
     assert conversation.title == "secret"
 
@@ -171,3 +172,93 @@ def test_static_files_are_served_by_the_app(client):
     response = client.get("/static/chat/app.js")
     assert response.status_code == 200
     assert b"import" in b"".join(response.streaming_content) if response.streaming else response.content
+
+
+def _page(api, **params):
+    response = api.get("/api/conversations/", params)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    return [c["id"] for c in body["conversations"]], body["next"]
+
+
+def test_the_list_is_paged_newest_first(api, alice, make_user):
+    from django.utils import timezone
+
+    now = timezone.now()
+    ids = []
+    for minutes in range(7):
+        conversation = services.conversation_create(owner=alice)
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now - timedelta(minutes=minutes))
+        ids.append(str(conversation.pk))
+    services.conversation_create(owner=make_user("bob"))  # never in alice's pages
+    first, cursor = _page(api, limit=3)
+    assert first == ids[:3] and cursor
+    second, cursor = _page(api, limit=3, before=cursor)
+    assert second == ids[3:6] and cursor
+    third, cursor = _page(api, limit=3, before=cursor)
+    assert third == ids[6:] and cursor is None
+    everything, cursor = _page(api)
+    assert everything == ids and cursor is None
+
+
+def test_pages_are_stable_when_conversations_share_updated_at(api, alice):
+    from django.utils import timezone
+
+    same = timezone.now()
+    for _ in range(9):
+        services.conversation_create(owner=alice)
+    Conversation.objects.update(updated_at=same)
+    seen, cursor = [], None
+    while True:
+        page, cursor = _page(api, limit=2, **({"before": cursor} if cursor else {}))
+        seen += page
+        if cursor is None:
+            break
+    assert len(seen) == 9 and len(set(seen)) == 9
+    assert seen == sorted(seen, reverse=True)  # ties in id order, newest first
+
+
+def test_a_conversation_that_moves_to_the_top_leaves_the_pages_to_come(api, alice):
+    from django.utils import timezone
+
+    now = timezone.now()
+    ids = []
+    for minutes in range(4):
+        conversation = services.conversation_create(owner=alice)
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=now - timedelta(minutes=minutes))
+        ids.append(str(conversation.pk))
+    first, cursor = _page(api, limit=2)
+    Conversation.objects.filter(pk=ids[3]).update(updated_at=now + timedelta(minutes=1))  # a new message
+    rest, cursor = _page(api, limit=2, before=cursor)
+    assert first == ids[:2] and rest == [ids[2]] and cursor is None
+
+
+def test_limit_is_capped_at_200(api, alice):
+    Conversation.objects.bulk_create(Conversation(owner=alice) for _ in range(201))
+    page, cursor = _page(api, limit=1000)
+    assert len(page) == 200 and cursor
+    page, cursor = _page(api, before=cursor)
+    assert len(page) == 1 and cursor is None
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"limit": "0"}, "limit must be a whole number"),
+        ({"limit": "-5"}, "limit must be a whole number"),
+        ({"limit": "ten"}, "limit must be a whole number"),
+        ({"limit": "9" * 5000}, "limit must be a whole number"),
+        ({"limit": "²"}, "limit must be a whole number"),
+        ({"before": "not-a-cursor"}, "before is not a cursor"),
+        ({"before": "2026-12-01T07:00:00+00:00"}, "before is not a cursor"),
+        ({"before": "MjAyNi0xMi0wMVQwNzowMDowMHw"}, "before is not a cursor"),  # a time, no id
+        ({"before": "MjAyNi0xMi0wMVQwNzowMDowMHw0ZjNkOGJkNi1mYzA0LTQ1MjMtYjRkYS1mOTE0ZDY0MWI5NGM"}, "before is not"),
+        ({"before": "x" * 5000}, "before is not a cursor"),
+        ({"before": "%%%"}, "before is not a cursor"),
+    ],
+)
+def test_bad_paging_parameters_are_400(api, alice, params, message):
+    services.conversation_create(owner=alice)
+    response = api.get("/api/conversations/", params)
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request" and message in response.json()["message"]

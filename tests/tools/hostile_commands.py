@@ -46,3 +46,12 @@ RESOURCES = [
     ("output-flood", "yes flood | head -c 5000000", r"output truncated: \d+ more bytes"),
     ("cpu", "python3 -c 'while True: pass'", r"CPU time limit"),
 ]
+
+# Past the workspace quota (2 MB in the test), in many files (one file alone stops at the quota
+# by RLIMIT_FSIZE): each must be killed by the measurement, never reach "DONE".
+WORKSPACE_FILLERS = [
+    ("many-files", "for i in $(seq 100); do head -c 500K /dev/zero > f$i.bin; done; sleep 30; echo DONE"),
+    ("append-forever", "while true; do head -c 100K /dev/zero >> grow.bin || head -c 100K /dev/zero > grow$RANDOM; done"),
+    ("background-writer", "(for i in $(seq 100); do head -c 500K /dev/zero > bg$i.bin; done) & sleep 30; echo DONE"),
+    ("python-files", "python3 -c \"\nfor i in range(100):\n    open(f'p{i}', 'wb').write(bytes(500_000))\n\"; sleep 30; echo DONE"),
+]

@@ -13,7 +13,7 @@ from chat.agent.tools import ToolError
 from chat.tools import sandbox
 from chat.tools.bash import bash
 
-from .hostile_commands import FORK_BOMBS, NETWORK, RESOURCES, SECRET_HUNTS, TIMEOUTS
+from .hostile_commands import FORK_BOMBS, NETWORK, RESOURCES, SECRET_HUNTS, TIMEOUTS, WORKSPACE_FILLERS
 
 
 def _sandbox_problem() -> str | None:
@@ -200,7 +200,7 @@ async def test_refuses_without_bubblewrap(bash_context, monkeypatch):
 
 async def test_refuses_when_the_sandbox_cannot_start(bash_context, monkeypatch):
     sandbox._probe.cache_clear()
-    monkeypatch.setattr(sandbox, "bwrap_arguments", lambda fd, command: ["--no-such-option", "true"])
+    monkeypatch.setattr(sandbox, "bwrap_arguments", lambda fd, command, **_: ["--no-such-option", "true"])
     try:
         with pytest.raises(ToolError, match="sandbox cannot be set up"):
             await bash("echo unconfined", bash_context)
@@ -215,3 +215,58 @@ async def test_empty_and_oversized_commands(bash_context):
         await bash("x" * 30_000, bash_context)
     with pytest.raises(ToolError, match="NUL"):
         await bash("echo a\x00b", bash_context)
+
+
+async def test_one_file_stops_at_what_the_quota_leaves(bash_context, workspace):
+    bash_context.settings.update(AGENT_WORKSPACE_MAX_BYTES=2_000_000)
+    (workspace / "kept.txt").write_text("mine")
+    result = await bash("head -c 4M /dev/zero > big.bin; echo DONE", bash_context)
+    assert "file size limit: 1999996 bytes: what the workspace quota left" in result, result
+    assert (workspace / "big.bin").stat().st_size == 1_999_996
+    assert (workspace / "kept.txt").read_text() == "mine"
+    result = await bash("sh -c 'echo x > one-more.txt'; echo status=$?", bash_context)
+    assert "File size limit exceeded" in result and "status=153" in result, result  # full: nothing grows
+    assert (workspace / "one-more.txt").stat().st_size == 0
+    # (a write past RLIMIT_FSIZE kills the writer with SIGXFSZ, hence `sh -c`: the shell itself goes on)
+
+
+@pytest.mark.parametrize("name, command", WORKSPACE_FILLERS, ids=[n for n, _ in WORKSPACE_FILLERS])
+async def test_commands_that_write_past_the_quota_are_killed(bash_context, workspace, name, command):
+    bash_context.settings.update(AGENT_WORKSPACE_MAX_BYTES=2_000_000, AGENT_BASH_TIMEOUT=60)
+    (workspace / "kept.txt").write_text("mine")
+    with pytest.raises(ToolError, match="killed: the workspace holds \\d+ bytes, over its quota of 2000000") as failure:
+        await bash(command, bash_context)
+    assert "DONE" not in str(failure.value)
+    assert (workspace / "kept.txt").read_text() == "mine"
+    result = await bash("sh -c 'echo x >> kept.txt'; echo status=$?", bash_context)
+    assert "status=153" in result and "over its quota" in result, result
+    assert (workspace / "kept.txt").read_text() == "mine"
+
+
+async def test_a_full_workspace_still_lets_the_model_free_space(bash_context, workspace):
+    bash_context.settings.update(AGENT_WORKSPACE_MAX_BYTES=1000)
+    (workspace / "big.bin").write_bytes(b"x" * 5000)  # e.g. an upload that filled it
+    result = await bash("sh -c 'echo more >> big.bin'; sh -c 'echo new > new.txt'; wc -c < big.bin", bash_context)
+    assert "5000" in result and "over its quota of 1000 bytes" in result, result
+    assert (workspace / "new.txt").stat().st_size == 0
+    result = await bash("rm big.bin && echo FREED", bash_context)
+    assert "FREED" in result and "quota" not in result, result
+    result = await bash("echo new > new.txt; cat new.txt", bash_context)
+    assert result.startswith("new\n"), result
+
+
+async def test_folders_nested_too_deep_count_as_over_the_quota(bash_context, workspace):
+    with pytest.raises(ToolError, match="nested deeper than 128 levels"):
+        await bash("for i in $(seq 300); do mkdir d && cd d || exit 1; done; sleep 30; echo NESTED", bash_context)
+    result = await bash("sh -c 'echo x > more.txt'; rm -rf d; echo CLEANED", bash_context)
+    assert "CLEANED" in result and "nested deeper" not in result, result
+    assert (workspace / "more.txt").stat().st_size == 0
+
+
+async def test_the_in_memory_tmp_is_size_limited(bash_context, workspace):
+    bash_context.settings.update(AGENT_BASH_TMP_MB=1, AGENT_BASH_TIMEOUT=20)
+    result = await bash("head -c 3M /dev/zero > /tmp/fill; echo status=$?; stat -c %s /tmp/fill; df -k /tmp", bash_context)
+    assert "No space left on device" in result, result
+    assert "status=1" in result, result
+    written = int(re.search(r"^(\d+)$", result, re.MULTILINE).group(1))
+    assert written <= 1024 * 1024, result

@@ -10,6 +10,7 @@ import pytest
 
 from chat.agent.tools import ToolError
 from chat.tools.files import list_files, read_file, workspace_listing, write_file
+from chat.tools.workspace import remove_tree
 
 from .hostile_paths import ESCAPES, SYMLINK_ESCAPES
 
@@ -72,6 +73,42 @@ async def test_workspace_quota(context, workspace):
     await write_file("a.txt", "x" * 40, context)
     with pytest.raises(ToolError, match="quota"):
         await write_file("b.txt", "x" * 20, context)
+
+
+def nest(folder, depth: int) -> None:
+    """`depth` folders named d, one in the other (by descriptors: the path would be too long)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+async def test_replacing_a_file_counts_its_new_size_only(context, workspace):
+    context.settings["AGENT_WORKSPACE_MAX_BYTES"] = 50
+    await write_file("a.txt", "x" * 40, context)
+    assert await write_file("a.txt", "y" * 45, context) == "wrote 45 bytes to a.txt"
+    with pytest.raises(ToolError, match="quota"):
+        await write_file("a.txt", "z" * 51, context)
+    assert (workspace / "a.txt").read_text() == "y" * 45
+
+
+async def test_folders_nested_too_deep(context, workspace):
+    with pytest.raises(ToolError, match="nested deeper than 128 folders"):
+        await write_file("d/" * 200 + "f.txt", "x", context)
+    # Made by something else (the bash tool): the workspace counts as over its quota, and
+    # listing it neither recurses nor fails.
+    nest(workspace, 1500)
+    with pytest.raises(ToolError, match="nested deeper than 128 levels"):
+        await write_file("small.txt", "x", context)
+    listing = await list_files(context)
+    assert listing.startswith("d/\nd/d/\n") and "listing stopped" not in listing
+    assert len(listing.splitlines()) == 129
+    remove_tree(workspace / "d")  # (pytest's own clean-up would overflow its recursion)
 
 
 async def test_no_workspace_is_an_error(context):

@@ -180,3 +180,17 @@ def seed_history(ui_env):
         return result.stdout.strip().splitlines()[-1]
 
     return seed
+
+
+@pytest.fixture
+def seed_conversations(ui_env):
+    """Writes many conversations for a user straight into the test database; their ids, newest first."""
+
+    def seed(username: str, count: int) -> list[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "tests.ui.seed_conversations", username, str(count)],
+            cwd=ROOT, env=ui_env, check=True, capture_output=True, text=True, timeout=120,
+        )
+        return result.stdout.split()
+
+    return seed

@@ -369,3 +369,40 @@ def test_every_control_has_an_accessible_name(user_page, replies):
     expect(last_turn(page).locator(".copy-btn")).to_be_visible()
     page.keyboard.press("Tab")
     expect(page.locator(".skip-link")).to_be_focused()
+
+
+def test_the_sidebar_loads_older_pages_as_it_scrolls(user_page, seed_conversations, shot):
+    page = user_page
+    ids = seed_conversations(page.username, 130)
+    page.reload()
+    items = page.locator("li.conv-item")
+    expect(items).to_have_count(50)  # one page; its end is far below the fold
+    more = page.locator(".conv-more")
+    expect(more).to_have_attribute("data-state", "more")
+    nav = page.locator(".conv-nav")
+    nav.evaluate("nav => { nav.scrollTop = nav.scrollHeight; }")
+    expect(items).to_have_count(100)
+    nav.evaluate("nav => { nav.scrollTop = nav.scrollHeight; }")
+    expect(items).to_have_count(130)
+    expect(more).to_have_attribute("data-state", "end")
+    assert items.evaluate_all("items => items.map((item) => item.dataset.id)") == ids  # in order, none twice
+    titles = items.locator(".conv-title").all_inner_texts()
+    assert sorted(titles) == [f"Seeded {index:03d}" for index in range(130)]
+    shot(page, "sidebar-scrolled-to-the-end")
+
+    # A new conversation pushes the newest page's last one down: the refresh keeps every one.
+    created = page.evaluate("""async () => {
+        const token = document.querySelector('meta[name="csrf-token"]').content;
+        const response = await fetch("/api/conversations/", {method: "POST", credentials: "same-origin",
+            headers: {"Content-Type": "application/json", "X-CSRFToken": token}, body: JSON.stringify({title: "Fresh one"})});
+        return (await response.json()).id;
+    }""")
+    page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    expect(items).to_have_count(131)
+    assert items.evaluate_all("items => items.map((item) => item.dataset.id)") == [created, *ids]
+
+    # An old conversation opened by its address shows its title, though no loaded page holds it.
+    page.goto(f"/?c={ids[-1]}")
+    expect(page.locator("#chat-title")).to_have_text(re.compile(r"^Seeded 00[012]$"))  # the oldest three tie
+    expect(items).to_have_count(50)
+    assert_clean(page)
