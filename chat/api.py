@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from . import selectors, services
 from .models import Conversation
+from .text import invalid_reason
 
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
 
@@ -57,6 +58,9 @@ def _title(body: dict, *, required: bool) -> str | None:
         raise ValueError("title must be a string")
     if len(title) > services.TITLE_MAX:
         raise ValueError(f"title is longer than {services.TITLE_MAX} characters")
+    reason = invalid_reason(title)
+    if reason:
+        raise ValueError(f"title contains text that cannot be stored: {reason}")
     return title
 
 

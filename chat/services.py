@@ -18,6 +18,7 @@ from django.db.models import Case, Count, F, Value, When
 from django.utils import timezone
 
 from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Run, ToolRecord
+from .text import clean, clean_value
 
 TITLE_MAX = 200
 
@@ -56,11 +57,11 @@ class RunOutcome:
 
 
 def conversation_create(*, owner, title: str = "") -> Conversation:
-    return Conversation.objects.create(owner=owner, title=title.strip()[:TITLE_MAX])
+    return Conversation.objects.create(owner=owner, title=clean(title.strip()[:TITLE_MAX]))
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
-    conversation.title = title.strip()[:TITLE_MAX]
+    conversation.title = clean(title.strip()[:TITLE_MAX])
     conversation.updated_at = timezone.now()
     conversation.save(update_fields=["title", "updated_at"])
     return conversation
@@ -133,16 +134,19 @@ def _append_batches(batches: list[EventBatch]) -> list[list[dict[str, Any]] | No
             continue  # the conversation is gone
         first = next_seq[key]
         next_seq[key] += len(batch.payloads)
+        # The one place every event and tool record becomes a row (and so a frame): text the
+        # database, orjson or msgpack would refuse (NUL, lone surrogates) is cleaned here.
+        payloads = [clean_value(p) for p in batch.payloads]
         events += (
             Event(conversation_id=batch.conversation_id, run_id=batch.run_id, seq=first + i, type=p["type"],
                   payload=p, created_at=now)
-            for i, p in enumerate(batch.payloads)
+            for i, p in enumerate(payloads)
         )
         run_id = str(batch.run_id)
-        results[index] = [{**p, "seq": first + i, "runId": run_id} for i, p in enumerate(batch.payloads)]
+        results[index] = [{**p, "seq": first + i, "runId": run_id} for i, p in enumerate(payloads)]
         if batch.tool_records:
             ToolRecord.objects.bulk_create(
-                ToolRecord(run_id=batch.run_id, **vars(record)) for record in batch.tool_records
+                ToolRecord(run_id=batch.run_id, **clean_value(vars(record))) for record in batch.tool_records
             )
         if batch.outcome is not None:
             outcome = batch.outcome
@@ -153,7 +157,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[dict[str, Any]] | No
                 prompt_tokens=outcome.prompt_tokens,
                 completion_tokens=outcome.completion_tokens,
                 total_tokens=outcome.total_tokens,
-                error=outcome.error,
+                error=clean(outcome.error),
             )
     Event.objects.bulk_create(events)
     return results
@@ -190,7 +194,7 @@ def _allocate_seqs(counts: dict[Any, int], now: datetime) -> dict[Any, int]:
 
 def _title_of(content: str) -> str:
     """A new conversation's title: its first message, whitespace collapsed, cut at 60 characters."""
-    return " ".join(content.split())[:60]
+    return clean(" ".join(content.split())[:60])
 
 
 def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[dict]]:

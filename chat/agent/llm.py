@@ -20,6 +20,8 @@ import httpx2
 import openai
 import orjson
 
+from chat.text import clean_value
+
 from .events import TextEvent, ThinkingEvent
 from .thinking import DEFAULT_TAGS, TEXT, THINKING, ThinkTagParser
 
@@ -255,6 +257,15 @@ def _data_value(line: bytes) -> bytes:
     return line[6:] if line[5:6] == b" " else line[5:]
 
 
+def _json_chunk(payload: bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        # orjson refuses a lone surrogate escape ("\ud800"), which a model may emit mid-token;
+        # the json module takes it, and it is replaced here so that no later step meets it.
+        return clean_value(json.loads(payload))
+
+
 async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     """The JSON payloads of a server-sent-events body until `[DONE]`, a list per network read.
 
@@ -289,7 +300,7 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
                     batch.append(STREAM_DONE)
                     yield batch
                     return
-                batch.append(orjson.loads(payload))
+                batch.append(_json_chunk(payload))
         if batch:
             yield batch
     if tail.startswith(b"data:"):  # a body that ends without the blank line after its last event
@@ -298,7 +309,7 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     if payload == b"[DONE]":
         yield [STREAM_DONE]
     elif payload:
-        yield [orjson.loads(payload)]
+        yield [_json_chunk(payload)]
 
 
 class ChatModel:
@@ -374,9 +385,11 @@ class ChatModel:
         # the typed parameters (half of a request's CPU, measured) or the typed chunks.
         # The body goes as bytes made by orjson: the SDK's own JSON encoding of it was 6% of the
         # CPU of a burst of run starts (py-spy), for a body that is plain JSON data anyway.
-        return await self.client.post(
-            "/chat/completions", cast_to=httpx2.Response, content=orjson.dumps(body), stream=True
-        )
+        try:
+            content = orjson.dumps(body)
+        except TypeError:  # a lone surrogate in the messages (a tool's output, an old event)
+            content = orjson.dumps(clean_value(body))
+        return await self.client.post("/chat/completions", cast_to=httpx2.Response, content=content, stream=True)
 
     async def _read(self, batches: AsyncIterator[list[Any]]) -> AsyncIterator[ThinkingEvent | TextEvent | ModelTurn]:
         turn = _TurnReader(ThinkTagParser(self.think_tags, start_in_thinking=self.start_in_thinking))

@@ -10,6 +10,7 @@ AGENT_FETCH_TIMEOUT (seconds for the whole fetch), AGENT_FETCH_ALLOWED_HOSTS.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import re
 from html.parser import HTMLParser
 
@@ -26,6 +27,20 @@ MAX_TEXT_CHARS = 20_000
 USER_AGENT = "agentsite-fetch/1.0 (+https://github.com/agentsite)"
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/ld+json")
 _REDIRECTS = {301, 302, 303, 307, 308}
+# The charsets a page may declare and be decoded with: real text encodings of the web. Python
+# also knows codecs such as utf-7, unicode_escape or rot13 that a hostile page could name to
+# produce lone surrogates (which broke storing the result) or fail the fetch; any charset not
+# listed here is read as UTF-8 with replacement characters.
+_CHARSETS = frozenset(codecs.lookup(name).name for name in (
+    "utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "ascii",
+    "latin-1", "iso-8859-2", "iso-8859-3", "iso-8859-4", "iso-8859-5", "iso-8859-6", "iso-8859-7", "iso-8859-8",
+    "iso-8859-9", "iso-8859-10", "iso-8859-13", "iso-8859-14", "iso-8859-15", "iso-8859-16",
+    "windows-1250", "windows-1251", "windows-1252", "windows-1253", "windows-1254", "windows-1255",
+    "windows-1256", "windows-1257", "windows-1258", "koi8-r", "koi8-u", "mac-roman", "cp866", "cp874",
+    "shift_jis", "cp932", "euc-jp", "iso-2022-jp", "gb2312", "gbk", "gb18030", "big5", "big5hkscs",
+    "euc-kr", "cp949",
+))  # fmt: skip
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 
 
 class _TextExtractor(HTMLParser):
@@ -126,12 +141,25 @@ async def _fetch(url: str, context: ToolContext) -> str:
     raise ToolError(f"too many redirects (more than {max_redirects}); last one pointed to {target}")
 
 
+def _charset(declared: str | None, body: bytes) -> str:
+    """The codec to decode a body with: its byte order mark first (as browsers do), then the
+    declared charset if it is a real text encoding, else UTF-8."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return name
+    try:
+        name = codecs.lookup(declared.strip()).name if declared else "utf-8"
+    except (LookupError, ValueError):  # unknown, or a name Python cannot even look up
+        return "utf-8"
+    return name if name in _CHARSETS else "utf-8"
+
+
 async def _render(url: httpx2.URL, response: httpx2.Response, max_bytes: int) -> str:
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type and not content_type.startswith(_TEXT_TYPES):
         raise ToolError(f"{url} is {content_type}, not text; fetch_url reads web pages and text only")
     body, cut = await _read_capped(response, max_bytes)
-    text = body.decode(response.encoding or "utf-8", errors="replace")
+    text = body.decode(_charset(response.charset_encoding, body), errors="replace")
     title = ""
     if content_type in ("text/html", "application/xhtml+xml") or (not content_type and "<html" in text[:1000].lower()):
         title, text = html_to_text(text)
