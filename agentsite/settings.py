@@ -171,6 +171,8 @@ OPENAI_BASE_URL = env_optional("OPENAI_BASE_URL")
 AGENT_MODEL = env_optional("AGENT_MODEL") or ("demo" if not OPENAI_API_KEY else None)
 AGENT_MAX_RETRIES = env_number("AGENT_MAX_RETRIES", "3")
 AGENT_RETRY_INTERVAL = env_number("AGENT_RETRY_INTERVAL", "10", float)
+# The longest wait before a retry that an endpoint's Retry-After header may ask for.
+AGENT_RETRY_AFTER_MAX = env_number("AGENT_RETRY_AFTER_MAX", "60", float)
 AGENT_MAX_ITERATIONS = env_number("AGENT_MAX_ITERATIONS", "10")
 AGENT_TEMPERATURE = env_optional("AGENT_TEMPERATURE")
 AGENT_MAX_TOKENS = env_optional("AGENT_MAX_TOKENS")
