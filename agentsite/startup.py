@@ -32,13 +32,13 @@ def one_line_errors():
 
 def database_problem() -> str | None:
     """Why the default database cannot be reached, naming DATABASE_URL; None when it answers."""
-    from django.db import connections
+    from django.db import DatabaseError, connections
 
     connection = connections["default"]
     try:
         connection.close()
         connection.ensure_connection()
-    except Exception as exc:
+    except DatabaseError as exc:
         # The driver's first line says why ("Connection refused", "database "x" does not
         # exist", "unable to open database file"); the URL itself, with its password, is not shown.
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -46,7 +46,8 @@ def database_problem() -> str | None:
         if connection.vendor == "sqlite":
             where = f"the SQLite database {data['NAME']}"
         else:
-            where = f"the {connection.vendor} database {data['NAME']!r} at {data['HOST'] or 'localhost'}:{data['PORT'] or 'default port'}"
+            host, port = data["HOST"] or "localhost", data["PORT"] or "default port"
+            where = f"the {connection.vendor} database {data['NAME']!r} at {host}:{port}"
         return f"DATABASE_URL: cannot connect to {where}: {reason}"
     finally:
         connection.close()

@@ -25,13 +25,13 @@ def environment(tmp_path: Path, **variables: str) -> dict[str, str]:
 
 def manage(tmp_path: Path, *args: str, **variables: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environment(tmp_path, **variables),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def daphne(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess:
     # A server that starts despite the error would serve until the timeout: the test fails on it.
     return subprocess.run([str(DAPHNE), "-b", "127.0.0.1", "-p", "0", "agentsite.asgi:application"], cwd=ROOT,
-                          env=environment(tmp_path, **variables), capture_output=True, text=True, timeout=120)
+                          env=environment(tmp_path, **variables), capture_output=True, text=True, timeout=120, check=False)
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:
@@ -58,11 +58,11 @@ def closed_port() -> int:
     ({"AGENT_TOOL_TIMEOUTS": "bash=slow"},
      "agentsite: configuration error: AGENT_TOOL_TIMEOUTS must be name=number pairs, not 'bash=slow'"),
     ({"DATABASE_URL": "mysqlx://admin:hunter2@db.example/agentsite"},
-     "agentsite: configuration error: DATABASE_URL has scheme 'mysqlx'; "
-     "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name"),
+     ("agentsite: configuration error: DATABASE_URL has scheme 'mysqlx'; "
+      "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name")),
     ({"DATABASE_URL": "db.sqlite3"},
-     "agentsite: configuration error: DATABASE_URL has no scheme; "
-     "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name"),
+     ("agentsite: configuration error: DATABASE_URL has no scheme; "
+      "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name")),
 ])
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path, run, variables, expected):
     args = ("migrate", "--noinput") if run is manage else ()

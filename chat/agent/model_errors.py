@@ -71,7 +71,9 @@ class ModelCallError(Exception):
         self.args = (self.detail,)
 
 
-def from_exception(exc: BaseException, *, model: str, base_url: Any, secrets: Iterable[str | None] = ()) -> ModelCallError:
+def from_exception(
+    exc: BaseException, *, model: str, base_url: Any, secrets: Iterable[str | None] = ()
+) -> ModelCallError:
     """The ModelCallError for whatever the SDK or the transport raised."""
     if isinstance(exc, openai.APIStatusError):
         error = _from_status(exc, model=model, base_url=base_url)

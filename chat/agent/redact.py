@@ -44,7 +44,7 @@ def redact(text: str, secrets: Iterable[str | None] = (), *, limit: int = MAX_CH
         text = text.replace(secret, REDACTED)
     if known:
         text = re.sub(
-            r"[A-Za-z0-9_\-.]{%d,}" % _MIN_PIECE,
+            rf"[A-Za-z0-9_\-.]{{{_MIN_PIECE},}}",
             lambda m: REDACTED if any(m.group(0) in s for s in known) else m.group(0),
             text,
         )

@@ -81,7 +81,9 @@ async def test_refused_connection_says_so_and_is_retryable(make_model):
 async def test_dns_failure_says_so(make_model):
     # .invalid never resolves (RFC 6761), with or without a network.
     error = await failure_of(make_model("http://agentsite-test.invalid/v1"))
-    assert error.detail == "The model endpoint's host name agentsite-test.invalid could not be resolved (DNS lookup failed)."
+    assert error.detail == (
+        "The model endpoint's host name agentsite-test.invalid could not be resolved (DNS lookup failed)."
+    )
     assert error.retryable
 
 
@@ -305,8 +307,8 @@ async def test_every_failed_call_is_logged_once_with_run_model_status_and_redact
     await agent.model.client.close()
     lines = [r.getMessage() for r in caplog.records if r.name == "chat.agent.loop"]
     assert lines == [
-        "model call failed: run run-123, model fake-model, status 500, retrying in 0 s (1/3): "
-        "HTTP 500: upstream said [redacted]",
-        "model call failed: run run-123, model fake-model, status 401, not retried: "
-        "HTTP 401: Incorrect API key provided: [redacted]",
+        ("model call failed: run run-123, model fake-model, status 500, retrying in 0 s (1/3): "
+         "HTTP 500: upstream said [redacted]"),
+        ("model call failed: run run-123, model fake-model, status 401, not retried: "
+         "HTTP 401: Incorrect API key provided: [redacted]"),
     ]

@@ -19,7 +19,8 @@ async def test_a_wrong_key_fails_the_run_at_once_and_is_logged_with_the_run_id(
 ):
     settings.OPENAI_API_KEY = KEY
     settings.AGENT_MAX_RETRIES = 3
-    llm_settings.script({"status": 401, "body": {"error": {"message": f"Incorrect API key provided: {KEY[:12]}****3456"}}})
+    message = f"Incorrect API key provided: {KEY[:12]}****3456"
+    llm_settings.script({"status": 401, "body": {"error": {"message": message}}})
     with caplog.at_level(logging.WARNING, logger="chat.agent.loop"):
         run = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
         await registry.wait_idle()
@@ -35,7 +36,7 @@ async def test_a_wrong_key_fails_the_run_at_once_and_is_logged_with_the_run_id(
     assert row.status == "failed" and row.error == "LLM_CALL_FAILED: The model endpoint rejected the API key (HTTP 401)."
     lines = [r.getMessage() for r in caplog.records if r.name == "chat.agent.loop"]
     assert lines == [
-        f"model call failed: run {run.pk}, model fake-model, status 401, not retried: "
-        "HTTP 401: Incorrect API key provided: [redacted]"
+        (f"model call failed: run {run.pk}, model fake-model, status 401, not retried: "
+         "HTTP 401: Incorrect API key provided: [redacted]")
     ]
     assert not any(piece in str(events) + lines[0] for piece in (KEY[:12], "Oper4t0r", "3456"))
