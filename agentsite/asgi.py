@@ -5,8 +5,13 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from agentsite import startup
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-django_asgi_app = get_asgi_application()
+with startup.one_line_errors():  # a bad setting or database: one line and exit, not a traceback
+    django_asgi_app = get_asgi_application()
+    if not startup.imported_by_test_runner():
+        startup.check_before_serving()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app registry loaded
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

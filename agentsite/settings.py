@@ -36,6 +36,38 @@ def env_optional(name: str) -> str | None:
     return value or None
 
 
+# --- Start-up errors an operator can act on (agentsite/startup.py prints them as one line) ---
+_DATABASE_SCHEMES = ("sqlite", "postgres", "postgresql", "pgsql")
+
+
+def database_from_url(url: str, **options) -> dict:
+    """DATABASES["default"] from DATABASE_URL; the URL (it holds the password) is never echoed."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in _DATABASE_SCHEMES:
+        shown = f"scheme {scheme!r}" if scheme else "no scheme"
+        raise ImproperlyConfigured(
+            f"DATABASE_URL has {shown}; use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name"
+        )
+    try:
+        return dj_database_url.parse(url, **options)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is malformed ({type(exc).__name__})") from None
+
+
+def env_number_map(name: str) -> dict[str, float]:
+    """`a=1,b=2.5` into {"a": 1.0, "b": 2.5}."""
+    numbers = {}
+    for item in env_list(name, ""):
+        key, _, value = item.partition("=")
+        if not value.strip():
+            continue
+        try:
+            numbers[key.strip()] = float(value)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be name=number pairs, not {item!r}") from None
+    return numbers
+
+
 SECRET_KEY = os.environ.get("SECRET_KEY") or _DEV_SECRET_KEY
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
@@ -88,7 +120,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.parse(
+    "default": database_from_url(
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
         # Persistent: Channels closes "old" connections after every consumer message, and
         # with max age 0 each socket's doorbell made the ORM thread reconnect.
@@ -171,6 +203,8 @@ OPENAI_BASE_URL = env_optional("OPENAI_BASE_URL")
 AGENT_MODEL = env_optional("AGENT_MODEL") or ("demo" if not OPENAI_API_KEY else None)
 AGENT_MAX_RETRIES = env_number("AGENT_MAX_RETRIES", "3")
 AGENT_RETRY_INTERVAL = env_number("AGENT_RETRY_INTERVAL", "10", float)
+# The longest wait before a retry that an endpoint's Retry-After header may ask for.
+AGENT_RETRY_AFTER_MAX = env_number("AGENT_RETRY_AFTER_MAX", "60", float)
 AGENT_MAX_ITERATIONS = env_number("AGENT_MAX_ITERATIONS", "10")
 AGENT_TEMPERATURE = env_optional("AGENT_TEMPERATURE")
 AGENT_MAX_TOKENS = env_optional("AGENT_MAX_TOKENS")
@@ -202,11 +236,7 @@ AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
 # Tool limits (chat/tools/*): handed to the tools through ToolContext.settings.
 # Per-tool timeouts in seconds overriding AGENT_TOOL_TIMEOUT, e.g. "bash=60,fetch_url=20".
-AGENT_TOOL_TIMEOUTS = {
-    name.strip(): float(value)
-    for name, _, value in (item.partition("=") for item in env_list("AGENT_TOOL_TIMEOUTS", ""))
-    if value.strip()
-}
+AGENT_TOOL_TIMEOUTS = env_number_map("AGENT_TOOL_TIMEOUTS")
 # Tool calls one user may start per minute, all conversations and processes together (0: no limit).
 AGENT_TOOL_RATE_LIMIT = env_number("AGENT_TOOL_RATE_LIMIT", "60")
 AGENT_FILE_MAX_BYTES = env_number("AGENT_FILE_MAX_BYTES", "1000000")

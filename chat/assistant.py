@@ -102,6 +102,7 @@ def build_agent() -> Agent:
         max_iterations=settings.AGENT_MAX_ITERATIONS,
         max_retries=settings.AGENT_MAX_RETRIES,
         retry_interval=settings.AGENT_RETRY_INTERVAL,
+        max_retry_after=settings.AGENT_RETRY_AFTER_MAX,
         tool_timeout=settings.AGENT_TOOL_TIMEOUT,
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,

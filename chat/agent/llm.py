@@ -23,15 +23,8 @@ import orjson
 from chat.text import clean_value
 
 from .events import TextEvent, ThinkingEvent
+from .model_errors import ModelCallError, from_exception, timed_out
 from .thinking import DEFAULT_TAGS, TEXT, THINKING, ThinkTagParser
-
-
-class ModelCallError(Exception):
-    """A model call that failed; `detail` is the technical reason shown in the error event."""
-
-    def __init__(self, detail: str):
-        super().__init__(detail)
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -337,21 +330,22 @@ class ChatModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ThinkingEvent | TextEvent | ModelTurn]:
         """Yield thinking/text deltas, then exactly one ModelTurn; or raise ModelCallError."""
+        responded = False
         try:
             async with asyncio.timeout(self.timeout):
                 async with self._open(request) as response:
+                    responded = True
                     async for item in self._read(_sse_batches(response)):
                         yield item
-        except ModelCallError:
+        except ModelCallError as exc:
+            exc.redact_secrets([self.client.api_key])
             raise
         except TimeoutError:
-            raise ModelCallError(f"the model did not finish within {self.timeout:g} s") from None
-        except openai.APIStatusError as exc:
-            raise ModelCallError(f"HTTP {exc.status_code}: {_error_message(exc)}") from None
-        except openai.APIError as exc:
-            raise ModelCallError(f"{type(exc).__name__}: {_error_message(exc)}") from None
-        except Exception as exc:  # transport errors surface as several exception types
-            raise ModelCallError(f"{type(exc).__name__}: {exc}") from None
+            raise timed_out(base_url=self.client.base_url, timeout=self.timeout, responded=responded) from None
+        except Exception as exc:  # HTTP statuses, and transport errors of several exception types
+            raise from_exception(
+                exc, model=self.model, base_url=self.client.base_url, secrets=[self.client.api_key]
+            ) from None
 
     @contextlib.asynccontextmanager
     async def _open(self, request: ModelRequest):
@@ -500,12 +494,3 @@ class _TurnReader:
             usage=self.usage,
         )
         return [*self.take_events(), turn]
-
-
-def _error_message(exc: openai.APIError) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(getattr(exc, "message", None) or exc)

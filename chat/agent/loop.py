@@ -116,6 +116,7 @@ class Agent:
         max_iterations: int = 10,
         max_retries: int = 3,
         retry_interval: float = 10.0,
+        max_retry_after: float = 60.0,
         tool_timeout: float = 30.0,
         tool_concurrency: int = 4,
         max_tool_calls: int | None = None,
@@ -131,6 +132,8 @@ class Agent:
         self.max_iterations = max_iterations
         self.max_retries = max_retries
         self.retry_interval = retry_interval
+        # The longest wait an endpoint's Retry-After may impose before a retry.
+        self.max_retry_after = max_retry_after
         self.tool_timeout = tool_timeout
         self.tool_concurrency = max(1, tool_concurrency)
         self.max_tool_calls = max_tool_calls
@@ -332,21 +335,40 @@ class AgentRun:
                 # events are already out; the retry streams the answer anew).
                 del self._text[text_before:]
                 failures += 1
+                if not exc.retryable:
+                    self._log_failure(exc, "not retried")
+                    # One error naming the cause: a wrong key or a missing model fails the same way again.
+                    return ErrorEvent(ErrorCode.LLM_CALL_FAILED, exc.detail, exc.hint)
                 if failures > agent.max_retries:
+                    self._log_failure(exc, f"gave up after {agent.max_retries} retries")
                     return ErrorEvent(
                         ErrorCode.LLM_CALL_FAILED,
                         f"The model call failed; gave up after {agent.max_retries} retries.",
                         exc.detail,
                     )
+                delay = agent.retry_interval
+                if exc.retry_after is not None:  # the endpoint said when; never longer than the cap
+                    delay = max(delay, min(exc.retry_after, agent.max_retry_after))
+                self._log_failure(exc, f"retrying in {delay:g} s ({failures}/{agent.max_retries})")
                 self._emit(
                     ErrorEvent(
                         ErrorCode.LLM_CALL_FAILED,
-                        f"The model call failed, retrying in {agent.retry_interval:g} s "
-                        f"({failures}/{agent.max_retries})",
+                        f"The model call failed, retrying in {delay:g} s ({failures}/{agent.max_retries})",
                         exc.detail,
                     )
                 )
-                await asyncio.sleep(agent.retry_interval)
+                await asyncio.sleep(delay)
+
+    def _log_failure(self, exc: ModelCallError, outcome: str) -> None:
+        """One line per failed model call, for operators: which run and model, and why."""
+        logger.warning(
+            "model call failed: run %s, model %s, status %s, %s: %s",
+            self._context.run_id or "-",
+            self.agent.model.model,
+            exc.status if exc.status is not None else "-",
+            outcome,
+            exc.log_detail,
+        )
 
     async def _stream_model(self, request: ModelRequest) -> ModelTurn:
         turn: ModelTurn | None = None

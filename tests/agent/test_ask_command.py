@@ -59,7 +59,10 @@ def test_ask_a_failing_model_exits_non_zero(llm_settings, settings, tmp_path):
         call_command("ask", "hi", stdout=out)
     assert exit_.value.code == 1
     lines = out.getvalue().splitlines()
-    assert "[error LLM_CALL_FAILED] The model call failed, retrying in 0 s (1/1) - HTTP 500: down" in lines
+    assert (
+        "[error LLM_CALL_FAILED] The model call failed, retrying in 0 s (1/1)"
+        " - The model endpoint failed with a server error (HTTP 500)." in lines
+    )
     assert lines[-1] == "[complete] failed"
 
 

@@ -197,12 +197,18 @@ async def test_midstream_error_event_is_a_failed_call(fake_llm, chat_model):
     assert "overloaded" in failure.value.detail
 
 
-@pytest.mark.parametrize(("status", "message"), [(500, "internal failure"), (429, "rate limit exceeded")])
-async def test_http_error_is_a_failed_call_with_status_and_message(fake_llm, chat_model, status, message):
+@pytest.mark.parametrize(("status", "message", "detail"), [
+    (500, "internal failure", "The model endpoint failed with a server error (HTTP 500)."),
+    (429, "rate limit exceeded", "The model endpoint is limiting requests (HTTP 429)."),
+])
+async def test_http_error_is_a_failed_call_with_status_and_message(fake_llm, chat_model, status, message, detail):
     fake_llm.script({"status": status, "body": {"error": {"message": message}}})
     with pytest.raises(ModelCallError) as failure:
         await stream(chat_model)
-    assert failure.value.detail == f"HTTP {status}: {message}"
+    # Users see the cause in our words; the endpoint's own text goes to the log only.
+    assert failure.value.detail == detail
+    assert failure.value.log_detail == f"HTTP {status}: {message}"
+    assert failure.value.status == status and failure.value.retryable
     assert len(fake_llm.requests) == 1, "the SDK must not retry on its own"
 
 
@@ -240,8 +246,10 @@ async def test_endpoint_rejecting_stream_options_is_retried_without_and_remember
 
 async def test_other_bad_requests_are_not_retried(fake_llm, chat_model):
     fake_llm.script({"status": 400, "body": {"error": {"message": "messages must not be empty"}}})
-    with pytest.raises(ModelCallError, match="HTTP 400: messages must not be empty"):
+    with pytest.raises(ModelCallError, match=re.escape("rejected the request as invalid (HTTP 400)")) as failure:
         await stream(chat_model)
+    assert not failure.value.retryable
+    assert failure.value.log_detail == "HTTP 400: messages must not be empty"
     assert len(fake_llm.requests) == 1
     fake_llm.script({"chunks": [{"delta": {}, "finish_reason": "stop"}]})
     await stream(chat_model)

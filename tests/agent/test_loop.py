@@ -106,8 +106,8 @@ async def test_think_tags_and_reasoning_in_a_run(fake_llm, make_agent):
 
 
 @pytest.mark.parametrize(("transcript", "detail"), [
-    ("http_500_then_success", "HTTP 500: internal failure"),
-    ("http_429_then_success", "HTTP 429: rate limit exceeded"),
+    ("http_500_then_success", "The model endpoint failed with a server error (HTTP 500)."),
+    ("http_429_then_success", "The model endpoint is limiting requests (HTTP 429)."),
 ])
 async def test_http_error_then_success(fake_llm, make_agent, transcript, detail):
     fake_llm.load(transcript)
@@ -122,7 +122,7 @@ async def test_http_error_then_success(fake_llm, make_agent, transcript, detail)
 async def test_all_retries_fail(fake_llm, make_agent):
     fake_llm.load("all_retries_fail")
     run = make_agent(max_retries=2).stream("hi")
-    detail = "HTTP 503: unavailable"
+    detail = "The model endpoint failed with a server error (HTTP 503)."
     assert await run_events(run) == [
         retrying(detail, 1, 2),
         retrying(detail, 2, 2),
