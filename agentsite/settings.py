@@ -226,6 +226,10 @@ AGENT_BASH_MAX_PROCESSES = env_number("AGENT_BASH_MAX_PROCESSES", "64")
 AGENT_BASH_MAX_OUTPUT = env_number("AGENT_BASH_MAX_OUTPUT", "16000")
 # The unprivileged user the bash sandbox runs as when the server runs as root.
 AGENT_BASH_UID = env_number("AGENT_BASH_UID", "65534")
+# MCP servers whose tools the agent is offered (chat/mcp/): a JSON file in the `mcpServers` format,
+# and the seconds a server may take to start or to answer one call.
+AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
+AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 
 LOGGING = {
