@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -155,7 +157,7 @@ class ServerConnection:
         # USER, never this process's own (API keys, SECRET_KEY, DATABASE_URL); `env` adds to it.
         params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env),
                                        cwd=config.cwd)  # fmt: skip
-        return None, stdio_client(params, errlog=sys.stderr)
+        return None, stdio_client(params, errlog=_errlog())
 
     async def _own(self, ready: asyncio.Future, queue: asyncio.Queue) -> None:
         name = self.config.name
@@ -251,6 +253,24 @@ class ServerConnection:
                     self._stale = True
         except Exception as exc:
             logger.info("MCP server %r: no tools/list_changed subscription (%s)", self.config.name, _reason(exc))
+
+
+def _errlog():
+    """Where a stdio server's stderr goes: ours, when it is a real file (a replaced sys.stderr,
+    as under a test's capture, may have no descriptor to hand to a child process)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (OSError, ValueError, AttributeError):
+            continue
+    return _devnull()
+
+
+@functools.cache
+def _devnull():
+    return open(os.devnull, "w")  # noqa: SIM115 - one for the process's life
 
 
 def _fail(request: _Request, error: Exception) -> None:
