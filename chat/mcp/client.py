@@ -37,6 +37,9 @@ from .config import ServerConfig
 logger = logging.getLogger(__name__)
 
 MAX_LIST_PAGES = 50  # a paginator that never ends must not hang a run's start
+# After a failed start, runs starting within this many seconds do not wait for another attempt
+# (a call of one of the server's tools still tries at once).
+RETRY_LISTING_AFTER = 30.0
 
 
 class McpUnavailable(Exception):
@@ -69,6 +72,7 @@ class ServerConnection:
         self._stale = True
         self._session: _Session | None = None
         self._start_lock = asyncio.Lock()
+        self._failed_at: float | None = None
 
     @property
     def running(self) -> bool:
@@ -79,12 +83,15 @@ class ServerConnection:
     async def listing(self) -> list[mcp_types.Tool]:
         """The server's tools, started and refreshed (after `tools/list_changed`) as needed.
         When the server cannot answer, the last listing: calling one of those tools then gives the error."""
+        recently_failed = self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_LISTING_AFTER
+        if recently_failed and not self.running:
+            return self.tools
         try:
             await self._ensure_started()
             if self._stale:
                 await self._request(_Request("list", asyncio.get_running_loop().create_future()))
         except McpUnavailable as exc:
-            logger.warning("MCP server %r: %s", self.config.name, exc)
+            logger.warning("%s", exc)
         return self.tools
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
@@ -118,11 +125,13 @@ class ServerConnection:
             except TimeoutError:
                 ready.cancel()
                 await self._stop()
+                self._failed_at = time.monotonic()
                 self.last_error = f"did not start within {self.timeout:g} s"
                 raise McpUnavailable(f"MCP server {self.config.name!r} {self.last_error}") from None
-            except McpUnavailable as exc:
-                self.last_error = str(exc)
+            except McpUnavailable:
+                self._failed_at = time.monotonic()
                 raise
+            self._failed_at = None
 
     async def _stop(self) -> None:
         session = self._session
@@ -185,7 +194,8 @@ class ServerConnection:
         except BaseException as exc:
             reason = _reason(exc)
             if not ready.done():
-                ready.set_exception(McpUnavailable(f"MCP server {name!r} could not start: {reason}"))
+                self.last_error = f"could not start: {reason}"
+                ready.set_exception(McpUnavailable(f"MCP server {name!r} {self.last_error}"))
             elif not self.last_error:
                 self.last_error = reason
             if not isinstance(exc, Exception):
@@ -297,17 +307,19 @@ class McpServers:
 
     def __init__(self) -> None:
         self.connections: dict[str, ServerConnection] = {}
+        self._lock = asyncio.Lock()  # runs starting together after a config change make one set
 
     async def configure(self, servers: Iterable[ServerConfig], *, timeout: float) -> list[ServerConnection]:
         wanted = {server.name: server for server in servers}
-        for name, connection in list(self.connections.items()):
-            if wanted.get(name) != connection.config or connection.timeout != timeout:
-                del self.connections[name]
-                await connection.close()
-        for name, server in wanted.items():
-            if name not in self.connections:
-                self.connections[name] = ServerConnection(server, timeout=timeout)
-        return [self.connections[name] for name in wanted]
+        async with self._lock:
+            for name, connection in list(self.connections.items()):
+                if wanted.get(name) != connection.config or connection.timeout != timeout:
+                    del self.connections[name]
+                    await connection.close()
+            for name, server in wanted.items():
+                if name not in self.connections:
+                    self.connections[name] = ServerConnection(server, timeout=timeout)
+            return [self.connections[name] for name in wanted]
 
     async def close(self) -> None:
         connections, self.connections = list(self.connections.values()), {}

@@ -26,6 +26,7 @@ from .client import McpUnavailable, ServerConnection
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_NAME = 64
+MAX_DESCRIPTION = 2000  # a server's description is sent with every model call
 # Extensions for saved content; anything else is saved as .bin (never an executable or .html name).
 SAFE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".svg", ".mp3", ".wav", ".ogg", ".txt", ".json",
                    ".csv", ".pdf"}  # fmt: skip
@@ -60,7 +61,7 @@ def agent_tools(connections: Iterable[ServerConnection], *, timeout: float) -> l
         for tool in connection.tools:
             name = tool_name(connection.config.name, tool.name, taken)
             taken.add(name)
-            description = tool.description or tool.title or tool.name
+            description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION]
             tools.append(
                 schema_tool(
                     name,

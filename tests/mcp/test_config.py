@@ -128,7 +128,7 @@ def test_mcp_command_lists_status_and_tools(mcp_config, capsys):
     assert "  t__add  Add two integers." in lines
     assert "  t__get_weather  A tool whose name has a character the model's tool names may not have." in lines
     (broken,) = [line for line in lines if line.startswith("broken ")]
-    assert "not running: MCP server 'broken' could not start:" in broken
+    assert ": not running: could not start: " in broken
 
 
 def test_mcp_command_without_servers(settings):

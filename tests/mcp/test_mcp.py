@@ -130,12 +130,17 @@ async def test_a_server_that_cannot_restart_gives_a_clear_tool_error(model, mcp_
     assert message.startswith("MCP server 't' could not start:")
 
 
-async def test_a_server_that_never_starts_costs_only_its_own_tools(model, mcp_config):
-    mcp_config({"broken": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}, "t": stdio_server()})
+async def test_a_server_that_never_starts_costs_only_its_own_tools(model, mcp_config, tmp_path):
+    attempts = tmp_path / "attempts"
+    start_and_exit = f"open({str(attempts)!r}, 'a').write('x'); raise SystemExit(3)"
+    mcp_config({"broken": {"command": sys.executable, "args": ["-c", start_and_exit]}, "t": stdio_server()})
     (end,) = ends(await run(model, ("t__add", {"a": 1, "b": 1})))
     assert end.result == "2"
     assert not [name for name in offered(model.requests[0]) if name.startswith("broken__")]
-    assert "could not start" in mcp.get_servers().connections["broken"].last_error
+    assert mcp.get_servers().connections["broken"].last_error.startswith("could not start: ")
+    # The next run does not wait for another attempt so soon after a failed one.
+    (end,) = ends(await run(model, ("t__add", {"a": 2, "b": 2})))
+    assert end.result == "4" and attempts.read_text() == "x"
 
 
 async def test_list_changed_refreshes_the_tools(model, mcp_config):
