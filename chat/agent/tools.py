@@ -126,6 +126,7 @@ def schema_tool(
     timeout: float | None = None,
 ) -> SchemaTool:
     """A tool from a name, a description, a JSON schema and `async fn(arguments, context)`."""
+    # No arguments model: parse_arguments above takes its place.
     return SchemaTool(name, description, fn, pydantic.BaseModel, "context", timeout, parameters=parameters)
 
 

@@ -45,7 +45,9 @@ class ServerConfig:
 
     def describe(self) -> str:
         if self.url:
-            return f"streamable HTTP {self.url}"
+            parts = urlsplit(self.url)
+            shown = parts._replace(netloc=parts.netloc.rpartition("@")[2])  # no user:password
+            return f"streamable HTTP {shown.geturl()}"
         return "stdio " + " ".join([self.command, *self.args])
 
 

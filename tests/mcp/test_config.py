@@ -38,6 +38,8 @@ def test_a_valid_file_gives_its_servers():
     assert (search.transport, search.url, search.headers) == ("http", "https://mcp.example.com/mcp",
                                                              (("Authorization", "Bearer t"),))  # fmt: skip
     assert "Bearer" not in repr(search)  # a token in the headers stays out of logs
+    secret = config.ServerConfig("s", url="https://user:pw@mcp.example.com:8443/mcp?x=1")
+    assert secret.describe() == "streamable HTTP https://mcp.example.com:8443/mcp?x=1"
     assert typed.transport == "http"
 
 
