@@ -11,9 +11,9 @@ from django.conf import settings
 
 from chat import mcp
 from chat.agent import Agent, ChatModel, ModelOptions, ToolContext
-from chat.agent.tools import Tool
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
+from chat.agent.tools import Tool
 from chat.skills import discover, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry

@@ -25,8 +25,8 @@ from typing import Any
 import anyio
 import httpx2
 import pydantic
-from mcp import types as mcp_types
 from mcp import Client, StdioServerParameters
+from mcp import types as mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -280,7 +280,7 @@ def _errlog():
 
 @functools.cache
 def _devnull():
-    return open(os.devnull, "w")  # noqa: SIM115 - one for the process's life
+    return open(os.devnull, "w")
 
 
 def _fail(request: _Request, error: Exception) -> None:

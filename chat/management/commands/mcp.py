@@ -20,7 +20,7 @@ class Command(BaseCommand):
         path = settings.AGENT_MCP_CONFIG
         if not path:
             raise CommandError("AGENT_MCP_CONFIG is not set: no MCP servers are configured.")
-        servers, problems = read(path)
+        _servers, problems = read(path)
         for problem in problems:
             self.stderr.write(f"{path}: {problem.message} ({problem.id})")
         failed = asyncio.run(self._report()) + len(problems)
