@@ -258,6 +258,10 @@ AGENT_BASH_MAX_OUTPUT = env_number("AGENT_BASH_MAX_OUTPUT", "16000")
 AGENT_BASH_UID = env_number("AGENT_BASH_UID", "65534")
 # Size of the bash sandbox's in-memory /tmp (0: the kernel's default, half the RAM).
 AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", "64")
+# MCP servers whose tools the agent is offered (chat/mcp/): a JSON file in the `mcpServers` format,
+# and the seconds a server may take to start or to answer one call.
+AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
+AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 
 LOGGING = {

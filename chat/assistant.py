@@ -9,9 +9,11 @@ import httpx2
 import openai
 from django.conf import settings
 
+from chat import mcp
 from chat.agent import Agent, ChatModel, ModelOptions, ToolContext
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
+from chat.agent.tools import Tool
 from chat.skills import discover, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry
@@ -93,11 +95,16 @@ def system_prompt(tool_names: list[str]) -> str:
     return prompt
 
 
+async def mcp_tools() -> list[Tool]:
+    return await mcp.available_tools(settings.AGENT_MCP_CONFIG, timeout=settings.AGENT_MCP_TIMEOUT)
+
+
 def build_agent() -> Agent:
     names = offered_tools()
     return Agent(
         build_chat_model(),
         tools=build_registry(names, timeouts=tool_timeouts()),
+        tool_sources=[mcp_tools] if settings.AGENT_MCP_CONFIG else [],
         system_prompt=system_prompt(names),
         max_iterations=settings.AGENT_MAX_ITERATIONS,
         max_retries=settings.AGENT_MAX_RETRIES,

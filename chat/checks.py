@@ -105,3 +105,25 @@ def check_tool_prerequisites(app_configs, **kwargs):
                 )
             )
     return warnings
+
+
+@checks.register()
+def check_mcp_config(app_configs, **kwargs):
+    """AGENT_MCP_CONFIG: the file, its shape, each server's command or URL (chat/mcp/config.py)."""
+    errors = []
+    if settings.AGENT_MCP_TIMEOUT <= 0:
+        errors.append(checks.Error(f"AGENT_MCP_TIMEOUT must be positive, not {settings.AGENT_MCP_TIMEOUT}.",
+                                   id="agentsite.E003"))  # fmt: skip
+    if not settings.AGENT_MCP_CONFIG:
+        return errors
+    from chat.mcp.config import read
+
+    _servers, problems = read(settings.AGENT_MCP_CONFIG)
+    return errors + [
+        checks.Error(
+            f"AGENT_MCP_CONFIG {settings.AGENT_MCP_CONFIG}: {problem.message}.",
+            hint='The file holds {"mcpServers": {"<name>": {"command", "args"?, "env"?} | {"url", "headers"?}}}.',
+            id=problem.id,
+        )
+        for problem in problems
+    ]

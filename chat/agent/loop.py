@@ -45,7 +45,16 @@ from .hooks import (
     chain_tool,
 )
 from .llm import ChatModel, ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
-from .tools import ToolContext, ToolError, ToolRecord, ToolRegistry, error_result, result_to_text
+from .tools import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolRecord,
+    ToolRegistry,
+    ToolSource,
+    error_result,
+    result_to_text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +121,7 @@ class Agent:
         model: ChatModel,
         *,
         tools: ToolRegistry | None = None,
+        tool_sources: Sequence[ToolSource] = (),
         system_prompt: str | None = None,
         max_iterations: int = 10,
         max_retries: int = 3,
@@ -128,6 +138,7 @@ class Agent:
     ):
         self.model = model
         self.tools = tools or ToolRegistry()
+        self.tool_sources = list(tool_sources)
         self.system_prompt = system_prompt
         self.max_iterations = max_iterations
         self.max_retries = max_retries
@@ -174,6 +185,7 @@ class AgentRun:
         self._context = replace(context, emit=self._emit_async)
         self._text: list[str] = []
         self._tool_calls = 0
+        self._tools = agent.tools  # with the tool sources' tools once the run starts
         self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
         self._ended = False
         self.result = AgentResult(status="running", text="")
@@ -262,6 +274,8 @@ class AgentRun:
         if agent.system_prompt and not (history and history[0].get("role") == "system"):
             history.insert(0, {"role": "system", "content": agent.system_prompt})
         state = AgentState(messages=list(history), context=self._context, tool_records=self.result.tool_records)
+        if agent.tool_sources:
+            self._tools = agent.tools.extended(await self._source_tools())
         for hook in agent.hooks:
             await hook.before_agent(state)
         try:
@@ -271,10 +285,19 @@ class AgentRun:
             for hook in agent.hooks:
                 await hook.after_agent(state)
 
+    async def _source_tools(self) -> list[Tool]:
+        tools: list[Tool] = []
+        for source in self.agent.tool_sources:
+            try:
+                tools.extend(await source())
+            except Exception:  # a source that fails takes its tools away, not the run
+                logger.exception("a tool source failed; its tools are not offered to this run")
+        return tools
+
     async def _rounds(self, history: list[dict[str, Any]], state: AgentState) -> tuple[str, ErrorEvent | None]:
         agent = self.agent
         call_model = chain_model(agent.model_interceptors, self._stream_model)
-        tool_specs = agent.tools.specs()
+        tool_specs = self._tools.specs()
         for iteration in range(1, agent.max_iterations + 1):
             state.iteration = self.result.iterations = iteration
             state.messages = list(history)
@@ -419,7 +442,7 @@ class AgentRun:
     async def _execute_tool(self, call: ToolCall, state: AgentState) -> ToolOutcome:
         """Run one call through the interceptors; every failure becomes an error outcome."""
         agent = self.agent
-        tool = agent.tools.get(call.name)
+        tool = self._tools.get(call.name)
         timeout = (tool.timeout if tool and tool.timeout else None) or agent.tool_timeout
         self._tool_calls += 1
         if agent.max_tool_calls is not None and self._tool_calls > agent.max_tool_calls:
@@ -430,7 +453,7 @@ class AgentRun:
 
         async def innermost(request: ToolCallRequest) -> ToolOutcome:
             if tool is None:
-                available = ", ".join(agent.tools.names()) or "none"
+                available = ", ".join(self._tools.names()) or "none"
                 raise ToolError(f"unknown tool {request.call.name!r}; available tools: {available}")
             async with asyncio.timeout(timeout):
                 value = await tool.run(request.call.arguments, request.context)

@@ -92,6 +92,49 @@ class Tool:
         return await self.fn(**kwargs)
 
 
+@dataclass(frozen=True)
+class SchemaTool(Tool):
+    """A tool described by a JSON schema written elsewhere (an MCP server's). Its function takes
+    `arguments` (the model's JSON object, checked only for being an object: the far side validates
+    it against its own schema) and `context`."""
+
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @functools.cached_property
+    def _spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def parse_arguments(self, raw: str) -> dict[str, Any]:
+        try:
+            data = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
+        if not isinstance(data, dict):
+            raise ToolError("arguments must be a JSON object")
+        return {"arguments": data}
+
+
+def schema_tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    fn: Callable[[dict[str, Any], ToolContext], Awaitable[Any]],
+    *,
+    timeout: float | None = None,
+) -> SchemaTool:
+    """A tool from a name, a description, a JSON schema and `async fn(arguments, context)`."""
+    # No arguments model: parse_arguments above takes its place.
+    return SchemaTool(name, description, fn, pydantic.BaseModel, "context", timeout, parameters=parameters)
+
+
+# Tools known only when a run starts (an MCP server's current listing): the agent awaits each
+# source then and offers its tools next to the registry's.
+ToolSource = Callable[[], Awaitable[Iterable[Tool]]]
+
+
 def _description(fn: Callable[..., Any]) -> str:
     return inspect.cleandoc(fn.__doc__ or "").strip() or fn.__name__.replace("_", " ")
 
@@ -156,6 +199,10 @@ class ToolRegistry:
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         return ToolRegistry(self._tools[name] for name in names if name in self._tools)
+
+    def extended(self, tools: Iterable[Tool]) -> ToolRegistry:
+        """A copy with more tools; a name this registry already has keeps its own tool."""
+        return ToolRegistry([*self._tools.values(), *(tool for tool in tools if tool.name not in self._tools)])
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

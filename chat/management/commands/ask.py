@@ -8,6 +8,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
+from chat import mcp
 from chat.agent import (
     CompleteEvent,
     ErrorEvent,
@@ -37,6 +38,7 @@ class Command(BaseCommand):
             return await self._run(question, as_json=as_json)
         finally:
             await close_client()  # its connections belong to this event loop
+            await mcp.close()  # so do the MCP servers' sessions
 
     async def _run(self, question: str, *, as_json: bool) -> str:
         out = self.stdout
