@@ -181,6 +181,8 @@ def nginx(databases, make_server, proxy_env, tls, client_tls, e2e_llm):
         yield proxy.start(client_tls)
     finally:
         proxy.stop()
+        for daphne in daphnes:  # now, not at the session's end: their database connections count
+            daphne.stop()
         shutil.rmtree(directory, ignore_errors=True)
 
 
