@@ -8,7 +8,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test install install-test browser sandbox bench clean
+.PHONY: run test install install-test browser sandbox nginx bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox
+install-test: $(VENV)/.installed-test browser sandbox nginx
 
 # Debian's chromium for the browser tests; Playwright drives it and never downloads one.
 browser:
@@ -38,7 +38,19 @@ sandbox:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
-run: install
+# Debian's nginx: the reverse proxy of deploy/, started in front of two daphnes by tests/e2e/test_nginx.py.
+nginx:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || { \
+	  echo "installing Debian's nginx for the reverse-proxy test"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nginx >/dev/null; }
+
+# A random SECRET_KEY kept for this checkout (git-ignored; settings read it when SECRET_KEY is
+# unset), so that `make run` and manage.py work with DEBUG off and sessions survive restarts.
+.secret_key:
+	@umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+
+run: install .secret_key
 	$(PY) manage.py migrate --noinput
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
 

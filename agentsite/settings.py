@@ -1,7 +1,9 @@
 """Settings for agentsite, read from the environment (PROTOCOL.md section 1)."""
 
 import os
+import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -9,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-_DEV_SECRET_KEY = "dev-insecure-agentsite-key-change-me"  # noqa: S105 - flagged by a system check
+_DEV_SECRET_KEY = "dev-insecure-agentsite-key-change-me"  # noqa: S105 - accepted only with DEBUG on
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -68,8 +70,26 @@ def env_number_map(name: str) -> dict[str, float]:
     return numbers
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY") or _DEV_SECRET_KEY
 DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY, else the key file `make run` writes, else (DEBUG on only) the development key.
+    Without DEBUG the server refuses to start: the development key is public, and anyone
+    holding it can forge sessions."""
+    if key := env_optional("SECRET_KEY"):
+        return key
+    key_file = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / ".secret_key")
+    if key_file.is_file() and (key := key_file.read_text().strip()):
+        return key
+    if DEBUG:
+        return _DEV_SECRET_KEY
+    # One line, no traceback (SystemExit): the operator sees what to set.
+    sys.exit("agentsite: SECRET_KEY is not set and DEBUG is off: set SECRET_KEY to a long random value "
+             "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), or DEBUG=true for development.")
+
+
+SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
 
 INSTALLED_APPS = [
@@ -82,9 +102,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "chat",
+    "axes",
 ]
 
 MIDDLEWARE = [
+    # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
+    "agentsite.proxy.TrustedProxyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the app's own process (daphne serves no files), with
     # far-future caching for hashed names; no web server needed in front.
@@ -97,6 +120,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -263,6 +288,62 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", "64")
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
+
+# --- Production: HTTPS behind a reverse proxy, sign-in throttling, e-mail ---------------
+# Every variable here is in README "Production"; deploy/ holds the nginx site.
+
+# Addresses or networks of the reverse proxies in front of the server (deploy/nginx). Only a
+# request from one of them has its X-Forwarded-For (the client address: sign-in lockout,
+# sign-up limit, logs) and X-Forwarded-Proto (HTTPS) believed; anyone else's are dropped.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUSTED_PROXIES else None
+# The site is reached over HTTPS (TLS ended by the proxy): cookies only over TLS, HSTS, and
+# plain HTTP redirected. /healthz is left on plain HTTP for the proxy's or orchestrator's probes.
+HTTPS = env_bool("HTTPS", False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_number("SECURE_HSTS_SECONDS", "31536000" if HTTPS else "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS)
+
+# Failed sign-ins: django-axes locks out a username, and separately a client address, after
+# LOGIN_FAILURE_LIMIT failures within LOGIN_LOCKOUT_MINUTES (the right password included);
+# the attempts are rows in the database, so every server process sees the same counts.
+LOGIN_FAILURE_LIMIT = env_number("LOGIN_FAILURE_LIMIT", "10")
+AXES_ENABLED = LOGIN_FAILURE_LIMIT > 0
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=env_number("LOGIN_LOCKOUT_MINUTES", "15", float))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Kept off: axes resets on success every attempt of the username *or the address*, so an
+# attacker could wipe a victim's failures from their address by signing in to their own account.
+AXES_RESET_ON_SUCCESS = False
+AXES_DISABLE_ACCESS_LOG = True  # failures only; no row for every successful sign-in
+AXES_CLIENT_IP_CALLABLE = "agentsite.proxy.client_address"
+AXES_LOCKOUT_CALLABLE = "chat.accounts.login_locked_out"
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password is checked
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Accounts one client address may create per SIGNUP_RATE_WINDOW seconds (0: no limit),
+# counted in the cache: Redis (shared by every process) when REDIS_URL is set, else per process.
+SIGNUP_RATE_LIMIT = env_number("SIGNUP_RATE_LIMIT", "5")
+SIGNUP_RATE_WINDOW = env_number("SIGNUP_RATE_WINDOW", "3600")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "agentsite"}}
+
+# Password reset mails a link, so its pages exist only when a mail server is configured.
+EMAIL_HOST = env_optional("EMAIL_HOST")
+EMAIL_PORT = env_number("EMAIL_PORT", "587")
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", EMAIL_PORT == 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", EMAIL_PORT == 465)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agentsite@localhost")
+PASSWORD_RESET_ENABLED = EMAIL_HOST is not None
 
 LOGGING = {
     "version": 1,

@@ -7,21 +7,6 @@ from django.core import checks
 
 from chat.tools import BUILTIN_TOOLS
 
-_DEV_KEY_PREFIX = "dev-insecure-"
-
-
-@checks.register(checks.Tags.security, deploy=False)
-def check_secret_key(app_configs, **kwargs):
-    if not settings.DEBUG and settings.SECRET_KEY.startswith(_DEV_KEY_PREFIX):
-        return [
-            checks.Warning(
-                "SECRET_KEY is the development key while DEBUG is off.",
-                hint="Set SECRET_KEY to a long random value in production.",
-                id="agentsite.W001",
-            )
-        ]
-    return []
-
 
 @checks.register()
 def check_agent_settings(app_configs, **kwargs):

@@ -5,7 +5,6 @@ from . import api, views
 urlpatterns = [
     path("", views.chat_page, name="chat"),
     path("accounts/signup/", views.signup, name="signup"),
-    path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", api.healthz, name="healthz"),
     path("api/conversations/", api.conversations, name="api-conversations"),

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.http import require_http_methods
 
+from .accounts import signup_allowed
 from .forms import SignupForm
 
 # Every message the page's scripts show (static/chat/*.js: t("...") and tf("...")), by
@@ -100,6 +101,9 @@ def signup(request):
         return redirect("chat")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        if not signup_allowed(request):
+            form.add_error(None, gettext("Too many accounts were created from your network. Please try again later."))
+            return render(request, "registration/signup.html", {"form": form}, status=429)
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("chat")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat.checks import check_agent_settings, check_secret_key
+from chat.checks import check_agent_settings
 
 
 @pytest.fixture
@@ -71,11 +71,3 @@ def test_several_problems_are_all_reported(good):
     good.AGENT_MAX_ITERATIONS = 0
     good.AGENT_TOP_P = "x"
     assert ids(check_agent_settings(None)) == ["agentsite.E002", "agentsite.E003", "agentsite.E004"]
-
-
-def test_dev_secret_key_warns_without_debug(settings):
-    settings.DEBUG = False
-    settings.SECRET_KEY = "dev-insecure-agentsite-key-change-me"
-    assert ids(check_secret_key(None)) == ["agentsite.W001"]
-    settings.SECRET_KEY = "a-real-secret-" + "x" * 40
-    assert check_secret_key(None) == []

@@ -1,0 +1,41 @@
+"""Sign-in and sign-up protection: the lockout page (django-axes) and the sign-up rate limit."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.cache import cache
+from django.shortcuts import render
+from django.utils.translation import gettext
+
+from agentsite.proxy import client_address
+
+
+def login_locked_out(request, original_response=None, credentials=None):
+    """AXES_LOCKOUT_CALLABLE: the sign-in page again, with why and for how long, as 429."""
+    minutes = max(1, round(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
+    # Unbound: a bound form would authenticate again while rendering its errors.
+    form = AuthenticationForm(request, initial={"username": request.POST.get("username", "")})
+    message = gettext("Too many failed sign-in attempts for this account or from your network. "
+                      "Try again in %(minutes)s minutes.") % {"minutes": minutes}
+    return render(request, "registration/login.html",
+                  {"form": form, "lockout_message": message, "next": request.POST.get("next", "")}, status=429)
+
+
+def signup_allowed(request) -> bool:
+    """Counts one account creation for the client's address; False once the address is over
+    SIGNUP_RATE_LIMIT in the current window (fixed windows: at most twice the limit across a
+    window's edge). Atomic in the cache (Redis with REDIS_URL), so concurrent sign-ups cannot
+    all slip under the limit."""
+    limit, window = settings.SIGNUP_RATE_LIMIT, settings.SIGNUP_RATE_WINDOW
+    if limit <= 0:
+        return True
+    key = f"signup:{client_address(request)}:{int(time.time() // window)}"
+    cache.add(key, 0, timeout=window)
+    try:
+        return cache.incr(key) <= limit
+    except ValueError:  # the window's key expired between add and incr: a new window
+        cache.set(key, 1, timeout=window)
+        return True

@@ -1,0 +1,15 @@
+"""Settings of the test run: the project's own, with what a test run lacks set first.
+
+agentsite.settings refuses to start without SECRET_KEY while DEBUG is off, and CI has none:
+a throwaway key is put in the environment, where the servers the tests start (they copy
+it) find it too. The sign-up limit would stop the suite's many sign-ups from 127.0.0.1:
+it is off unless a test turns it on (tests/server/test_accounts.py, tests/e2e/test_nginx.py).
+"""
+
+import os
+import secrets
+
+os.environ.setdefault("SECRET_KEY", "test-" + secrets.token_urlsafe(40))
+os.environ.setdefault("SIGNUP_RATE_LIMIT", "0")
+
+from agentsite.settings import *  # noqa: E402, F403

@@ -1,0 +1,135 @@
+"""Production settings: no start with the public development key, `check --deploy` clean under
+the README's environment, and the client address believed from trusted proxies only."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.http import HttpResponse
+from django.test import RequestFactory
+
+from agentsite.proxy import TrustedProxyMiddleware, forwarded_client
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def bare_env(**extra: str) -> dict[str, str]:
+    """The environment of an operator who has set nothing of ours (no key file either)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DJANGO_", "AGENT_", "OPENAI_", "SECURE_", "EMAIL_"))
+           and k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL", "HTTPS", "TRUSTED_PROXIES"}}
+    env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", SECRET_KEY_FILE="/nonexistent/agentsite-key",
+               PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def assert_refused(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "SECRET_KEY" in lines[0] and "DEBUG" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_manage_py_refuses_the_development_key_without_debug():
+    assert_refused(run([sys.executable, "manage.py", "check"], bare_env()))
+
+
+def test_daphne_refuses_to_start_without_a_secret_key():
+    result = run([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", "0", "agentsite.asgi:application"], bare_env())
+    assert_refused(result)
+
+
+def test_debug_runs_with_the_development_key_and_a_key_file_is_read(tmp_path):
+    assert run([sys.executable, "manage.py", "check"], bare_env(DEBUG="true")).returncode == 0
+    key_file = tmp_path / "key"
+    key_file.write_text(secrets.token_urlsafe(50) + "\n")
+    show = "from django.conf import settings; print(settings.SECRET_KEY)"
+    result = run([sys.executable, "manage.py", "shell", "-c", show], bare_env(SECRET_KEY_FILE=str(key_file)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == key_file.read_text().strip()
+
+
+def documented_environment() -> dict[str, str]:
+    """The production environment file of README "Production", as written there."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```sh\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", readme, re.S)
+    assert block, "README lost its /etc/agentsite.env block"
+    variables = dict(re.findall(r"^\s*([A-Z][A-Z0-9_]*)=(\S*)", block.group(1), re.M))
+    assert {"SECRET_KEY", "ALLOWED_HOSTS", "TRUSTED_PROXIES", "HTTPS"} <= set(variables)
+    variables["SECRET_KEY"] = secrets.token_urlsafe(50)  # the README shows how to make one
+    return variables
+
+
+def test_check_deploy_is_clean_under_the_documented_environment():
+    command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+    result = run(command, bare_env(**documented_environment()))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+    # Without the HTTPS settings the same check fails: it does look at them.
+    plain = documented_environment()
+    del plain["HTTPS"]
+    result = run(command, bare_env(**plain))
+    assert result.returncode != 0
+    for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert warning in result.stdout + result.stderr
+
+
+# -- the client address behind a proxy ----------------------------------------------
+
+PROXIES = tuple(ipaddress.ip_network(n) for n in ("127.0.0.1/32", "10.0.0.0/8"))
+
+
+@pytest.mark.parametrize(("peer", "header", "client"), [
+    ("127.0.0.1", "203.0.113.7", "203.0.113.7"),
+    # Entries left of the first untrusted address were written by the client: ignored.
+    ("127.0.0.1", "198.51.100.1, 203.0.113.7", "203.0.113.7"),
+    # Several trusted proxies in a row are walked through.
+    ("127.0.0.1", "198.51.100.1, 203.0.113.7, 10.1.2.3", "203.0.113.7"),
+    ("127.0.0.1", "2001:db8::1", "2001:db8::1"),
+    # Garbage, or nothing at all: the last address that could be vouched for.
+    ("127.0.0.1", "not-an-address", "127.0.0.1"),
+    ("127.0.0.1", "", "127.0.0.1"),
+    ("127.0.0.1", "203.0.113.7, junk, 10.1.2.3", "10.1.2.3"),
+])
+def test_forwarded_client(peer, header, client):
+    assert forwarded_client(peer, header, PROXIES) == client
+
+
+def through_middleware(settings, trusted: list[str], **meta: str):
+    settings.TRUSTED_PROXIES = trusted
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    seen = {}
+
+    def view(request):
+        seen.update(address=request.META["REMOTE_ADDR"], secure=request.is_secure(),
+                    forwarded="HTTP_X_FORWARDED_FOR" in request.META)
+        return HttpResponse()
+
+    TrustedProxyMiddleware(view)(RequestFactory().get("/", **meta))
+    return seen
+
+
+def test_headers_of_a_trusted_proxy_are_believed(settings):
+    seen = through_middleware(settings, ["127.0.0.1"], REMOTE_ADDR="127.0.0.1",
+                              HTTP_X_FORWARDED_FOR="203.0.113.7", HTTP_X_FORWARDED_PROTO="https")
+    assert seen == {"address": "203.0.113.7", "secure": True, "forwarded": True}
+
+
+@pytest.mark.parametrize("trusted", [[], ["10.0.0.0/8"]])
+def test_headers_from_anyone_else_are_dropped(settings, trusted):
+    seen = through_middleware(settings, trusted, REMOTE_ADDR="127.0.0.1",
+                              HTTP_X_FORWARDED_FOR="203.0.113.7", HTTP_X_FORWARDED_PROTO="https")
+    assert seen == {"address": "127.0.0.1", "secure": False, "forwarded": False}
