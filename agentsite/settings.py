@@ -320,6 +320,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 # attacker could wipe a victim's failures from their address by signing in to their own account.
 AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # failures only; no row for every successful sign-in
+AXES_VERBOSE = False  # no start-up banner: an operator's start-up error stays one line
 AXES_CLIENT_IP_CALLABLE = "agentsite.proxy.client_address"
 AXES_LOCKOUT_CALLABLE = "chat.accounts.login_locked_out"
 AUTHENTICATION_BACKENDS = [
