@@ -9,6 +9,10 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+# The tools' defaults live in their settings dataclasses (Django-free); the environment overrides them.
+# Lowercase: not a Django setting itself.
+from chat.tools.config import DEFAULTS as tool_defaults
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _DEV_SECRET_KEY = "dev-insecure-agentsite-key-change-me"  # noqa: S105 - accepted only with DEBUG on
@@ -259,30 +263,30 @@ AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
-# Tool limits (chat/tools/*): handed to the tools through ToolContext.settings.
+# Tool limits (chat/tools/*): chat.assistant.tool_settings() hands them to the tools, typed.
 # Per-tool timeouts in seconds overriding AGENT_TOOL_TIMEOUT, e.g. "bash=60,fetch_url=20".
 AGENT_TOOL_TIMEOUTS = env_number_map("AGENT_TOOL_TIMEOUTS")
 # Tool calls one user may start per minute, all conversations and processes together (0: no limit).
 AGENT_TOOL_RATE_LIMIT = env_number("AGENT_TOOL_RATE_LIMIT", "60")
-AGENT_FILE_MAX_BYTES = env_number("AGENT_FILE_MAX_BYTES", "1000000")
-AGENT_FILE_READ_CHUNK = env_number("AGENT_FILE_READ_CHUNK", "16000")
-AGENT_WORKSPACE_MAX_BYTES = env_number("AGENT_WORKSPACE_MAX_BYTES", "50000000")
+AGENT_FILE_MAX_BYTES = env_number("AGENT_FILE_MAX_BYTES", str(tool_defaults.files.max_file_bytes))
+AGENT_FILE_READ_CHUNK = env_number("AGENT_FILE_READ_CHUNK", str(tool_defaults.files.read_chunk))
+AGENT_WORKSPACE_MAX_BYTES = env_number("AGENT_WORKSPACE_MAX_BYTES", str(tool_defaults.files.workspace_max_bytes))
 # Internal hosts fetch_url may reach anyway: exact names, IP addresses or networks (10.1.2.0/24).
-AGENT_FETCH_ALLOWED_HOSTS = env_list("AGENT_FETCH_ALLOWED_HOSTS", "")
-AGENT_FETCH_MAX_BYTES = env_number("AGENT_FETCH_MAX_BYTES", "2000000")
-AGENT_FETCH_MAX_REDIRECTS = env_number("AGENT_FETCH_MAX_REDIRECTS", "5")
-AGENT_FETCH_TIMEOUT = env_number("AGENT_FETCH_TIMEOUT", "15", float)
-AGENT_SEARCH_MAX_RESULTS = env_number("AGENT_SEARCH_MAX_RESULTS", "5")
-AGENT_BASH_TIMEOUT = env_number("AGENT_BASH_TIMEOUT", "30", float)
-AGENT_BASH_CPU_SECONDS = env_number("AGENT_BASH_CPU_SECONDS", "30")
-AGENT_BASH_MEMORY_MB = env_number("AGENT_BASH_MEMORY_MB", "512")
-AGENT_BASH_FILE_SIZE_MB = env_number("AGENT_BASH_FILE_SIZE_MB", "64")
-AGENT_BASH_MAX_PROCESSES = env_number("AGENT_BASH_MAX_PROCESSES", "64")
-AGENT_BASH_MAX_OUTPUT = env_number("AGENT_BASH_MAX_OUTPUT", "16000")
+AGENT_FETCH_ALLOWED_HOSTS = env_list("AGENT_FETCH_ALLOWED_HOSTS", ",".join(tool_defaults.fetch.allowed_hosts))
+AGENT_FETCH_MAX_BYTES = env_number("AGENT_FETCH_MAX_BYTES", str(tool_defaults.fetch.max_bytes))
+AGENT_FETCH_MAX_REDIRECTS = env_number("AGENT_FETCH_MAX_REDIRECTS", str(tool_defaults.fetch.max_redirects))
+AGENT_FETCH_TIMEOUT = env_number("AGENT_FETCH_TIMEOUT", str(tool_defaults.fetch.timeout), float)
+AGENT_SEARCH_MAX_RESULTS = env_number("AGENT_SEARCH_MAX_RESULTS", str(tool_defaults.search.max_results))
+AGENT_BASH_TIMEOUT = env_number("AGENT_BASH_TIMEOUT", str(tool_defaults.bash.timeout), float)
+AGENT_BASH_CPU_SECONDS = env_number("AGENT_BASH_CPU_SECONDS", str(tool_defaults.bash.cpu_seconds))
+AGENT_BASH_MEMORY_MB = env_number("AGENT_BASH_MEMORY_MB", str(tool_defaults.bash.memory_mb))
+AGENT_BASH_FILE_SIZE_MB = env_number("AGENT_BASH_FILE_SIZE_MB", str(tool_defaults.bash.file_size_mb))
+AGENT_BASH_MAX_PROCESSES = env_number("AGENT_BASH_MAX_PROCESSES", str(tool_defaults.bash.max_processes))
+AGENT_BASH_MAX_OUTPUT = env_number("AGENT_BASH_MAX_OUTPUT", str(tool_defaults.bash.max_output_chars))
 # The unprivileged user the bash sandbox runs as when the server runs as root.
-AGENT_BASH_UID = env_number("AGENT_BASH_UID", "65534")
+AGENT_BASH_UID = env_number("AGENT_BASH_UID", str(tool_defaults.bash.sandbox_uid))
 # Size of the bash sandbox's in-memory /tmp (0: the kernel's default, half the RAM).
-AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", "64")
+AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_mb))
 # MCP servers whose tools the agent is offered (chat/mcp/): a JSON file in the `mcpServers` format,
 # and the seconds a server may take to start or to answer one call.
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from .models import Conversation, Event, Run, ToolRecord
-from .tools.files import workspace_listing
+from .workspaces import workspace_listing
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

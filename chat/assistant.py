@@ -17,6 +17,8 @@ from chat.agent.tools import Tool
 from chat.skills import discover, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry
+from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
+from chat.tools.sandbox import Limits
 
 
 def is_demo() -> bool:
@@ -118,19 +120,34 @@ def build_agent() -> Agent:
     )
 
 
-# The settings tools read from ToolContext.settings (chat/tools/* stay free of Django).
-TOOL_SETTINGS = (
-    "AGENT_SKILLS_DIR", "TAVILY_API_KEY", "AGENT_SEARCH_MAX_RESULTS",
-    "AGENT_FILE_MAX_BYTES", "AGENT_FILE_READ_CHUNK", "AGENT_WORKSPACE_MAX_BYTES",
-    "AGENT_FETCH_ALLOWED_HOSTS", "AGENT_FETCH_MAX_BYTES", "AGENT_FETCH_MAX_REDIRECTS", "AGENT_FETCH_TIMEOUT",
-    "AGENT_BASH_TIMEOUT", "AGENT_BASH_CPU_SECONDS", "AGENT_BASH_MEMORY_MB", "AGENT_BASH_FILE_SIZE_MB",
-    "AGENT_BASH_MAX_PROCESSES", "AGENT_BASH_MAX_OUTPUT", "AGENT_BASH_UID",
-    "AGENT_BASH_TMP_MB",
-)  # fmt: skip
-
-
-def tool_settings() -> dict:
-    return {name: getattr(settings, name) for name in TOOL_SETTINGS}
+def tool_settings() -> ToolSettings:
+    """The AGENT_* settings the built-in tools read, typed (chat/tools/* stay free of Django)."""
+    return ToolSettings(
+        files=FilesSettings(
+            read_chunk=settings.AGENT_FILE_READ_CHUNK,
+            max_file_bytes=settings.AGENT_FILE_MAX_BYTES,
+            workspace_max_bytes=settings.AGENT_WORKSPACE_MAX_BYTES,
+        ),
+        fetch=FetchSettings(
+            allowed_hosts=tuple(settings.AGENT_FETCH_ALLOWED_HOSTS),
+            max_bytes=settings.AGENT_FETCH_MAX_BYTES,
+            max_redirects=settings.AGENT_FETCH_MAX_REDIRECTS,
+            timeout=settings.AGENT_FETCH_TIMEOUT,
+        ),
+        search=SearchSettings(api_key=settings.TAVILY_API_KEY, max_results=settings.AGENT_SEARCH_MAX_RESULTS),
+        skills=SkillsSettings(skills_dir=settings.AGENT_SKILLS_DIR),
+        bash=Limits(
+            timeout=settings.AGENT_BASH_TIMEOUT,
+            cpu_seconds=settings.AGENT_BASH_CPU_SECONDS,
+            memory_mb=settings.AGENT_BASH_MEMORY_MB,
+            file_size_mb=settings.AGENT_BASH_FILE_SIZE_MB,
+            max_processes=settings.AGENT_BASH_MAX_PROCESSES,
+            max_output_chars=settings.AGENT_BASH_MAX_OUTPUT,
+            sandbox_uid=settings.AGENT_BASH_UID,
+            tmp_mb=settings.AGENT_BASH_TMP_MB,
+            workspace_max_bytes=settings.AGENT_WORKSPACE_MAX_BYTES,
+        ),
+    )
 
 
 def tool_context(*, conversation_id: str = "", user_id: str = "", run_id: str = "") -> ToolContext:

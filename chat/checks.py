@@ -77,10 +77,11 @@ def check_tool_prerequisites(app_configs, **kwargs):
             )
         )
     if "bash" in settings.AGENT_TOOLS:
-        from chat.tools.sandbox import Limits, SandboxUnavailable, check_available
+        from chat.assistant import tool_settings
+        from chat.tools.sandbox import SandboxUnavailable, check_available
 
         try:
-            check_available(Limits(sandbox_uid=settings.AGENT_BASH_UID, tmp_mb=settings.AGENT_BASH_TMP_MB))
+            check_available(tool_settings().bash)  # the very limits a run gets
         except SandboxUnavailable as exc:
             warnings.append(
                 checks.Warning(

@@ -8,29 +8,26 @@ AGENT_SKILLS_DIR holds one folder per skill:
       references/       optional: documents the instructions point to
       scripts/, assets/ optional
 
-The system prompt lists each valid skill's name and description; `load_skill`
-returns a skill's instructions; `read_skill_file` returns one of its other files.
-An invalid skill is reported by a system check (agentsite.W010) and skipped.
+The system prompt lists each valid skill's name and description; the tools
+`load_skill` and `read_skill_file` (chat/tools/skills.py, built on this module)
+return a skill's instructions and its other files. An invalid skill is reported
+by a system check (agentsite.W010) and skipped.
 """
 
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from chat.agent.tools import ToolContext, ToolError
-
 NAME_RE = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
 MAX_SKILL_BYTES = 200_000
-MAX_FILE_CHARS = 30_000
 KNOWN_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 
 
@@ -41,13 +38,6 @@ class Skill:
     path: Path
     body: str
     metadata: dict = field(default_factory=dict)
-
-    def files(self) -> list[str]:
-        """The skill's other files, relative to its folder."""
-        from chat.tools.workspace import Confined  # chat.tools imports this module
-
-        entries, _cut = Confined(self.path, label="skill").entries(".", limit=200)
-        return [rel for rel, _size, _mtime, is_dir in entries if not is_dir and rel != "SKILL.md"]
 
 
 @dataclass(frozen=True)
@@ -163,35 +153,3 @@ def skills_prompt(skills: dict[str, Skill]) -> str:
     lines += [f"- {skill.name}: {skill.description}" for skill in skills.values()]
     lines.append("</available_skills>")
     return "\n".join(lines)
-
-
-def _skill(name: str, context: ToolContext) -> Skill:
-    skills, _problems = discover(context.settings.get("AGENT_SKILLS_DIR"))
-    if name not in skills:
-        available = ", ".join(skills) or "none"
-        raise ToolError(f"no skill named {name!r}; available skills: {available}")
-    return skills[name]
-
-
-async def load_skill(name: str, context: ToolContext) -> str:
-    """Load a skill's full instructions by its name (as listed in the system prompt)."""
-    skill = _skill(name.strip(), context)
-    files = skill.files()
-    text = f"# Skill: {skill.name}\n\n{skill.body}"
-    if files:
-        text += "\n\nFiles of this skill (read them with read_skill_file):\n" + "\n".join(f"- {f}" for f in files)
-    return text
-
-
-async def read_skill_file(name: str, path: str, context: ToolContext) -> str:
-    """Read one file of a skill, such as references/checklist.md, by the skill's name and the file's path."""
-    from chat.tools.workspace import Confined
-
-    skill = _skill(name.strip(), context)
-    data, size = Confined(skill.path, label="skill").read_bytes(path, limit=MAX_FILE_CHARS * 4)
-    if b"\x00" in data:
-        raise ToolError(f"{path!r} is a binary file")
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > MAX_FILE_CHARS or size > len(data):
-        text = text[:MAX_FILE_CHARS] + "\n[... truncated]"
-    return text

@@ -1,4 +1,6 @@
-"""A deleted conversation's workspace (the files its tools wrote) is removed once the deletion commits.
+"""Conversation workspaces on the Django side: the admin's listing of one, and its removal.
+
+A deleted conversation's workspace (the files its tools wrote) is removed once the deletion commits.
 
 A `post_delete` receiver on Conversation rather than a step in the delete service: Django
 sends the signal for every conversation deleted by any path, the API's service, the admin
@@ -9,6 +11,7 @@ through `remove_tree`, which never follows a symlink out of the workspace.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from functools import partial
 
 from django.conf import settings
@@ -17,10 +20,20 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from .models import Conversation
-from .tools.workspace import remove_workspace, workspace_path
+from .tools.workspace import Confined, remove_workspace, workspace_path
 
 
 @receiver(post_delete, sender=Conversation, dispatch_uid="chat.workspaces.remove_after_delete")
 def remove_after_delete(sender, instance: Conversation, using: str, **kwargs) -> None:
     path = workspace_path(settings.AGENT_WORKSPACE_ROOT, instance.pk)
     transaction.on_commit(partial(remove_workspace, path), using=using, robust=True)
+
+
+def workspace_listing(conversation_id) -> list[tuple[str, int, datetime]]:
+    """Files of a conversation's workspace for the admin: (relative path, size in bytes, modified, UTC)."""
+    entries, _cut = Confined(workspace_path(settings.AGENT_WORKSPACE_ROOT, conversation_id)).entries(".", limit=10_000)
+    return [
+        (rel, size, datetime.fromtimestamp(mtime, tz=timezone.utc))
+        for rel, size, mtime, is_dir in entries
+        if not is_dir
+    ]

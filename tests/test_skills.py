@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from chat.agent.tools import ToolContext, ToolError
-from chat.skills import discover, load_skill, parse_skill_md, read_skill_file, skills_prompt
+from chat.skills import discover, parse_skill_md, skills_prompt
+from chat.tools.config import SkillsSettings, ToolSettings
+from chat.tools.skills import load_skill, read_skill_file, skill_files
 
 REPO_SKILLS = Path(__file__).resolve().parent.parent / "skills"
 
@@ -35,7 +37,7 @@ def skills_dir(tmp_path):
 
 @pytest.fixture
 def ctx(skills_dir):
-    return ToolContext(settings={"AGENT_SKILLS_DIR": skills_dir})
+    return ToolContext(settings=ToolSettings(skills=SkillsSettings(skills_dir=skills_dir)))
 
 
 def test_the_shipped_skills_are_valid():
@@ -44,7 +46,7 @@ def test_the_shipped_skills_are_valid():
     assert {"csv-data-summary", "code-review-checklist", "web-research-brief"} <= set(skills)
     for skill in skills.values():
         assert skill.body.startswith("#") and len(skill.body.splitlines()) < 500
-    assert "references/checklist.md" in skills["code-review-checklist"].files()
+    assert "references/checklist.md" in skill_files(skills["code-review-checklist"])
 
 
 BROKEN = [

@@ -17,7 +17,7 @@ import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -40,8 +40,9 @@ class ToolContext:
     workspace: Path | None = None
     # Emits an extra event into the run's stream (a search tool's `reference`).
     emit: Callable[[AgentEvent], Awaitable[None]] | None = None
-    # Settings the host application hands to its tools (limits, keys, directories).
-    settings: dict[str, Any] = field(default_factory=dict)
+    # The host's typed settings for its tools (limits, keys, directories): for the built-in tools a
+    # chat.tools.config.ToolSettings, whose defaults apply when this is None.
+    settings: Any = None
 
 
 @dataclass(frozen=True)

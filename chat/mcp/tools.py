@@ -20,6 +20,7 @@ from typing import Any
 from mcp import types as mcp_types
 
 from chat.agent.tools import SchemaTool, ToolContext, ToolError, schema_tool
+from chat.tools.config import settings_of
 from chat.tools.workspace import workspace_of
 
 from .client import McpUnavailable, ServerConnection
@@ -30,8 +31,6 @@ MAX_DESCRIPTION = 2000  # a server's description is sent with every model call
 # Extensions for saved content; anything else is saved as .bin (never an executable or .html name).
 SAFE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".svg", ".mp3", ".wav", ".ogg", ".txt", ".json",
                    ".csv", ".pdf"}  # fmt: skip
-MAX_FILE_BYTES = 1_000_000
-MAX_WORKSPACE_BYTES = 50_000_000
 
 
 def tool_name(server: str, tool: str, taken: set[str]) -> str:
@@ -117,8 +116,8 @@ def _save(data: str, mime_type: str | None, context: ToolContext, *, server: str
         content = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return f"[{what} ({mime_type}) skipped: its data is not valid base64]"
-    limit = int(context.settings.get("AGENT_FILE_MAX_BYTES", MAX_FILE_BYTES))
-    quota = int(context.settings.get("AGENT_WORKSPACE_MAX_BYTES", MAX_WORKSPACE_BYTES))
+    files = settings_of(context).files
+    limit, quota = files.max_file_bytes, files.workspace_max_bytes
     if len(content) > limit:
         return f"[{what} ({mime_type}, {len(content)} bytes) not saved: larger than the {limit}-byte file limit]"
     extension = mimetypes.guess_extension(mime_type.split(";")[0].strip()) or ".bin"

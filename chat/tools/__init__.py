@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from chat.agent.tools import Tool, ToolRegistry, make_tool
-from chat.skills import load_skill, read_skill_file
 
 from .bash import bash
 from .calculator import calculator
@@ -15,6 +14,7 @@ from .clock import current_time
 from .fetch import fetch_url
 from .files import list_files, read_file, write_file
 from .search import web_search
+from .skills import load_skill, read_skill_file
 
 BUILTIN_TOOLS: dict[str, Tool] = {
     tool.name: tool

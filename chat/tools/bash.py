@@ -1,10 +1,8 @@
 """`bash` (opt-in): a shell command in the conversation's workspace, inside chat.tools.sandbox.
 
-Limits from ToolContext.settings: AGENT_BASH_TIMEOUT, AGENT_BASH_CPU_SECONDS,
-AGENT_BASH_MEMORY_MB, AGENT_BASH_FILE_SIZE_MB, AGENT_BASH_MAX_PROCESSES,
-AGENT_BASH_MAX_OUTPUT, AGENT_BASH_UID, AGENT_BASH_TMP_MB, and the workspace
-quota AGENT_WORKSPACE_MAX_BYTES shared with write_file. What the sandbox does and does not
-protect against: chat/tools/sandbox.py and the README.
+Limits from the run's settings (chat.tools.config): a sandbox.Limits built from the
+AGENT_BASH_* settings and the workspace quota AGENT_WORKSPACE_MAX_BYTES shared with
+write_file. What the sandbox does and does not protect against: chat/tools/sandbox.py and the README.
 """
 
 from __future__ import annotations
@@ -15,24 +13,10 @@ from pathlib import Path
 from chat.agent.tools import ToolContext, ToolError
 
 from . import sandbox
+from .config import settings_of
 from .workspace import MAX_DEPTH
 
 MAX_COMMAND_CHARS = 20_000
-
-
-def limits_from(settings: dict) -> sandbox.Limits:
-    defaults = sandbox.Limits()
-    return sandbox.Limits(
-        timeout=float(settings.get("AGENT_BASH_TIMEOUT", defaults.timeout)),
-        cpu_seconds=int(settings.get("AGENT_BASH_CPU_SECONDS", defaults.cpu_seconds)),
-        memory_mb=int(settings.get("AGENT_BASH_MEMORY_MB", defaults.memory_mb)),
-        file_size_mb=int(settings.get("AGENT_BASH_FILE_SIZE_MB", defaults.file_size_mb)),
-        max_processes=int(settings.get("AGENT_BASH_MAX_PROCESSES", defaults.max_processes)),
-        max_output_chars=int(settings.get("AGENT_BASH_MAX_OUTPUT", defaults.max_output_chars)),
-        sandbox_uid=int(settings.get("AGENT_BASH_UID", defaults.sandbox_uid)),
-        tmp_mb=int(settings.get("AGENT_BASH_TMP_MB", defaults.tmp_mb)),
-        workspace_max_bytes=int(settings.get("AGENT_WORKSPACE_MAX_BYTES", defaults.workspace_max_bytes)),
-    )
 
 
 _SIGNALS = {
@@ -79,7 +63,7 @@ async def bash(command: str, context: ToolContext) -> str:
         raise ToolError("the command is empty")
     if len(command) > MAX_COMMAND_CHARS:
         raise ToolError(f"the command is longer than {MAX_COMMAND_CHARS} characters; write a script file first")
-    limits = limits_from(context.settings)
+    limits = settings_of(context).bash
     outcome = await sandbox.run(command, Path(context.workspace), limits)
     text = outcome.output
     if outcome.omitted_bytes:

@@ -2,9 +2,8 @@
 
 Redirects are followed here, not by httpx, so that every hop's URL goes
 through chat.tools.netguard before anything connects to it; the connection
-itself is made by netguard's transport to the address it checked. Limits from
-ToolContext.settings: AGENT_FETCH_MAX_BYTES (body bytes read), AGENT_FETCH_MAX_REDIRECTS,
-AGENT_FETCH_TIMEOUT (seconds for the whole fetch), AGENT_FETCH_ALLOWED_HOSTS.
+itself is made by netguard's transport to the address it checked. Limits and the
+allowed internal hosts come from the run's FetchSettings (chat.tools.config).
 """
 
 from __future__ import annotations
@@ -18,11 +17,9 @@ import httpx2
 
 from chat.agent.tools import ToolContext, ToolError
 
+from .config import FetchSettings, settings_of
 from .netguard import FetchPolicy, GuardedTransport
 
-MAX_BYTES = 2_000_000
-MAX_REDIRECTS = 5
-TIMEOUT = 15.0
 MAX_TEXT_CHARS = 20_000
 USER_AGENT = "agentsite-fetch/1.0 (+https://github.com/agentsite)"
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/ld+json")
@@ -107,11 +104,8 @@ async def _read_capped(response: httpx2.Response, limit: int) -> tuple[bytes, bo
     return b"".join(chunks), False
 
 
-async def _fetch(url: str, context: ToolContext) -> str:
-    settings = context.settings
-    max_bytes = int(settings.get("AGENT_FETCH_MAX_BYTES", MAX_BYTES))
-    max_redirects = int(settings.get("AGENT_FETCH_MAX_REDIRECTS", MAX_REDIRECTS))
-    policy = FetchPolicy(settings.get("AGENT_FETCH_ALLOWED_HOSTS", ()))
+async def _fetch(url: str, settings: FetchSettings) -> str:
+    policy = FetchPolicy(settings.allowed_hosts)
     try:
         target = httpx2.URL(url.strip())
     except Exception as exc:  # httpx2.InvalidURL and friends
@@ -120,10 +114,10 @@ async def _fetch(url: str, context: ToolContext) -> str:
         transport=GuardedTransport(policy),
         follow_redirects=False,
         trust_env=False,
-        timeout=httpx2.Timeout(float(settings.get("AGENT_FETCH_TIMEOUT", TIMEOUT))),
+        timeout=httpx2.Timeout(settings.timeout),
         headers={"User-Agent": USER_AGENT, "Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5"},
     ) as client:
-        for hop in range(max_redirects + 1):
+        for hop in range(settings.max_redirects + 1):
             await policy.check_url(target)
             try:
                 async with client.stream("GET", target) as response:
@@ -133,12 +127,12 @@ async def _fetch(url: str, context: ToolContext) -> str:
                         except Exception:
                             raise ToolError(f"{target} redirects to an invalid URL") from None
                         continue
-                    return await _render(target, response, max_bytes)
+                    return await _render(target, response, settings.max_bytes)
             except httpx2.TimeoutException:
                 raise ToolError(f"fetching {target} timed out") from None
             except httpx2.HTTPError as exc:
                 raise ToolError(f"fetching {target} failed: {type(exc).__name__}: {exc}") from None
-    raise ToolError(f"too many redirects (more than {max_redirects}); last one pointed to {target}")
+    raise ToolError(f"too many redirects (more than {settings.max_redirects}); last one pointed to {target}")
 
 
 def _charset(declared: str | None, body: bytes) -> str:
@@ -174,9 +168,9 @@ async def _render(url: httpx2.URL, response: httpx2.Response, max_bytes: int) ->
 
 async def fetch_url(url: str, context: ToolContext) -> str:
     """Fetch a web page (http or https) and return its readable text. Private and internal addresses are refused."""
-    timeout = float(context.settings.get("AGENT_FETCH_TIMEOUT", TIMEOUT))
+    settings = settings_of(context).fetch
     try:
-        async with asyncio.timeout(timeout):
-            return await _fetch(url, context)
+        async with asyncio.timeout(settings.timeout):
+            return await _fetch(url, settings)
     except TimeoutError:
-        raise ToolError(f"fetching {url} took longer than {timeout:g} s") from None
+        raise ToolError(f"fetching {url} took longer than {settings.timeout:g} s") from None

@@ -2,24 +2,18 @@
 
 Every path goes through chat.tools.workspace (relative only, no `..`, no NUL,
 no symlink out, opened without following a swapped-in symlink). Limits come
-from ToolContext.settings:
-
-- AGENT_FILE_READ_CHUNK: bytes one read_file call returns (the rest by `offset`)
-- AGENT_FILE_MAX_BYTES: largest file write_file writes
-- AGENT_WORKSPACE_MAX_BYTES: total size of a workspace after a write (the bash tool keeps the same quota)
+from the run's FilesSettings (chat.tools.config): the bytes one read_file call
+returns (the rest by `offset`), the largest file write_file writes, and the
+workspace quota (the bash tool keeps the same one).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from chat.agent.tools import ToolContext, ToolError
 
-from .workspace import Confined, workspace_of, workspace_path
+from .config import settings_of
+from .workspace import workspace_of
 
-READ_CHUNK = 16_000
-MAX_FILE_BYTES = 1_000_000
-MAX_WORKSPACE_BYTES = 50_000_000
 MAX_LISTED = 500
 
 
@@ -46,7 +40,7 @@ def _utf8_prefix(data: bytes) -> bytes:
 async def read_file(path: str, context: ToolContext, offset: int = 0) -> str:
     """Read a text file from the conversation's workspace. Long files come in chunks: when the
     result ends with a note giving a next offset, call again with that offset to continue."""
-    chunk = int(context.settings.get("AGENT_FILE_READ_CHUNK", READ_CHUNK))
+    chunk = settings_of(context).files.read_chunk
     if offset < 0:
         raise ToolError("offset must be 0 or more")
     data, size = workspace_of(context).read_bytes(path, offset=offset, limit=chunk)
@@ -66,8 +60,8 @@ async def read_file(path: str, context: ToolContext, offset: int = 0) -> str:
 async def write_file(path: str, content: str, context: ToolContext) -> str:
     """Write a text file in the conversation's workspace (created, or replaced when it exists).
     Folders in the path are created."""
-    limit = int(context.settings.get("AGENT_FILE_MAX_BYTES", MAX_FILE_BYTES))
-    quota = int(context.settings.get("AGENT_WORKSPACE_MAX_BYTES", MAX_WORKSPACE_BYTES))
+    files = settings_of(context).files
+    limit, quota = files.max_file_bytes, files.workspace_max_bytes
     data = content.encode("utf-8")
     if len(data) > limit:
         raise ToolError(f"content is {_human(len(data))}, more than the {_human(limit)} write limit")
@@ -92,15 +86,3 @@ async def list_files(context: ToolContext, path: str = ".") -> str:
     if cut:
         lines.append(f"[... listing stopped at {MAX_LISTED} entries]")
     return "\n".join(lines)
-
-
-def workspace_listing(conversation_id) -> list[tuple[str, int, datetime]]:
-    """Files of a conversation's workspace for the admin: (relative path, size in bytes, modified, UTC)."""
-    from django.conf import settings
-
-    entries, _cut = Confined(workspace_path(settings.AGENT_WORKSPACE_ROOT, conversation_id)).entries(".", limit=10_000)
-    return [
-        (rel, size, datetime.fromtimestamp(mtime, tz=timezone.utc))
-        for rel, size, mtime, is_dir in entries
-        if not is_dir
-    ]

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from chat.agent.tools import ToolError
 
-from .workspace import tree_size, walk
+from .workspace import WORKSPACE_MAX_BYTES, tree_size, walk
 
 # How often, at least, a running command's workspace is measured against its quota.
 QUOTA_POLL_SECONDS = 0.1
@@ -64,6 +64,8 @@ class SandboxUnavailable(ToolError):
 
 @dataclass(frozen=True)
 class Limits:
+    """The bash tool's settings (AGENT_BASH_*, AGENT_WORKSPACE_MAX_BYTES), defaults here only."""
+
     timeout: float = 30.0
     cpu_seconds: int = 30
     memory_mb: int = 512
@@ -73,7 +75,7 @@ class Limits:
     open_files: int = 256
     sandbox_uid: int = 65534
     tmp_mb: int = 64  # 0: no size of its own for /tmp (the kernel's default, half the RAM)
-    workspace_max_bytes: int = 50_000_000
+    workspace_max_bytes: int = WORKSPACE_MAX_BYTES
 
 
 @dataclass(frozen=True)

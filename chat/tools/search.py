@@ -1,5 +1,7 @@
 """`web_search`: Tavily's search API over httpx2; offered only when TAVILY_API_KEY is set.
 
+Its key and result count come from the run's SearchSettings (chat.tools.config).
+
 The model gets the results as text; the UI gets a `reference` event with each
 result's title, url and snippet.
 """
@@ -11,8 +13,9 @@ import httpx2
 from chat.agent.events import Reference, ReferenceEvent
 from chat.agent.tools import ToolContext, ToolError
 
+from .config import settings_of
+
 TAVILY_URL = "https://api.tavily.com/search"
-MAX_RESULTS = 5
 TIMEOUT = 20.0
 SNIPPET_CHARS = 300
 # Tests put an httpx2.MockTransport here; None means the real network.
@@ -21,7 +24,8 @@ TRANSPORT: httpx2.AsyncBaseTransport | None = None
 
 async def web_search(query: str, context: ToolContext) -> str:
     """Search the web and return the most relevant results (title, URL, extract). Cite the URLs you use."""
-    key = context.settings.get("TAVILY_API_KEY")
+    settings = settings_of(context).search
+    key = settings.api_key
     if not key:
         raise ToolError("web search is not configured on this server (no TAVILY_API_KEY)")
     query = query.strip()
@@ -29,13 +33,12 @@ async def web_search(query: str, context: ToolContext) -> str:
         raise ToolError("query is empty")
     if len(query) > 400:
         raise ToolError("query is longer than 400 characters; shorten it")
-    max_results = int(context.settings.get("AGENT_SEARCH_MAX_RESULTS", MAX_RESULTS))
     try:
         async with httpx2.AsyncClient(transport=TRANSPORT, timeout=TIMEOUT) as client:
             response = await client.post(
                 TAVILY_URL,
                 headers={"Authorization": f"Bearer {key}"},
-                json={"query": query, "max_results": max_results, "search_depth": "basic"},
+                json={"query": query, "max_results": settings.max_results, "search_depth": "basic"},
             )
     except httpx2.TimeoutException:
         raise ToolError("the search service did not answer in time") from None

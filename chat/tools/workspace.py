@@ -35,6 +35,8 @@ MAX_NAME_CHARS = 255
 # Folders nested deeper than this are refused by the file tools and make a workspace count as
 # over its quota; no real task needs them, and a walk holds one descriptor per level.
 MAX_DEPTH = 128
+# Default quota of a workspace (AGENT_WORKSPACE_MAX_BYTES), kept by write_file and bash alike.
+WORKSPACE_MAX_BYTES = 50_000_000
 
 log = logging.getLogger(__name__)
 

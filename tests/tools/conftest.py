@@ -6,6 +6,7 @@ import pytest
 
 from chat.agent.tools import ToolContext
 from chat.tools import netguard
+from chat.tools.config import SkillsSettings, ToolSettings
 
 # Names the tests may resolve, and to what. Everything else fails as if it did not exist,
 # so that no test can reach the internet through a name.
@@ -43,5 +44,5 @@ def context(workspace, tmp_path):
         conversation_id="c1",
         user_id="1",
         workspace=workspace,
-        settings={"AGENT_SKILLS_DIR": tmp_path / "skills"},
+        settings=ToolSettings(skills=SkillsSettings(skills_dir=tmp_path / "skills")),
     )

@@ -13,6 +13,7 @@ from chat.agent.tools import ToolError
 from chat.tools import sandbox
 from chat.tools.bash import bash
 
+from .helpers import configure
 from .hostile_commands import FORK_BOMBS, NETWORK, RESOURCES, SECRET_HUNTS, TIMEOUTS, WORKSPACE_FILLERS
 
 
@@ -52,14 +53,11 @@ def bash_context(context, workspace, monkeypatch):
     context.workspace = workspace
     for key, value in SECRETS.items():
         monkeypatch.setenv(key, value)
-    context.settings.update(
-        AGENT_BASH_TIMEOUT=3,
-        AGENT_BASH_CPU_SECONDS=2,
-        AGENT_BASH_MEMORY_MB=256,
-        AGENT_BASH_FILE_SIZE_MB=5,
-        AGENT_BASH_MAX_PROCESSES=16,
-        AGENT_BASH_MAX_OUTPUT=2000,
-        **SECRETS,  # even if a host put secrets in the tool settings, they never reach the command
+    configure(
+        context,
+        bash={"timeout": 3, "cpu_seconds": 2, "memory_mb": 256, "file_size_mb": 5, "max_processes": 16,
+              "max_output_chars": 2000},
+        search={"api_key": SECRETS["TAVILY_API_KEY"]},  # a key in the tool settings never reaches the command
     )
     return context
 
@@ -134,7 +132,7 @@ async def test_commands_past_the_timeout_are_killed(bash_context, name, command)
     import asyncio
     import time
 
-    bash_context.settings["AGENT_BASH_CPU_SECONDS"] = 30  # the wall clock, not the CPU limit, stops these
+    configure(bash_context, bash={"cpu_seconds": 30})  # the wall clock, not the CPU limit, stops these
     marker, command = _marked(command)
     started = time.monotonic()
     with pytest.raises(ToolError, match=r"killed.*longer than the 3 s time limit"):
@@ -168,7 +166,7 @@ async def test_no_network(bash_context, fake_llm, name, command):
 
 @pytest.mark.parametrize("name, command, expect", RESOURCES, ids=[n for n, _, _ in RESOURCES])
 async def test_resource_limits(bash_context, workspace, name, command, expect):
-    bash_context.settings.update(AGENT_BASH_TIMEOUT=20, AGENT_BASH_CPU_SECONDS=1)  # CPU: not wall time
+    configure(bash_context, bash={"timeout": 20, "cpu_seconds": 1})  # CPU: not wall time
     result = await bash(command, bash_context)
     assert re.search(expect, result), result[-500:]
     assert "ALLOCATED" not in result
@@ -218,7 +216,7 @@ async def test_empty_and_oversized_commands(bash_context):
 
 
 async def test_one_file_stops_at_what_the_quota_leaves(bash_context, workspace):
-    bash_context.settings.update(AGENT_WORKSPACE_MAX_BYTES=2_000_000)
+    configure(bash_context, bash={"workspace_max_bytes": 2_000_000})
     (workspace / "kept.txt").write_text("mine")
     result = await bash("head -c 4M /dev/zero > big.bin; echo DONE", bash_context)
     assert "file size limit: 1999996 bytes: what the workspace quota left" in result, result
@@ -232,7 +230,7 @@ async def test_one_file_stops_at_what_the_quota_leaves(bash_context, workspace):
 
 @pytest.mark.parametrize("name, command", WORKSPACE_FILLERS, ids=[n for n, _ in WORKSPACE_FILLERS])
 async def test_commands_that_write_past_the_quota_are_killed(bash_context, workspace, name, command):
-    bash_context.settings.update(AGENT_WORKSPACE_MAX_BYTES=2_000_000, AGENT_BASH_TIMEOUT=60)
+    configure(bash_context, bash={"workspace_max_bytes": 2_000_000, "timeout": 60})
     (workspace / "kept.txt").write_text("mine")
     with pytest.raises(ToolError, match="killed: the workspace holds \\d+ bytes, over its quota of 2000000") as failure:
         await bash(command, bash_context)
@@ -244,7 +242,7 @@ async def test_commands_that_write_past_the_quota_are_killed(bash_context, works
 
 
 async def test_a_full_workspace_still_lets_the_model_free_space(bash_context, workspace):
-    bash_context.settings.update(AGENT_WORKSPACE_MAX_BYTES=1000)
+    configure(bash_context, bash={"workspace_max_bytes": 1000})
     (workspace / "big.bin").write_bytes(b"x" * 5000)  # e.g. an upload that filled it
     result = await bash("sh -c 'echo more >> big.bin'; sh -c 'echo new > new.txt'; wc -c < big.bin", bash_context)
     assert "5000" in result and "over its quota of 1000 bytes" in result, result
@@ -264,7 +262,7 @@ async def test_folders_nested_too_deep_count_as_over_the_quota(bash_context, wor
 
 
 async def test_the_in_memory_tmp_is_size_limited(bash_context, workspace):
-    bash_context.settings.update(AGENT_BASH_TMP_MB=1, AGENT_BASH_TIMEOUT=20)
+    configure(bash_context, bash={"tmp_mb": 1, "timeout": 20})
     result = await bash("head -c 3M /dev/zero > /tmp/fill; echo status=$?; stat -c %s /tmp/fill; df -k /tmp", bash_context)
     assert "No space left on device" in result, result
     assert "status=1" in result, result

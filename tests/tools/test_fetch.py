@@ -18,6 +18,7 @@ from chat.agent.tools import ToolError
 from chat.tools import netguard
 from chat.tools.fetch import fetch_url, html_to_text
 
+from .helpers import configure
 from .hostile_urls import ADDRESSES, SCHEMES
 
 PAGE = b"""<!doctype html><html><head><title>Test  page</title><style>body{color:red}</style>
@@ -96,7 +97,7 @@ def connections(monkeypatch):
 
 @pytest.fixture
 def allow_local(context):
-    context.settings["AGENT_FETCH_ALLOWED_HOSTS"] = ["127.0.0.1"]
+    configure(context, fetch={"allowed_hosts": ("127.0.0.1",)})
     return context
 
 
@@ -140,7 +141,7 @@ async def test_redirect_from_an_allowed_host_to_a_refused_one(allow_local, base,
 
 
 async def test_redirect_to_loopback_port_is_refused_without_allow_list_for_the_target(context, connections):
-    context.settings["AGENT_FETCH_ALLOWED_HOSTS"] = ["intranet-only.example"]
+    configure(context, fetch={"allowed_hosts": ("intranet-only.example",)})
     with pytest.raises(ToolError, match="loopback"):
         await fetch_url("http://127.0.0.1:1/", context)
     assert connections == []
@@ -184,20 +185,20 @@ async def test_fetch_page_as_text(allow_local, base):
 async def test_redirects_are_followed_and_capped(allow_local, base, site):
     result = await fetch_url(f"{base}/redirect?to=/page", allow_local)
     assert "First paragraph." in result and f"URL: {base}/page" in result
-    allow_local.settings["AGENT_FETCH_MAX_REDIRECTS"] = 3
+    configure(allow_local, fetch={"max_redirects": 3})
     with pytest.raises(ToolError, match="too many redirects"):
         await fetch_url(f"{base}/loop", allow_local)
     assert site.requests.count("/loop") == 4
 
 
 async def test_size_cap(allow_local, base):
-    allow_local.settings["AGENT_FETCH_MAX_BYTES"] = 1000
+    configure(allow_local, fetch={"max_bytes": 1000})
     result = await fetch_url(f"{base}/big", allow_local)
     assert result.count("x") == 1000 and "[... truncated" in result
 
 
 async def test_time_cap(allow_local, base):
-    allow_local.settings["AGENT_FETCH_TIMEOUT"] = 0.5
+    configure(allow_local, fetch={"timeout": 0.5})
     started = time.monotonic()
     with pytest.raises(ToolError, match="timed out|longer than"):
         await fetch_url(f"{base}/slow", allow_local)

@@ -9,9 +9,11 @@ import uuid
 import pytest
 
 from chat.agent.tools import ToolError
-from chat.tools.files import list_files, read_file, workspace_listing, write_file
+from chat.tools.files import list_files, read_file, write_file
 from chat.tools.workspace import remove_tree
+from chat.workspaces import workspace_listing
 
+from .helpers import configure
 from .hostile_paths import ESCAPES, SYMLINK_ESCAPES
 
 
@@ -25,7 +27,7 @@ async def test_write_read_list_round_trip(context, workspace):
 
 
 async def test_read_in_chunks_with_offsets(context, workspace):
-    context.settings["AGENT_FILE_READ_CHUNK"] = 9
+    configure(context, files={"read_chunk": 9})
     (workspace / "long.txt").write_text("héllo wörld, this is long")
     first = await read_file("long.txt", context)
     assert first.startswith("héllo w\n[... 19 more bytes of 27")  # the cut never splits the ö
@@ -59,7 +61,7 @@ async def test_in_workspace_symlink_is_followed(context, workspace):
     ],
 )
 async def test_errors_say_what_was_wrong(context, workspace, call, message):
-    context.settings["AGENT_FILE_MAX_BYTES"] = 100
+    configure(context, files={"max_file_bytes": 100})
     (workspace / "sub").mkdir()
     (workspace / "a.txt").write_text("abc")
     (workspace / "bin.dat").write_bytes(b"\x89PNG\x00\x00")
@@ -69,7 +71,7 @@ async def test_errors_say_what_was_wrong(context, workspace, call, message):
 
 
 async def test_workspace_quota(context, workspace):
-    context.settings["AGENT_WORKSPACE_MAX_BYTES"] = 50
+    configure(context, files={"workspace_max_bytes": 50})
     await write_file("a.txt", "x" * 40, context)
     with pytest.raises(ToolError, match="quota"):
         await write_file("b.txt", "x" * 20, context)
@@ -89,7 +91,7 @@ def nest(folder, depth: int) -> None:
 
 
 async def test_replacing_a_file_counts_its_new_size_only(context, workspace):
-    context.settings["AGENT_WORKSPACE_MAX_BYTES"] = 50
+    configure(context, files={"workspace_max_bytes": 50})
     await write_file("a.txt", "x" * 40, context)
     assert await write_file("a.txt", "y" * 45, context) == "wrote 45 bytes to a.txt"
     with pytest.raises(ToolError, match="quota"):

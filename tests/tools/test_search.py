@@ -12,6 +12,8 @@ from chat.agent.tools import ToolError
 from chat.tools import search
 from chat.tools.search import web_search
 
+from .helpers import configure
+
 RESULTS = {
     "query": "django channels",
     "answer": None,
@@ -47,7 +49,7 @@ async def test_results_and_reference_event(context, tavily):
         emitted.append(event)
 
     context.emit = emit
-    context.settings.update(TAVILY_API_KEY="tvly-test", AGENT_SEARCH_MAX_RESULTS=3)
+    configure(context, search={"api_key": "tvly-test", "max_results": 3})
     text = await web_search("django channels", context)
     assert "[1] Channels docs\nURL: https://channels.readthedocs.io/\nChannels extends Django" in text
     assert "[2] https://example.org/b" in text and "no url" not in text
@@ -74,7 +76,7 @@ async def test_results_and_reference_event(context, tavily):
 )
 async def test_errors(context, tavily, key, query, message):
     if key:
-        context.settings["TAVILY_API_KEY"] = key
+        configure(context, search={"api_key": key})
     with pytest.raises(ToolError, match=message):
         await web_search(query, context)
 

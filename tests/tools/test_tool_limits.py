@@ -74,4 +74,4 @@ def test_build_agent_wires_limits(settings):
     assert isinstance(agent.tool_interceptors[0], ToolRateLimit)
     context = tool_context(conversation_id="abc", user_id="1")
     assert context.workspace == settings.AGENT_WORKSPACE_ROOT / "abc"
-    assert context.settings["AGENT_BASH_TIMEOUT"] == 10 and "SECRET_KEY" not in context.settings
+    assert context.settings.bash.timeout == 10 and context.settings.files.read_chunk == settings.AGENT_FILE_READ_CHUNK

@@ -16,6 +16,7 @@ from chat.agent.events import ReferenceEvent, ToolEndEvent
 from chat.tools import build_registry, search
 from tests.fakellm import text_reply, tool_call_reply
 
+from .helpers import configure
 from .test_bash import _sandbox_problem
 
 REPO_SKILLS = Path(__file__).resolve().parent.parent.parent / "skills"
@@ -81,19 +82,19 @@ CASES = [
 @pytest.mark.parametrize("name, arguments, expected", CASES, ids=[c[0] for c in CASES])
 async def test_tool_through_the_loop(fake_llm, context, workspace, name, arguments, expected):
     (workspace / "data.txt").write_text("line one\n")
-    context.settings["AGENT_SKILLS_DIR"] = REPO_SKILLS
+    configure(context, skills={"skills_dir": REPO_SKILLS})
     end, _ = await run_tool(fake_llm, context, name, arguments)
     assert end.is_error is False and expected in end.result
 
 
 async def test_fetch_url_through_the_loop(fake_llm, context, page_url):
-    context.settings["AGENT_FETCH_ALLOWED_HOSTS"] = ["127.0.0.1"]
+    configure(context, fetch={"allowed_hosts": ("127.0.0.1",)})
     end, _ = await run_tool(fake_llm, context, "fetch_url", {"url": page_url})
     assert end.is_error is False and "Served locally." in end.result and "x()" not in end.result
 
 
 async def test_web_search_through_the_loop(fake_llm, context, tavily):
-    context.settings["TAVILY_API_KEY"] = "tvly-test"
+    configure(context, search={"api_key": "tvly-test"})
     end, events = await run_tool(fake_llm, context, "web_search", {"query": "anything"})
     assert end.is_error is False and "[1] Hit" in end.result
     (reference,) = [e for e in events if isinstance(e, ReferenceEvent)]

@@ -95,7 +95,7 @@ async def test_files_fetch_and_bash_share_the_conversation_workspace(conversatio
     if "bash" in ends:
         assert ends["bash"]["isError"] is False and ends["bash"]["result"] == "2\n[exit code 0]"
 
-    from chat.tools.files import workspace_listing
+    from chat.workspaces import workspace_listing
 
     assert [row[0] for row in await sync_to_async(workspace_listing)(conversation.pk)] == ["data.csv"]
 
