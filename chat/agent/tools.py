@@ -17,7 +17,7 @@ import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 

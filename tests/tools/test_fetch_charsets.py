@@ -14,6 +14,8 @@ import pytest
 
 from chat.tools.fetch import fetch_url
 
+from .helpers import configure
+
 PAGES = {
     "/utf7": ("text/plain; charset=utf-7", b"caf+AOk- +2AA- end"),
     "/escape": ("text/plain; charset=unicode_escape", b"a \\ud800 b \\x00 c"),
@@ -62,7 +64,7 @@ def site():
 
 @pytest.fixture
 def fetch(site, context):
-    context.settings["AGENT_FETCH_ALLOWED_HOSTS"] = ["127.0.0.1"]
+    configure(context, fetch={"allowed_hosts": ("127.0.0.1",)})
 
     async def get(path: str) -> str:
         result = await fetch_url(f"{site}{path}", context)
