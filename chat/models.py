@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from .frames import EventFrame, event_frame
 
-
 # The partial unique index that allows one running run per conversation.
 RUNNING_RUN_CONSTRAINT = "one_running_run_per_conversation"
 

@@ -335,12 +335,17 @@ def run_interrupt(
         if run is None:
             return None
         ended = set(Event.objects.filter(run_id=run_id, type="tool_end").values_list("payload__toolCallId", flat=True))
-        payloads = [
-            ToolEndEvent(tool_name, call_id, error_result("interrupted"), True, 0).to_dict()
-            for call_id, tool_name in Event.objects.filter(run_id=run_id, type="tool_start")
-            .order_by("seq").values_list("payload__toolCallId", "payload__toolName")
-            if call_id not in ended
+        # Whole payloads: SQLite would decode an `arguments` string that holds JSON.
+        open_calls = [
+            (start["toolCallId"], start["toolName"], start["arguments"])
+            for start in Event.objects.filter(run_id=run_id, type="tool_start").order_by("seq")
+            .values_list("payload", flat=True)
+            if start["toolCallId"] not in ended
         ]
+        result, now = error_result("interrupted"), timezone.now()
+        payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
+        records = [ToolRecordData(call_id, name, arguments, result, True, now, 0)
+                   for call_id, name, arguments in open_calls]
         error = ErrorEvent(ErrorCode.INTERRUPTED, message, run.worker).to_dict()
         resumed = run.resumes < max_resumes
         if resumed:
@@ -352,7 +357,7 @@ def run_interrupt(
             payloads += [error, CompleteEvent(RunStatus.INTERRUPTED).to_dict()]
             run.status, run.finished_at, run.error = Run.Status.INTERRUPTED, timezone.now(), f"INTERRUPTED: {message}"
             run.save(update_fields=["status", "finished_at", "error"])
-        (frames,) = _append_batches([EventBatch(run.conversation_id, run_id, payloads)])
+        (frames,) = _append_batches([EventBatch(run.conversation_id, run_id, payloads, records)])
         if frames is None:
             raise ConversationGone(str(run.conversation_id))
     return Interruption(run, frames, resumed)

@@ -6,7 +6,6 @@ Delivery is at most once; a socket that sees a seq gap reads the database.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from channels.layers import get_channel_layer
 
@@ -23,14 +22,14 @@ def conversation_group(conversation_id) -> str:
     return f"conversation.{conversation_id}"
 
 
-async def publish(conversation_id, frames: Sequence[EventFrame]) -> None:
+async def publish(conversation_id, frames: list[EventFrame]) -> None:
     """Ring the doorbell of every socket of the conversation; the frames ride along so that
     a socket that has seen everything before them needs no query."""
     if not frames:
         return
     try:
         await get_channel_layer().group_send(
-            conversation_group(conversation_id), {"type": "chat.events", "events": list(frames)}
+            conversation_group(conversation_id), {"type": "chat.events", "events": frames}
         )
     except Exception:  # the layer is best effort; sockets fill gaps from the database
         logger.warning("group_send failed for conversation %s", conversation_id, exc_info=True)

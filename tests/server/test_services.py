@@ -227,6 +227,8 @@ def test_interrupt_with_a_resume_left_hands_the_run_to_the_new_worker(conversati
     ]
     run.refresh_from_db()
     assert (run.status, run.worker, run.resumes) == ("running", "runs.new", 1)
+    record = ToolRecord.objects.get(run=run)  # the closed call is indexed like any other
+    assert (record.tool_call_id, record.arguments, record.is_error) == ("c1", "{}", True)
     assert run.heartbeat_at > cutoff  # fresh: no other reaper takes it again
     assert services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.third",
                                   max_resumes=5) is None

@@ -8,8 +8,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat import services
-from chat.runtime import sink as sink_module
 from chat.models import Event
+from chat.runtime import sink as sink_module
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
