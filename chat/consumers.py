@@ -19,8 +19,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import selectors, services
-from .runtime.registry import get_registry
 from .runtime.doorbell import conversation_group
+from .runtime.registry import get_registry
 
 logger = logging.getLogger(__name__)
 

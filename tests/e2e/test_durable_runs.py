@@ -62,6 +62,12 @@ async def check_run(client: Client, conversation: str, watched: list[dict], *, a
     return stored
 
 
+def stop(*servers) -> None:
+    """Free the servers' database connections now rather than at the end of the session."""
+    for server in servers:
+        server.stop()
+
+
 @pytest.fixture
 async def pair(databases, make_server):
     """Two processes on a database of their own: no other server may take their runs."""
@@ -71,6 +77,7 @@ async def pair(databases, make_server):
     client = await Client(a).signup()
     yield a, b, client
     await client.aclose()
+    stop(a, b)
 
 
 async def test_kill_9_mid_stream_the_other_process_finishes_the_run(pair, replies):
@@ -144,6 +151,7 @@ async def test_kill_9_mid_tool_call_closes_the_call_and_the_model_goes_on(databa
     finally:
         await client.aclose()
         slow_site.close()
+        stop(a, b)
 
     tool_end = next(f for f in stored if f["type"] == "tool_end")
     assert tool_end == {**tool_end, "toolCallId": "call_fetch", "result": '{"error": "interrupted"}', "isError": True}
@@ -191,6 +199,7 @@ async def test_sigterm_hands_the_run_over_at_once(databases, make_server, replie
                                  answer="Answered after the deploy.", resumes=1)
     finally:
         await client.aclose()
+        stop(a, b)
     received_on_a = events_only(on_a.frames)
     assert received_on_a == stored[: len(received_on_a)]
     assert "released 1 run(s)" in a.log(tail=None)
@@ -201,6 +210,7 @@ async def test_both_processes_killed_in_turn(databases, make_server, replies):
     resumes = {"AGENT_MAX_RESUMES": "2"}
     a = make_server(database, name="A-first", **resumes)
     b = make_server(database, name="B-second", **resumes)
+    a_again = None
     client = await Client(a).signup()
     try:
         message = replies.set("durable: two deaths",
@@ -232,6 +242,7 @@ async def test_both_processes_killed_in_turn(databases, make_server, replies):
                                  answer="Third time lucky.", resumes=2)
     finally:
         await client.aclose()
+        stop(*(server for server in (a, b, a_again) if server))
     for watcher in (on_a, on_b):  # what each dead process's client saw is in the log, in place
         received = events_only(watcher.frames)
         assert received == stored[: len(received)]

@@ -60,6 +60,7 @@ async def test_sigterm_without_resumes_closes_the_running_run_as_interrupted(dat
 async def test_sigterm_hands_the_run_over_and_the_restarted_server_finishes_it(databases, make_server, replies):
     database = databases.new()
     server = make_server(database, name="sigterm-release")
+    restarted = None
     client = await Client(server).signup()
     try:
         message = replies.set("stop and resume", slow_text_reply(answer_text(300, "r"), chunks=300, delay=0.05),
@@ -86,6 +87,9 @@ async def test_sigterm_hands_the_run_over_and_the_restarted_server_finishes_it(d
         events = await client.events(conversation)
     finally:
         await client.aclose()
+        for process in (server, restarted):
+            if process:
+                process.stop()  # its database connections now rather than at the end of the session
 
     assert seen == events  # the reconnected client saw the whole run, the resumed end live or replayed
     assert_contiguous(events)
