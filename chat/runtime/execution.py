@@ -58,11 +58,14 @@ class RunHandle:
         else:  # still loading: remember, and stop as soon as the agent exists
             self.stop_reason = reason
 
+    @property
+    def ending(self) -> bool:
+        """The agent has ended: only its outcome is left to store."""
+        return self.agent_run is not None and self.agent_run.result.status != "running"
+
     def abandon(self) -> None:
         """Drop the run without a word: another process continues it from the event log."""
-        if self.agent_run is not None and self.agent_run.result.status != "running":
-            return  # the agent has ended: its outcome is being written, let it
-        if self.task is not None:
+        if self.task is not None and not self.ending:  # an outcome being stored is let be
             self.task.cancel()
 
 

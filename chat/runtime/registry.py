@@ -138,7 +138,7 @@ class RunRegistry:
         self.stopping = True
         await self._supervisor.stop()
         handles = list(self._handles.values())
-        released = [h.run_id for h in handles if h.resumes < settings.AGENT_MAX_RESUMES]
+        released = [h.run_id for h in handles if h.resumes < settings.AGENT_MAX_RESUMES and not h.ending]
         for handle in handles:
             if handle.run_id in released:
                 handle.abandon()
