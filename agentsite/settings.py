@@ -260,6 +260,8 @@ AGENT_MESSAGES_PER_MINUTE = env_number("AGENT_MESSAGES_PER_MINUTE", "20")
 # Seconds between a running run's heartbeats, and silence after which it is dead.
 AGENT_HEARTBEAT_SECONDS = env_number("AGENT_HEARTBEAT_SECONDS", "5", float)
 AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
+# Times a run whose process died is continued by another process (PROTOCOL section 9).
+AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

@@ -1,4 +1,4 @@
-"""The WebSocket protocol (PROTOCOL.md section 3), and nothing else: runs live in chat.runs.
+"""The WebSocket protocol (PROTOCOL.md section 3), and nothing else: runs live in chat.runtime.
 
 Connect order (Zulip's register-then-fetch): join the conversation's group,
 then read the history after `after`, send it and `sync`. Live batches that
@@ -19,8 +19,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import selectors, services
-from .runs import get_registry
-from .sink import conversation_group
+from .runtime.doorbell import conversation_group
+from .runtime.registry import get_registry
 from .text import clean_value, invalid_reason
 
 logger = logging.getLogger(__name__)

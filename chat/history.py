@@ -5,7 +5,8 @@ each tool round as an assistant message with its tool_calls followed by the
 tool results (in call order), and the answer. Thinking is left out: providers
 such as DeepSeek refuse reasoning sent back as input. Text that a failed model
 call had streamed before an LLM_CALL_FAILED error is left out too: the retry
-answers again from the start.
+answers again from the start; so is the text of an attempt whose process died
+before a resume (error INTERRUPTED with `resumed: true`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             results[event["toolCallId"]] = event["result"]
         elif kind == "error" and event.get("code") == "LLM_CALL_FAILED" and not calls:
             text = []  # the failed attempt's partial answer; the retry streams it anew
+        elif kind == "error" and event.get("resumed") and not calls:
+            text = []  # likewise the answer a dead process had begun: the resumed run answers anew
     close_round()
     return messages
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from .runs import get_registry
+from .runtime.registry import get_registry
 
 _kicked: weakref.WeakSet = weakref.WeakSet()
 

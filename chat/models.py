@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from .frames import EventFrame, event_frame
 
 # The partial unique index that allows one running run per conversation.
 RUNNING_RUN_CONSTRAINT = "one_running_run_per_conversation"
@@ -63,6 +64,8 @@ class Run(models.Model):
     # The channel of the server process running it: cancel requests are sent there.
     worker = models.CharField(max_length=200, blank=True, default="")
     cancel_requested = models.BooleanField(default=False)
+    # Times the run was continued by another process after its own died (AGENT_MAX_RESUMES).
+    resumes = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-started_at"]
@@ -100,8 +103,8 @@ class Event(models.Model):
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"
 
-    def to_frame(self) -> dict:
-        return {**self.payload, "seq": self.seq, "runId": str(self.run_id)}
+    def to_frame(self) -> EventFrame:
+        return event_frame(self.payload, seq=self.seq, run_id=self.run_id)
 
 
 class ToolRecord(models.Model):

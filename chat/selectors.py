@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from .frames import EventFrame, event_frame
 from .models import Conversation, Event, Run
 from .paging import page_of
 
@@ -30,7 +31,9 @@ def conversation_for_user(*, user, conversation_id) -> Conversation | None:
     return conversations_for_user(user=user).filter(pk=conversation_id).first()
 
 
-def events_after(*, conversation_id, after: int = 0, until: int | None = None, limit: int | None = None) -> list[dict]:
+def events_after(
+    *, conversation_id, after: int = 0, until: int | None = None, limit: int | None = None
+) -> list[EventFrame]:
     """Protocol frames of the persisted events with after < seq (<= until), in order."""
     rows = Event.objects.filter(conversation_id=conversation_id, seq__gt=after)
     if until is not None:
@@ -38,26 +41,26 @@ def events_after(*, conversation_id, after: int = 0, until: int | None = None, l
     rows = rows.order_by("seq").values_list("seq", "run_id", "payload")
     if limit is not None:
         rows = rows[:limit]
-    return [{**payload, "seq": seq, "runId": str(run_id)} for seq, run_id, payload in rows]
+    return [event_frame(payload, seq=seq, run_id=run_id) for seq, run_id, payload in rows]
 
 
 def running_run(*, conversation_id) -> Run | None:
     return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
 
 
-def runs_history_events(*, runs: dict) -> dict:
-    """For new runs, {conversation_id: run_id}: the events of each conversation's finished runs,
-    the memory its new run starts from; one query for them all."""
+def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:
+    """For running runs, {conversation_id: run_id}: the events each one's memory is made of, its
+    conversation's finished runs and its own events so far (chat.history makes the model's
+    messages of them); one query for them all."""
     rows = (
         Event.objects.filter(conversation_id__in=list(runs))
-        .exclude(run_id__in=list(runs.values()))
-        .exclude(run__status=Run.Status.RUNNING)
+        .filter(Q(run_id__in=list(runs.values())) | ~Q(run__status=Run.Status.RUNNING))
         .order_by("conversation_id", "seq")
-        .values_list("conversation_id", "run_id", "payload")
+        .values_list("conversation_id", "seq", "run_id", "payload")
     )
     out: dict = {key: [] for key in runs}
-    for conversation_id, run_id, payload in rows:
-        out[conversation_id].append({**payload, "runId": str(run_id)})
+    for conversation_id, seq, run_id, payload in rows:
+        out[conversation_id].append(event_frame(payload, seq=seq, run_id=run_id))
     return out
 
 

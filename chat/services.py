@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +17,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, F, Value, When
 from django.utils import timezone
 
+from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
+from chat.agent.tools import error_result
+
+from .frames import EventFrame, event_frame
 from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Run, ToolRecord
 from .text import clean, clean_value
 
@@ -71,14 +75,6 @@ def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 
 
-def _append(*, conversation_id, run_id, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Inside a transaction: allocate seqs and insert one run's events; returns the protocol frames."""
-    frames = _append_batches([EventBatch(conversation_id, run_id, payloads)])[0]
-    if frames is None:
-        raise ConversationGone(str(conversation_id))
-    return frames
-
-
 @dataclass(frozen=True)
 class EventBatch:
     """A run's events to store together, with the tool records that ended in them and, for
@@ -98,7 +94,7 @@ def events_append(
     payloads: list[dict[str, Any]],
     tool_records: list[ToolRecordData] = (),
     outcome: RunOutcome | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EventFrame]:
     """Store one batch of a run's events in one transaction; returns the frames."""
     batch = EventBatch(conversation_id, run_id, payloads, list(tool_records), outcome)
     frames = events_append_many(batches=[batch])[0]
@@ -107,7 +103,7 @@ def events_append(
     return frames
 
 
-def events_append_many(*, batches: list[EventBatch]) -> list[list[dict[str, Any]] | None]:
+def events_append_many(*, batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     """Store the batches of many runs in one transaction (group commit: one commit for every
     run of the process that has something to write, instead of one each). Returns each
     batch's frames, or None for a batch whose conversation was deleted (nothing stored).
@@ -118,9 +114,10 @@ def events_append_many(*, batches: list[EventBatch]) -> list[list[dict[str, Any]
         return _append_batches(batches)
 
 
-def _append_batches(batches: list[EventBatch]) -> list[list[dict[str, Any]] | None]:
-    """events_append_many inside the caller's transaction."""
-    results: list[list[dict[str, Any]] | None] = [None] * len(batches)
+def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
+    """events_append_many inside the caller's transaction: the one place where payloads
+    become Event rows (every other write of events goes through it)."""
+    results: list[list[EventFrame] | None] = [None] * len(batches)
     events: list[Event] = []
     now = timezone.now()
     counts: dict[Any, int] = {}
@@ -143,7 +140,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[dict[str, Any]] | No
             for i, p in enumerate(payloads)
         )
         run_id = str(batch.run_id)
-        results[index] = [{**p, "seq": first + i, "runId": run_id} for i, p in enumerate(payloads)]
+        results[index] = [event_frame(p, seq=first + i, run_id=run_id) for i, p in enumerate(payloads)]
         if batch.tool_records:
             ToolRecord.objects.bulk_create(
                 ToolRecord(run_id=batch.run_id, **clean_value(vars(record))) for record in batch.tool_records
@@ -197,35 +194,9 @@ def _title_of(content: str) -> str:
     return clean(" ".join(content.split())[:60])
 
 
-def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[dict]]:
-    """Create the conversation's running run and its user_message event.
-
-    RunInProgress when the conversation already has a running run (enforced by a
-    partial unique index, so two processes cannot both win); RateLimited when
-    the user started too many runs in the last minute.
-    """
-    limit = settings.AGENT_MESSAGES_PER_MINUTE
-    if limit and Run.objects.filter(user=user, started_at__gte=timezone.now() - timedelta(minutes=1)).count() >= limit:
-        raise RateLimited(f"at most {limit} messages per minute")
-    # No savepoint around the insert (two statements fewer on the run-start path, which
-    # queues on the ORM thread): a conflict rolls the whole transaction back anyway.
-    try:
-        with transaction.atomic():
-            run = Run.objects.create(conversation=conversation, user=user, model=model, worker=worker)
-            if not conversation.title:
-                Conversation.objects.filter(pk=conversation.pk, title="").update(title=_title_of(content))
-            frames = _append(conversation_id=conversation.pk, run_id=run.pk,
-                             payloads=[{"type": "user_message", "content": content}])
-    except IntegrityError as exc:
-        if RUNNING_RUN_CONSTRAINT in str(exc) or "chat_run.conversation_id" in str(exc):
-            raise RunInProgress(str(conversation.pk)) from None
-        raise
-    return run, frames
-
-
 @dataclass(frozen=True)
 class RunStart:
-    """One user message to start a run for (see runs_start_many)."""
+    """One user message to start a run for (see runs_start)."""
 
     conversation: Conversation
     user: Any
@@ -234,113 +205,163 @@ class RunStart:
     worker: str
 
 
-def runs_start_many(*, starts: list[RunStart]) -> list[tuple[Run, list[dict]] | Exception]:
-    """run_start for many messages at once: each one's (run, frames), or the RunInProgress /
-    RateLimited / other exception that kept it from starting.
+def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[EventFrame]]:
+    """runs_start for one message: (run, frames), or its RunInProgress / RateLimited raised."""
+    (result,) = runs_start(starts=[RunStart(conversation, user, content, model, worker)])
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] | Exception]:
+    """Start a run for each message: its running Run and user_message frames, or the exception
+    that kept it from starting: RunInProgress when the conversation already has a running run
+    (a partial unique index makes that hold across processes too), RateLimited when the user
+    started AGENT_MESSAGES_PER_MINUTE runs in the last minute.
 
     When hundreds of messages arrive together, run starts queue on the ORM thread, which
     must win the GIL back from the busy event loop after every statement: a handful of
-    statements for the whole group instead of seven per start. Conflicts are found by
-    query first; should the database still refuse the group (another process won a race,
-    a conversation was deleted meanwhile), each start is retried alone with run_start,
-    whose own checks and constraint give each message its own answer.
+    statements for the whole group. Conflicts are found by query first; should the database
+    still refuse the group (another process won a race, a conversation was deleted
+    meanwhile), each start is tried again alone, so that each message gets its own answer.
     """
-    results: list[tuple[Run, list[dict]] | Exception | None] = [None] * len(starts)
-    now = timezone.now()
-    limit = settings.AGENT_MESSAGES_PER_MINUTE
     try:
         with transaction.atomic():
-            recent: dict[Any, int] = {}
-            if limit:
-                recent = dict(
-                    Run.objects.filter(user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1))
-                    .values("user").annotate(n=Count("pk")).values_list("user", "n")
-                )
-            keys = {_conversation_key(s.conversation.pk) for s in starts}
-            busy = set(Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING)
-                       .values_list("conversation", flat=True))
-            accepted: list[tuple[int, Run]] = []
-            for index, start in enumerate(starts):
-                key = _conversation_key(start.conversation.pk)
-                if limit and recent.get(start.user.pk, 0) >= limit:
-                    results[index] = RateLimited(f"at most {limit} messages per minute")
-                elif key in busy:
-                    results[index] = RunInProgress(str(key))
-                else:
-                    busy.add(key)
-                    recent[start.user.pk] = recent.get(start.user.pk, 0) + 1
-                    accepted.append((index, Run(conversation_id=key, user=start.user, model=start.model,
-                                                worker=start.worker, started_at=now, heartbeat_at=now)))
-            if accepted:
-                Run.objects.bulk_create([run for _, run in accepted])
-                titles = {
-                    run.conversation_id: _title_of(starts[index].content)
-                    for index, run in accepted if not starts[index].conversation.title
-                }
-                if titles:
-                    Conversation.objects.filter(pk__in=titles, title="").update(
-                        title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
-                    )
-                frames = _append_batches([
-                    EventBatch(run.conversation_id, run.pk, [{"type": "user_message", "content": starts[index].content}])
-                    for index, run in accepted
-                ])
-                if any(f is None for f in frames):
-                    raise ConversationGone("a conversation was deleted")  # -> one by one below
-                for (index, run), run_frames in zip(accepted, frames):
-                    results[index] = (run, run_frames)
-    except Exception:
-        results = []
-        for start in starts:
-            try:
-                results.append(run_start(conversation=start.conversation, user=start.user, content=start.content,
-                                         model=start.model, worker=start.worker))
-            except Exception as exc:
-                results.append(exc)
+            return _runs_start_group(starts)
+    except IntegrityError as exc:
+        if len(starts) > 1:
+            return [runs_start(starts=[start])[0] for start in starts]
+        # PostgreSQL names the partial index; SQLite names the column of a UNIQUE failure only.
+        if RUNNING_RUN_CONSTRAINT in str(exc) or "UNIQUE constraint failed: chat_run.conversation_id" in str(exc):
+            return [RunInProgress(str(starts[0].conversation.pk))]
+        return [exc]
+    except Exception as exc:
+        if len(starts) > 1:
+            return [runs_start(starts=[start])[0] for start in starts]
+        return [exc]
+
+
+def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] | Exception]:
+    results: list[tuple[Run, list[EventFrame]] | Exception | None] = [None] * len(starts)
+    now = timezone.now()
+    limit = settings.AGENT_MESSAGES_PER_MINUTE
+    recent: dict[Any, int] = {}
+    if limit:
+        recent = dict(
+            Run.objects.filter(user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1))
+            .values("user").annotate(n=Count("pk")).values_list("user", "n")
+        )
+    keys = {_conversation_key(s.conversation.pk) for s in starts}
+    busy = set(Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING)
+               .values_list("conversation", flat=True))
+    accepted: list[tuple[int, Run]] = []
+    for index, start in enumerate(starts):
+        key = _conversation_key(start.conversation.pk)
+        if limit and recent.get(start.user.pk, 0) >= limit:
+            results[index] = RateLimited(f"at most {limit} messages per minute")
+        elif key in busy:
+            results[index] = RunInProgress(str(key))
+        else:
+            busy.add(key)
+            recent[start.user.pk] = recent.get(start.user.pk, 0) + 1
+            accepted.append((index, Run(conversation_id=key, user=start.user, model=start.model,
+                                        worker=start.worker, started_at=now, heartbeat_at=now)))
+    if accepted:
+        Run.objects.bulk_create([run for _, run in accepted])
+        titles = {
+            run.conversation_id: _title_of(starts[index].content)
+            for index, run in accepted if not starts[index].conversation.title
+        }
+        if titles:
+            Conversation.objects.filter(pk__in=titles, title="").update(
+                title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
+            )
+        frames = _append_batches([
+            EventBatch(run.conversation_id, run.pk, [UserMessageEvent(starts[index].content).to_dict()])
+            for index, run in accepted
+        ])
+        if any(f is None for f in frames):
+            raise ConversationGone("a conversation was deleted")  # -> one by one
+        for (index, run), run_frames in zip(accepted, frames):
+            results[index] = (run, run_frames)
     return results
 
 
-def runs_heartbeat(*, run_ids: list) -> set:
-    """Mark the runs alive; returns the ids of those still running with a cancel requested,
-    and of those no longer running (closed by someone else), which the caller must stop."""
-    Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
+def runs_heartbeat(*, run_ids: list, worker: str) -> tuple[set, set]:
+    """Mark the worker's runs alive. Returns (to_cancel, lost): the runs with a cancel requested,
+    and those the worker no longer holds (finished by someone else, or resumed by another
+    process after this one was taken for dead), which it must drop without a word."""
+    held = Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING, worker=worker)
+    held.update(heartbeat_at=timezone.now())
     # Keyed by str: callers pass ids as str (the registry's keys) or UUID, the ORM returns UUIDs.
-    alive = {
-        str(pk): flag
-        for pk, flag in Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).values_list("pk", "cancel_requested")
-    }
-    return {run_id for run_id in run_ids if alive.get(str(run_id), True)}
+    flags = {str(pk): flag for pk, flag in held.values_list("pk", "cancel_requested")}
+    to_cancel = {run_id for run_id in run_ids if flags.get(str(run_id))}
+    lost = {run_id for run_id in run_ids if str(run_id) not in flags}
+    return to_cancel, lost
 
 
 def run_request_cancel(*, run_id) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True)
 
 
-def run_interrupt(*, run_id, stale_before: datetime | None = None, message: str) -> list[dict[str, Any]]:
-    """Close a run whose process is gone: a tool_end for each open tool call, error
-    INTERRUPTED and complete `interrupted`. Returns [] when the run is not (or no longer)
-    a stale running run, so that only one process closes it and a live one never is."""
+# A released run's heartbeat: stale for every reaper, whatever its timeout.
+RELEASED_HEARTBEAT = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def runs_release(*, run_ids: list, worker: str) -> int:
+    """A stopping process hands its runs over: still running, but with a stale heartbeat and no
+    worker, so that the next reaper pass of any process continues them."""
+    return Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING, worker=worker).update(
+        heartbeat_at=RELEASED_HEARTBEAT, worker=""
+    )
+
+
+@dataclass(frozen=True)
+class Interruption:
+    run: Run
+    frames: list[EventFrame]
+    resumed: bool  # the run goes on under `worker`; else it is complete `interrupted`
+
+
+def run_interrupt(
+    *, run_id, message: str, stale_before: datetime | None = None, worker: str = "", max_resumes: int = 0
+) -> Interruption | None:
+    """Close the interrupted attempt of a run whose process is gone: a tool_end error for each
+    open tool call, then error INTERRUPTED. While it has resumes left (fewer than max_resumes)
+    the run is handed to `worker` to continue (the error says `resumed: true`); past that it
+    completes `interrupted`. None when the run is not (or no longer) a stale running run, so
+    that only one process takes it and a live one never is."""
     with transaction.atomic():
         runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
         if stale_before is not None:
             runs = runs.filter(heartbeat_at__lt=stale_before)
         run = runs.select_for_update().first()
         if run is None:
-            return []
-        payloads: list[dict[str, Any]] = []
-        started = dict(
-            Event.objects.filter(run_id=run_id, type="tool_start").values_list("payload__toolCallId", "payload__toolName")
-        )
+            return None
         ended = set(Event.objects.filter(run_id=run_id, type="tool_end").values_list("payload__toolCallId", flat=True))
-        for call_id, tool_name in started.items():
-            if call_id not in ended:
-                payloads.append({"type": "tool_end", "toolName": tool_name, "toolCallId": call_id,
-                                 "result": '{"error": "interrupted: the server running this tool stopped"}',
-                                 "isError": True, "durationMs": 0})
-        payloads.append({"type": "error", "code": "INTERRUPTED", "message": message, "detail": run.worker})
-        payloads.append({"type": "complete", "status": "interrupted"})
-        frames = _append(conversation_id=run.conversation_id, run_id=run_id, payloads=payloads)
-        Run.objects.filter(pk=run_id).update(
-            status=Run.Status.INTERRUPTED, finished_at=timezone.now(), error=f"INTERRUPTED: {message}"
-        )
-    return frames
+        # Whole payloads: SQLite would decode an `arguments` string that holds JSON.
+        open_calls = [
+            (start["toolCallId"], start["toolName"], start["arguments"])
+            for start in Event.objects.filter(run_id=run_id, type="tool_start").order_by("seq")
+            .values_list("payload", flat=True)
+            if start["toolCallId"] not in ended
+        ]
+        result, now = error_result("interrupted"), timezone.now()
+        payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
+        records = [ToolRecordData(call_id, name, arguments, result, True, now, 0)
+                   for call_id, name, arguments in open_calls]
+        error = ErrorEvent(ErrorCode.INTERRUPTED, message, run.worker).to_dict()
+        resumed = run.resumes < max_resumes
+        if resumed:
+            payloads.append({**error, "resumed": True})
+            run.resumes += 1
+            run.worker, run.heartbeat_at = worker, timezone.now()
+            run.save(update_fields=["resumes", "worker", "heartbeat_at"])
+        else:
+            payloads += [error, CompleteEvent(RunStatus.INTERRUPTED).to_dict()]
+            run.status, run.finished_at, run.error = Run.Status.INTERRUPTED, timezone.now(), f"INTERRUPTED: {message}"
+            run.save(update_fields=["status", "finished_at", "error"])
+        (frames,) = _append_batches([EventBatch(run.conversation_id, run_id, payloads, records)])
+        if frames is None:
+            raise ConversationGone(str(run.conversation_id))
+    return Interruption(run, frames, resumed)

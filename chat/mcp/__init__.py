@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from chat.agent.tools import Tool
-from chat.loops import PerLoop
+from chat.runtime.perloop import PerLoop
 
 from . import config
 from .client import McpServers, ServerConnection

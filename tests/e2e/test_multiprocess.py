@@ -1,6 +1,6 @@
 """Two daphne processes on one PostgreSQL database and one Redis: live frames cross
 processes, a killed process loses no received frame and its run is reaped by the
-other, and a cancel reaches a run wherever it runs."""
+other (closed `interrupted` when it may not resume), and a cancel reaches a run wherever it runs."""
 
 from __future__ import annotations
 
@@ -103,8 +103,10 @@ async def test_cancel_through_b_stops_a_run_on_a(alice, server_a, server_b, repl
 async def test_kill_9_of_a_loses_no_frame_and_b_reaps_the_run(databases, make_server, replies):
     # A pair of its own, so that B is the only process left that can reap A's run.
     database = databases.new()
-    doomed = make_server(database, name="A-doomed")
-    server_b = make_server(database, name="B-reaper")
+    # No resume allowed: past AGENT_MAX_RESUMES a dead process's run is closed `interrupted`
+    # (test_durable_runs.py has the runs that go on).
+    doomed = make_server(database, name="A-doomed", AGENT_MAX_RESUMES="0")
+    server_b = make_server(database, name="B-reaper", AGENT_MAX_RESUMES="0")
     client = await Client(doomed).signup()
     try:
         answer = answer_text(400, "z")

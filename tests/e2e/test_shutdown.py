@@ -1,4 +1,5 @@
-"""SIGTERM of daphne during a run: the run is closed as `interrupted` by the dying server."""
+"""SIGTERM of daphne during a run: the run is handed over (PROTOCOL section 9) and the next
+process to start continues it; with no resume allowed, the dying server closes it `interrupted`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import time
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from .harness import Client, answer_text, assert_contiguous, events_only, slow_text_reply
+from .harness import Client, answer_text, assert_contiguous, events_only, run_text, slow_text_reply
 
 pytestmark = pytest.mark.services
 
 
-async def test_sigterm_closes_the_running_run_as_interrupted(databases, make_server, replies):
+async def test_sigterm_without_resumes_closes_the_running_run_as_interrupted(databases, make_server, replies):
     database = databases.new()  # its own: no other server's reaper may close the run for it
-    server = make_server(database, name="sigterm")
+    server = make_server(database, name="sigterm", AGENT_MAX_RESUMES="0")
     client = await Client(server).signup()
     try:
         answer = answer_text(300, "k")
@@ -54,6 +55,51 @@ async def test_sigterm_closes_the_running_run_as_interrupted(databases, make_ser
 
     detail = (await _conversation(restarted, client, conversation))
     assert detail["running"] is False
+
+
+async def test_sigterm_hands_the_run_over_and_the_restarted_server_finishes_it(databases, make_server, replies):
+    database = databases.new()
+    server = make_server(database, name="sigterm-release")
+    restarted = None
+    client = await Client(server).signup()
+    try:
+        message = replies.set("stop and resume", slow_text_reply(answer_text(300, "r"), chunks=300, delay=0.05),
+                              slow_text_reply("Finished after the restart.", chunks=4, delay=0.01))
+        conversation = await client.create_conversation()
+        sock = await client.socket(conversation)
+        await sock.sync()
+        await sock.message(message)
+        await sock.until(lambda f: len([g for g in sock.frames if g.get("type") == "text"]) >= 3, timeout=10)
+        await asyncio.to_thread(server.terminate, 15)
+        try:
+            while True:
+                await sock.recv(timeout=5)
+        except (ConnectionClosed, TimeoutError):
+            pass
+        received = events_only(sock.frames)
+
+        # An hour of heartbeat timeout: only the release lets the new process take the run, at start.
+        restarted = make_server(database, name="sigterm-resumer", AGENT_HEARTBEAT_TIMEOUT="3600")
+        client.server = restarted
+        watcher = await client.socket(conversation)
+        seen = events_only(await watcher.until_complete(timeout=30))
+        await watcher.close()
+        events = await client.events(conversation)
+    finally:
+        await client.aclose()
+        for process in (server, restarted):
+            if process:
+                process.stop()  # its database connections now rather than at the end of the session
+
+    assert seen == events  # the reconnected client saw the whole run, the resumed end live or replayed
+    assert_contiguous(events)
+    assert events[: len(received)] == received
+    assert [e["type"] for e in events].count("complete") == 1
+    assert events[-1] == {**events[-1], "type": "complete", "status": "succeeded"}
+    resumed = [i for i, e in enumerate(events) if e["type"] == "error"]
+    assert len(resumed) == 1 and events[resumed[0]]["code"] == "INTERRUPTED" and events[resumed[0]]["resumed"]
+    assert run_text(events[resumed[0]:]) == "Finished after the restart."
+    assert len({e["runId"] for e in events}) == 1
 
 
 async def _conversation(server, client: Client, conversation: str) -> dict:

@@ -11,7 +11,7 @@ from django.test import Client
 
 from agentsite.asgi import application
 from chat import assistant, services
-from chat.runs import get_registry
+from chat.runtime.registry import get_registry
 
 
 @pytest.fixture

@@ -71,3 +71,23 @@ def test_text_of_a_failed_attempt_is_not_memory():
     assert messages_from_events(events) == [
         {"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer."}
     ]
+
+
+def test_a_resumed_run_forgets_the_answer_its_dead_process_had_begun():
+    events = [
+        ev("r1", "user_message", content="q"),
+        ev("r1", "tool_start", toolName="a", toolCallId="c1", arguments="{}"),
+        ev("r1", "tool_end", toolName="a", toolCallId="c1", result="A", isError=False, durationMs=1),
+        ev("r1", "text", content="The answer is hal"),
+        ev("r1", "error", code="INTERRUPTED", message="stopped", detail="w", resumed=True),
+        ev("r1", "text", content="The answer is A."),
+        ev("r1", "complete", status="succeeded"),
+    ]
+    assert messages_from_events(events) == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "A"},
+        {"role": "assistant", "content": "The answer is A."},
+    ]

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from chat import services, sink as sink_module
+from chat import services
 from chat.models import Event
+from chat.runtime import sink as sink_module
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -21,22 +22,20 @@ async def _running_conversation(owner_name, make_user):
     return conversation, run
 
 
-async def test_the_deltas_of_many_runs_are_coalesced_and_stored_in_one_round(make_user, monkeypatch):
-    rounds = []
-    append_many = services.events_append_many
-    monkeypatch.setattr(services, "events_append_many",
-                        lambda *, batches: rounds.append(len(batches)) or append_many(batches=batches))
+async def test_the_deltas_of_many_runs_are_coalesced_and_stored_in_one_round(make_user):
     pairs = [await _running_conversation(f"user{i}", make_user) for i in range(5)]
     sinks = [sink_module.EventSink(conversation_id=c.pk, run_id=r.pk, flush_seconds=0.05) for c, r in pairs]
     for word in ("one ", "two ", "three "):
         for s in sinks:
             await s.add({"type": "text", "content": word})
     await asyncio.sleep(0.2)
-    assert rounds == [5]  # one tick, one transaction for the five runs
-    stored = await sync_to_async(lambda: [(e.conversation_id, e.seq, e.payload) for e in Event.objects.filter(type="text")])()
-    assert sorted(stored, key=str) == sorted(
+    stored = await sync_to_async(
+        lambda: [(e.conversation_id, e.seq, e.payload, e.created_at) for e in Event.objects.filter(type="text")]
+    )()
+    assert sorted([row[:3] for row in stored], key=str) == sorted(
         [(c.pk, 2, {"type": "text", "content": "one two three "}) for c, _ in pairs], key=str
     )
+    assert len({row[3] for row in stored}) == 1  # one tick, one transaction (one `now`) for the five runs
 
 
 async def test_an_event_that_is_not_a_delta_goes_at_once_after_the_deltas_before_it(make_user):
@@ -59,3 +58,13 @@ async def test_a_tick_that_could_not_store_makes_the_runs_next_event_fail(make_u
     await asyncio.sleep(0.15)
     with pytest.raises(services.ConversationGone):
         await events.add({"type": "text", "content": "more"})
+
+
+async def test_a_discarded_sink_stores_nothing_more(make_user):
+    conversation, run = await _running_conversation("carl", make_user)
+    events = sink_module.EventSink(conversation_id=conversation.pk, run_id=run.pk, flush_seconds=0.02)
+    await events.add({"type": "text", "content": "said before the hand-over"})
+    events.discard()  # the run was handed to another process before the tick
+    await asyncio.sleep(0.15)
+    stored = await sync_to_async(lambda: [e.type for e in Event.objects.filter(run=run)])()
+    assert stored == ["user_message"]

@@ -1,0 +1,15 @@
+"""The run runtime: how one user message becomes a stored, published run.
+
+The modules in the order a message flows through them:
+
+- registry.py     the process's run table: batched starts, cancel, shutdown
+- execution.py    one run: memory -> agent -> sink -> outcome
+- sink.py         a run's events, text/thinking deltas coalesced
+- clock.py        the shared coalescing window of every sink of the process
+- writer.py       group commit: the waiting batches of every run in one transaction
+- doorbell.py     group names and publishing stored frames to the sockets
+- supervision.py  heartbeat, the reaper (closes or resumes dead processes' runs),
+                  the cancel listener, SIGTERM
+- batching.py     the queue-and-drain helper under the registry, the clock and the writer
+- perloop.py      objects that exist once per event loop
+"""

@@ -1,0 +1,58 @@
+"""FlushClock: the coalescing window of every EventSink of one event loop.
+
+On each tick it flushes every sink with deltas waiting, their batches submitted
+together so that they share one writer round; no timer or task per run and
+window (at 200 streams that was 4,000 of each a second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from .batching import Batcher
+from .perloop import PerLoop
+from .writer import get_writer
+
+if TYPE_CHECKING:
+    from .sink import EventSink
+
+
+class FlushClock:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._ticks: Batcher[EventSink, None] = Batcher(self._tick, name="event-flush-clock", pause=seconds)
+        self._flushes: set[asyncio.Task] = set()
+
+    def mark(self, sink: EventSink) -> None:
+        """Flush the sink at the next tick (the sink marks itself once per window)."""
+        self._ticks.add(sink)
+
+    async def _tick(self, sinks: list[EventSink]) -> None:
+        # Not awaited: the clock keeps time while a round commits (group commit).
+        flush = asyncio.create_task(self._flush(sinks))
+        self._flushes.add(flush)
+        flush.add_done_callback(self._flushes.discard)
+
+    @staticmethod
+    async def _flush(sinks: list[EventSink]) -> None:
+        writer = get_writer()
+        claimed = []
+        for sink in sinks:  # no await suspends between the claims: the batches share a round
+            batch = await sink.claim_tick()
+            if batch is not None:
+                claimed.append((sink, writer.submit(batch)))
+        for sink, stored in claimed:
+            await sink.finish_tick(stored)
+
+
+_clocks: PerLoop[dict[float, FlushClock]] = PerLoop(dict)
+
+
+def get_clock(seconds: float) -> FlushClock:
+    """The running loop's clock of that window."""
+    clocks = _clocks.get()
+    clock = clocks.get(seconds)
+    if clock is None:
+        clock = clocks[seconds] = FlushClock(seconds)
+    return clock

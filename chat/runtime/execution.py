@@ -1,0 +1,119 @@
+"""One run, from its memory to its outcome: memory -> agent -> sink -> stored outcome.
+
+A run is new (its memory ends with the user message just stored) or resumed
+from the event log after its process died (its memory ends with the tool calls
+and results of the interrupted attempt). Either way the agent's events go
+through an EventSink, and the batch holding `complete` carries the run's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from chat import assistant, services
+from chat.agent import AgentRun, CompleteEvent
+from chat.agent.events import ErrorCode, RunStatus
+from chat.frames import EventFrame
+from chat.history import messages_from_events
+
+from .doorbell import publish
+from .sink import EventSink
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StopReason:
+    status: str
+    code: str
+    message: str
+
+
+CANCELLED = StopReason(RunStatus.CANCELLED, ErrorCode.CANCELLED, "The run was cancelled.")
+SHUT_DOWN = StopReason(RunStatus.INTERRUPTED, ErrorCode.INTERRUPTED,
+                       "The server running this run stopped before it finished.")
+
+
+@dataclass
+class RunHandle:
+    """A run this process executes."""
+
+    run_id: object
+    conversation_id: object
+    user_id: object
+    resumes: int  # times the run was resumed before this process took it
+    agent_run: AgentRun | None = None
+    task: asyncio.Task | None = None
+    stop_reason: StopReason | None = None
+
+    def stop(self, reason: StopReason) -> None:
+        """End the run with its closing events (a tool_end for each open call, the error, complete)."""
+        if self.agent_run is not None:
+            self.agent_run.cancel(status=reason.status, code=reason.code, message=reason.message)
+        else:  # still loading: remember, and stop as soon as the agent exists
+            self.stop_reason = reason
+
+    @property
+    def ending(self) -> bool:
+        """The agent has ended: only its outcome is left to store."""
+        return self.agent_run is not None and self.agent_run.result.status != "running"
+
+    def abandon(self) -> None:
+        """Drop the run without a word: another process continues it from the event log."""
+        if self.task is not None and not self.ending:  # an outcome being stored is let be
+            self.task.cancel()
+
+
+async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list[EventFrame]) -> None:
+    """Run the agent on the memory made of `events`, after publishing `announce` (the frames
+    that started or resumed the run, stored before anything the agent says)."""
+    run_id, conversation_id = handle.run_id, handle.conversation_id
+    sink = EventSink(conversation_id=conversation_id, run_id=run_id,
+                     flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000)
+    await publish(conversation_id, announce)
+    try:
+        context = assistant.tool_context(
+            conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id)
+        )
+        handle.agent_run = agent_run = assistant.build_agent().stream(messages_from_events(events), context=context)
+        if handle.stop_reason is not None:
+            handle.stop(handle.stop_reason)
+        async for event in agent_run:
+            await sink.add(event.to_dict(), outcome=_outcome(agent_run) if isinstance(event, CompleteEvent) else None)
+    except asyncio.CancelledError:  # abandoned
+        sink.discard()
+        if handle.agent_run is not None:
+            await handle.agent_run.aclose()
+        raise
+    except services.ConversationGone:
+        logger.info("conversation %s was deleted during run %s", conversation_id, run_id)
+        if handle.agent_run is not None:
+            await handle.agent_run.aclose()
+    except Exception:
+        logger.exception("run %s failed outside the agent", run_id)
+        if handle.agent_run is not None:
+            await handle.agent_run.aclose()
+        # Whatever broke, the run must not stay `running` forever (nor be resumed to break again).
+        interruption = await sync_to_async(services.run_interrupt)(
+            run_id=run_id, message="The run stopped because of a server error."
+        )
+        if interruption is not None:
+            await publish(conversation_id, interruption.frames)
+
+
+def _outcome(agent_run: AgentRun) -> services.RunOutcome:
+    result = agent_run.result
+    error = result.error
+    return services.RunOutcome(
+        status=result.status,
+        iterations=result.iterations,
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        total_tokens=result.usage.total_tokens,
+        error=f"{error.code}: {error.message}" if error else "",
+    )

@@ -1,0 +1,174 @@
+"""The process's run table: runs belong to the server process, not to a socket.
+
+A run is an asyncio task (execution.py) that goes on when every socket closes
+and ends only by finishing, failing, `cancel`, or the process stopping or dying
+(then another process continues it: supervision.py). Starts wait in a queue
+that one task drains in groups: the messages that arrive while a group is being
+stored form the next group, one trip to the ORM thread each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from chat import selectors, services
+from chat.frames import EventFrame
+from chat.models import Run
+
+from .batching import Batcher
+from .doorbell import ring_processes
+from .execution import CANCELLED, SHUT_DOWN, RunHandle, StopReason, execute
+from .perloop import PerLoop
+from .supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
+from .writer import get_writer
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+
+class RunRegistry:
+    def __init__(self) -> None:
+        self.channel: str | None = None  # this process's run channel, also the `worker` of its runs
+        self.stopping = False
+        self._handles: dict[str, RunHandle] = {}
+        self._starts: Batcher[services.RunStart, Run] = Batcher(self._start_group, name="runs-starter")
+        self._supervisor = Supervisor(self)
+        self._started = asyncio.Lock()
+        self._ready = False
+
+    async def ensure_started(self) -> None:
+        async with self._started:
+            if self._ready:
+                return
+            self.channel = await get_channel_layer().new_channel("runs.")
+            await self._supervisor.start()
+            install_sigterm_handler(_registries)
+            self._ready = True
+
+    async def close(self) -> None:
+        """Stop the background loops (tests, and loops that end); runs are left to finish."""
+        await self._supervisor.stop()
+        self._ready = False
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until this process runs nothing (tests)."""
+        tasks = [h.task for h in self._handles.values() if h.task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    async def reap_once(self) -> int:
+        """One reaper pass now (tests)."""
+        await self.ensure_started()
+        return await self._supervisor.reap_once()
+
+    # -- the table ---------------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        return list(self._handles)
+
+    def holds(self, run_id) -> bool:
+        return str(run_id) in self._handles
+
+    def stop(self, run_id, reason: StopReason) -> None:
+        handle = self._handles.get(str(run_id))
+        if handle is not None:
+            handle.stop(reason)
+
+    def abandon(self, run_id) -> None:
+        handle = self._handles.get(str(run_id))
+        if handle is not None:
+            handle.abandon()
+
+    def adopt(self, run: Run, *, events: list[EventFrame], announce: list[EventFrame]) -> None:
+        """Execute the run here: a new one, or one resumed from a dead process's."""
+        key = str(run.pk)
+        handle = RunHandle(run_id=run.pk, conversation_id=run.conversation_id, user_id=run.user_id,
+                           resumes=run.resumes)
+        self._handles[key] = handle
+        handle.task = asyncio.create_task(execute(handle, events=events, announce=announce), name=f"run-{key}")
+        handle.task.add_done_callback(lambda _: self._handles.pop(key, None))
+
+    # -- starting and stopping runs ------------------------------------------------------
+    async def start(self, *, conversation, user, content: str) -> Run:
+        """Start a run for a user message. Raises services.RunInProgress / RateLimited."""
+        await self.ensure_started()
+        model = settings.AGENT_MODEL or ""
+        return await self._starts.submit(services.RunStart(conversation, user, content, model, self.channel))
+
+    async def _start_group(self, starts: list[services.RunStart]) -> list[Run | Exception]:
+        results = await sync_to_async(_start_with_memory)(starts)
+        out: list[Run | Exception] = []
+        for result in results:
+            if isinstance(result, Exception):
+                out.append(result)
+                continue
+            # The run is started: it gets its task even if the caller has gone meanwhile.
+            run, frames, events = result
+            self.adopt(run, events=events, announce=frames)
+            out.append(run)
+        return out
+
+    async def cancel(self, *, conversation_id) -> bool:
+        """Cancel the conversation's running run wherever it runs; False when none is running."""
+        await self.ensure_started()
+        run = await sync_to_async(selectors.running_run)(conversation_id=conversation_id)
+        if run is None:
+            return False
+        if self.holds(run.pk):
+            self.stop(run.pk, CANCELLED)
+            return True
+        # Flag first (the owner's heartbeat, or the process that resumes it, sees it even if
+        # the message is lost), then ring.
+        await sync_to_async(services.run_request_cancel)(run_id=run.pk)
+        if run.worker:
+            try:
+                await get_channel_layer().send(run.worker, {"type": CANCEL_MESSAGE, "run_id": str(run.pk)})
+            except Exception:
+                logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run.pk)
+        return True
+
+    async def shutdown(self) -> None:
+        """SIGTERM: hand the runs that may resume over to the other processes at once; close the
+        others as interrupted."""
+        self.stopping = True
+        await self._supervisor.stop()
+        handles = list(self._handles.values())
+        released = [h.run_id for h in handles if h.resumes < settings.AGENT_MAX_RESUMES and not h.ending]
+        for handle in handles:
+            if handle.run_id in released:
+                handle.abandon()
+            else:
+                handle.stop(SHUT_DOWN)
+        tasks = [h.task for h in handles if h.task]
+        if tasks:
+            await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_SECONDS)
+        if not released:
+            return
+        # Only once nothing of them is left to write may another process take them.
+        await get_writer().wait_idle()
+        count = await sync_to_async(services.runs_release)(run_ids=released, worker=self.channel)
+        logger.info("released %d run(s) for another process to continue", count)
+        await ring_processes({"type": REAP_MESSAGE})
+
+
+def _start_with_memory(starts: list[services.RunStart]) -> list[tuple[Run, list[EventFrame], list[EventFrame]] | Exception]:
+    """Start the runs, then read the events each one's memory is made of: one trip to the ORM
+    thread for the whole group (the first message of a conversation, seq 1, is its own memory)."""
+    started = services.runs_start(starts=starts)
+    runs = [result for result in started if not isinstance(result, Exception)]
+    older = {run.conversation_id: run.pk for run, frames in runs if frames[0]["seq"] > 1}
+    memory = selectors.runs_memory_events(runs=older) if older else {}
+    return [
+        result if isinstance(result, Exception) else (*result, memory.get(result[0].conversation_id, result[1]))
+        for result in started
+    ]
+
+
+_registries: PerLoop[RunRegistry] = PerLoop(RunRegistry)
+# The registry of the running event loop.
+get_registry = _registries.get

@@ -1,0 +1,127 @@
+"""EventSink: one run's events -> coalesced batches -> the group writer -> the doorbell.
+
+Model chunks arrive 50-300 a second. Text and thinking deltas are merged for
+AGENT_STREAM_FLUSH_MS (the shared FlushClock's window), so rows, group_send
+calls and frames grow with time, not with tokens; any other event flushes at
+once, keeping the order. A batch is published only after its transaction
+commits: a frame a client received is always in the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from chat import services
+
+from .clock import get_clock
+from .doorbell import publish
+from .writer import get_writer
+
+DELTA_TYPES = frozenset({"text", "thinking"})
+
+
+class EventSink:
+    def __init__(self, *, conversation_id, run_id, flush_seconds: float):
+        self.conversation_id = conversation_id
+        self.run_id = run_id
+        self._clock = get_clock(flush_seconds) if flush_seconds > 0 else None
+        self._pending: list[dict[str, Any]] = []
+        self._records: list[services.ToolRecordData] = []
+        self._tool_arguments: dict[str, str] = {}
+        # Held from taking a batch until it is published: one run's batches go out in order.
+        self._lock = asyncio.Lock()
+        self._marked = False  # waiting for a clock tick
+        self._discarded = False
+        self._failure: Exception | None = None  # a clock flush that failed, raised at the next event
+
+    async def add(self, payload: dict[str, Any], *, outcome: services.RunOutcome | None = None) -> None:
+        self._raise_failure()
+        kind = payload["type"]
+        if kind in DELTA_TYPES:
+            last = self._pending[-1] if self._pending else None
+            if last is not None and last["type"] == kind:
+                last["content"] += payload["content"]
+            else:
+                self._pending.append(dict(payload))
+            if self._clock is None:
+                await self.flush()
+            elif not self._marked:
+                self._marked = True
+                self._clock.mark(self)
+            return
+        if kind == "tool_start":
+            self._tool_arguments[payload["toolCallId"]] = payload["arguments"]
+        elif kind == "tool_end":
+            self._records.append(self._record(payload))
+        self._pending.append(payload)
+        await self.flush(outcome=outcome)
+
+    async def flush(self, *, outcome: services.RunOutcome | None = None) -> None:
+        """Store and publish what waits (with the run's outcome, for the batch holding `complete`)."""
+        async with self._lock:
+            self._raise_failure()
+            batch = self._take(outcome)
+            if batch is None:
+                return
+            frames = await get_writer().submit(batch)
+            await publish(self.conversation_id, frames)
+
+    # -- the clock's half of a flush: claim at the tick, finish once the round committed -----
+    async def claim_tick(self) -> services.EventBatch | None:
+        """The deltas waiting, the sink locked until finish_tick; None when there is nothing, or
+        when the sink's own flush is under way (what it left then waits a tick). Never suspends."""
+        self._marked = False
+        if self._discarded:
+            return None
+        if self._lock.locked():
+            self._marked = True
+            self._clock.mark(self)
+            return None
+        await self._lock.acquire()  # free: returns at once, nothing slips in between the claims
+        batch = self._take(None)
+        if batch is None:
+            self._lock.release()
+        return batch
+
+    async def finish_tick(self, stored: asyncio.Future) -> None:
+        try:
+            frames = await stored
+        except Exception as exc:  # the run learns of it at its next event
+            self._failure = exc
+        else:
+            await publish(self.conversation_id, frames)
+        finally:
+            self._lock.release()
+
+    def discard(self) -> None:
+        """Drop what waits and store nothing more: the run was handed to another process."""
+        self._discarded = True
+        self._pending, self._records = [], []
+
+    def _record(self, payload: dict[str, Any]) -> services.ToolRecordData:
+        duration = int(payload.get("durationMs", 0))
+        return services.ToolRecordData(
+            tool_call_id=payload["toolCallId"],
+            tool_name=payload["toolName"],
+            arguments=self._tool_arguments.pop(payload["toolCallId"], ""),
+            result=payload["result"],
+            is_error=bool(payload["isError"]),
+            started_at=timezone.now() - timedelta(milliseconds=duration),
+            duration_ms=duration,
+        )
+
+    def _take(self, outcome: services.RunOutcome | None) -> services.EventBatch | None:
+        batch, self._pending = self._pending, []
+        records, self._records = self._records, []
+        if not batch:
+            return None
+        return services.EventBatch(self.conversation_id, self.run_id, batch, records, outcome)
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure

@@ -1,0 +1,190 @@
+"""Keeping the process's runs honest, and taking over those of dead processes.
+
+- The heartbeat marks this process's runs alive, cancels those cancelled from
+  elsewhere (the database flag, the fallback of the cancel message), and drops
+  without a word those it no longer holds (finished by someone else, or resumed
+  by another process that took this one for dead).
+- The reaper finds running runs whose heartbeat is older than
+  AGENT_HEARTBEAT_TIMEOUT: their process died. A conditional UPDATE lets only one
+  process take each; it closes the interrupted attempt and continues the run here
+  from its event log (PROTOCOL section 9), or, with no resume left, completes it
+  `interrupted`. A live process's heartbeat keeps its runs out of reach.
+- The listener takes cancel messages for this process's runs, and the ring of a
+  stopping process, which makes the reaper pass at once.
+- SIGTERM (a deploy): the process stops its runs and releases them (stale
+  heartbeat, no worker), then rings the other processes, whose reapers take them
+  over at once; with no other process, the next one to start takes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+
+from chat import selectors, services
+from chat.frames import EventFrame
+
+from .doorbell import PROCESSES_GROUP, publish
+from .execution import CANCELLED, SHUT_DOWN
+from .perloop import PerLoop
+
+if TYPE_CHECKING:
+    from .registry import RunRegistry
+
+logger = logging.getLogger(__name__)
+
+CANCEL_MESSAGE = "run.cancel"
+REAP_MESSAGE = "runs.reap"
+
+
+class Supervisor:
+    def __init__(self, registry: RunRegistry) -> None:
+        self.registry = registry
+        self._tasks: list[asyncio.Task] = []
+        self._reaping = asyncio.Lock()
+        self._rung: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        await get_channel_layer().group_add(PROCESSES_GROUP, self.registry.channel)
+        self._tasks = [
+            asyncio.create_task(self._listen(), name="runs-listen"),
+            asyncio.create_task(self._heartbeat(), name="runs-heartbeat"),
+            asyncio.create_task(self._reap(), name="runs-reaper"),
+        ]
+
+    async def stop(self) -> None:
+        if not self._tasks:
+            return
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        try:
+            await get_channel_layer().group_discard(PROCESSES_GROUP, self.registry.channel)
+        except Exception:
+            logger.warning("could not leave the processes group", exc_info=True)
+
+    async def _listen(self) -> None:
+        layer = get_channel_layer()
+        while True:
+            try:
+                message = await layer.receive(self.registry.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("run channel receive failed", exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            kind = message.get("type")
+            if kind == CANCEL_MESSAGE:
+                self.registry.stop(message.get("run_id", ""), CANCELLED)
+            elif kind == REAP_MESSAGE:  # a process is stopping: take its runs now
+                task = asyncio.create_task(self._reap_logged(), name="runs-reap-now")
+                self._rung.add(task)
+                task.add_done_callback(self._rung.discard)
+
+    async def _heartbeat(self) -> None:
+        registry = self.registry
+        while True:
+            await asyncio.sleep(settings.AGENT_HEARTBEAT_SECONDS)
+            run_ids = registry.run_ids()
+            if not run_ids:
+                continue
+            try:
+                to_cancel, lost = await sync_to_async(services.runs_heartbeat)(run_ids=run_ids, worker=registry.channel)
+            except Exception:
+                logger.warning("heartbeat failed", exc_info=True)
+                continue
+            for run_id in to_cancel:
+                registry.stop(run_id, CANCELLED)
+            for run_id in lost:
+                logger.warning("run %s is no longer this process's: dropped", run_id)
+                registry.abandon(run_id)
+
+    async def _reap(self) -> None:
+        while True:
+            await self._reap_logged()
+            await asyncio.sleep(settings.AGENT_HEARTBEAT_SECONDS)
+
+    async def _reap_logged(self) -> None:
+        try:
+            await self.reap_once()
+        except Exception:
+            logger.warning("reaper pass failed", exc_info=True)
+
+    async def reap_once(self) -> int:
+        """Take over the runs of dead processes; returns how many this pass took."""
+        registry = self.registry
+        async with self._reaping:
+            if registry.stopping:
+                return 0
+            cutoff = timezone.now() - timedelta(seconds=settings.AGENT_HEARTBEAT_TIMEOUT)
+            taken = 0
+            for run in await sync_to_async(selectors.stale_runs)(older_than=cutoff):
+                if registry.holds(run.pk):
+                    continue  # ours and alive: the heartbeat will catch up
+                interruption, events = await sync_to_async(_interrupt_with_memory)(
+                    run_id=run.pk, stale_before=cutoff, worker=registry.channel
+                )
+                if interruption is None:
+                    continue  # another process was quicker
+                taken += 1
+                if interruption.resumed:
+                    logger.info("resuming run %s of a dead process", run.pk)
+                    registry.adopt(interruption.run, events=events, announce=interruption.frames)
+                else:
+                    logger.info("closed run %s of a dead process as interrupted", run.pk)
+                    await publish(run.conversation_id, interruption.frames)
+            return taken
+
+
+def _interrupt_with_memory(*, run_id, stale_before, worker: str) -> tuple[services.Interruption | None, list[EventFrame]]:
+    """Take a dead process's run, and for a resume read its memory: one trip to the ORM thread."""
+    interruption = services.run_interrupt(
+        run_id=run_id, stale_before=stale_before, message=SHUT_DOWN.message, worker=worker,
+        max_resumes=settings.AGENT_MAX_RESUMES,
+    )
+    if interruption is None or not interruption.resumed:
+        return interruption, []
+    run = interruption.run
+    return interruption, selectors.runs_memory_events(runs={run.conversation_id: run.pk})[run.conversation_id]
+
+
+_sigterm_installed = False
+
+
+def install_sigterm_handler(registries: PerLoop[RunRegistry]) -> None:
+    """Chain a handler in front of the server's own (Twisted's under daphne), installed
+    after it, so that the process's runs are handed over before the server stops."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum, frame):
+        async def shut_down_then_exit():
+            await asyncio.gather(*(r.shutdown() for r in list(registries.instances.values())), return_exceptions=True)
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.raise_signal(signal.SIGTERM)
+
+        for loop in list(registries.instances):
+            if loop.is_running():
+                loop.call_soon_threadsafe(lambda: loop.create_task(shut_down_then_exit()))
+                return
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _sigterm_installed = True
