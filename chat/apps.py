@@ -6,4 +6,7 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
+        from . import checks, origins  # noqa: F401 - register the system checks
+        from .revocation import connect_signals
+
+        connect_signals()
