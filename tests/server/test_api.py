@@ -171,3 +171,9 @@ def test_static_files_are_served_by_the_app(client):
     response = client.get("/static/chat/app.js")
     assert response.status_code == 200
     assert b"import" in b"".join(response.streaming_content) if response.streaming else response.content
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"title":' * 100_000 + '"x"' + "}" * 100_000])
+def test_deeply_nested_bodies_are_400_not_500(api, body):
+    response = api.post("/api/conversations/", body, content_type="application/json")
+    assert response.status_code == 400 and "nested too deeply" in response.json()["message"]
