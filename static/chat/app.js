@@ -458,8 +458,16 @@ for (const button of document.querySelectorAll("[data-suggestion]")) {
     els.input.focus();
   });
 }
-window.addEventListener("popstate", () => {
+// The conversation named by ?c=, if it is a UUID: the id goes into API and socket URLs, so
+// anything else (`../`, `?`, `#`) could point them elsewhere on the site. Invalid: ignored.
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+function conversationIdFromUrl() {
   const id = new URLSearchParams(window.location.search).get("c");
+  return id && UUID_PATTERN.test(id) ? id.toLowerCase() : null;
+}
+
+window.addEventListener("popstate", () => {
+  const id = conversationIdFromUrl();
   if (id && (!state.view || state.view.id !== id)) openConversation(id, { push: false });
   else if (!id && state.view) startDraft({ push: false });
 });
@@ -472,7 +480,7 @@ document.addEventListener("visibilitychange", () => {
 
 async function start() {
   await refreshList();
-  const id = new URLSearchParams(window.location.search).get("c");
+  const id = conversationIdFromUrl();
   if (id) openConversation(id, { push: false });
   else startDraft({ push: false });
   setInterval(() => {
