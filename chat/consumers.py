@@ -31,12 +31,11 @@ CLOSE_NOT_LOGGED_IN = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_MANY_SOCKETS = 4429
 
-# How long a socket trusts its last session check for frames that start nothing (ping,
-# cancel). Sessions that end are pushed to the socket at once (chat.revocation); this
-# re-check is the second line for a push that got lost, so seconds of staleness are fine,
-# while a ping storm costs one session + user lookup per socket per window instead of
-# one per frame. A `message` is always checked: it spends the model's money, and a run
-# start makes several queries anyway.
+# How long a socket trusts its last session check. Sessions that end are pushed to the
+# socket at once (chat.revocation); this re-check on client frames is the second line, for
+# a push that got lost, so seconds of staleness are fine, while a ping storm (or a burst of
+# messages) costs one session + user lookup per socket per window instead of one per frame,
+# and the usual connect-then-message costs none (the handshake has just checked).
 SESSION_RECHECK_SECONDS = 5.0
 
 # Open sockets per user in this process (AGENT_MAX_SOCKETS_PER_USER is a per-process cap).
@@ -121,8 +120,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.revoked = True
             await self.close(code=CLOSE_NOT_LOGGED_IN)
 
-    async def _session_still_valid(self, *, strict: bool) -> bool:
-        if not strict and time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
+    async def _session_still_valid(self) -> bool:
+        if time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
             return True
         valid = await sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
         if valid:
@@ -136,7 +135,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             frame = _parse(text_data)
             kind = frame["type"]
-            if not await self._session_still_valid(strict=kind == "message"):
+            if not await self._session_still_valid():
                 await self._revoke()
                 return
             if kind == "message":

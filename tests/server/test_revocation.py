@@ -59,14 +59,23 @@ async def socket(conversation, registry):
     await sock.comm.disconnect()
 
 
-async def test_a_message_on_a_session_deleted_without_a_signal_closes_4401_and_starts_nothing(socket, llm_settings):
+@pytest.fixture
+def no_recheck_window(monkeypatch):
+    """As if the socket's last session check were older than the window."""
+    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+
+
+async def test_a_message_on_a_session_deleted_without_a_signal_closes_4401_and_starts_nothing(
+    socket, llm_settings, no_recheck_window
+):
     await Session.objects.filter(session_key=socket.session_key).adelete()
     await socket.send({"type": "message", "content": "run on a dead session"})
     assert await socket.closed_with() == 4401
     assert await Run.objects.acount() == 0 and await Event.objects.acount() == 0
 
 
-async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_message(socket, conversation):
+async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_message(socket, conversation,
+                                                                                   no_recheck_window):
     await get_user_model().objects.filter(pk=conversation.owner.pk).aupdate(password="pbkdf2_sha256$1$x$y")
     await socket.send({"type": "message", "content": "hello"})
     assert await socket.closed_with() == 4401
