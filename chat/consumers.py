@@ -74,12 +74,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         _open_sockets[user.pk] += 1
         self.counted = True
+        try:
+            await self._join()
+        except BaseException:
+            self._uncount()  # a connect that raised is followed by no disconnect
+            raise
+
+    async def _join(self) -> None:
         # Joined before anything else, so that a session ending from here on reaches it.
-        self.user_group = user_group(user.pk)
+        self.user_group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         self.conversation = await sync_to_async(selectors.conversation_for_user)(
-            user=user, conversation_id=conversation_id
+            user=self.user, conversation_id=conversation_id
         )
         if self.conversation is None:
             await self.accept()
@@ -99,12 +106,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
              "runId": str(run.pk) if run else None}
         )
 
-    async def disconnect(self, code: int) -> None:
+    def _uncount(self) -> None:
         if self.counted:
             self.counted = False
             _open_sockets[self.user.pk] -= 1
             if _open_sockets[self.user.pk] <= 0:
                 del _open_sockets[self.user.pk]
+
+    async def disconnect(self, code: int) -> None:
+        self._uncount()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.user_group:

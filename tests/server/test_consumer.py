@@ -431,3 +431,25 @@ async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, regis
     assert (await again.history())[-1]["type"] == "sync"
     for socket in (second, other, again):
         await socket.close()
+
+
+async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
+    from chat import consumers, selectors
+    from tests.server.conftest import Socket
+
+    settings.AGENT_MAX_SOCKETS_PER_USER = 1
+    real = selectors.conversation_for_user
+
+    def broken(**kwargs):
+        raise RuntimeError("the database went away for a moment")
+
+    monkeypatch.setattr(selectors, "conversation_for_user", broken)
+    failed = Socket(conversation.owner, conversation.pk)
+    with pytest.raises(RuntimeError):
+        await failed.connect()
+    monkeypatch.setattr(selectors, "conversation_for_user", real)
+    assert conversation.owner.pk not in consumers._open_sockets
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    assert (await socket.history())[-1]["type"] == "sync"
+    await socket.close()
