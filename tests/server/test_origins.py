@@ -100,6 +100,7 @@ def test_a_malformed_allowed_origin_fails_the_system_checks(settings):
     assert len(errors) == 1 and "ok.example.org/path" in errors[0].msg
 
 
+@pytest.mark.django_db(transaction=True)  # the application's run registry may look at the database
 @pytest.mark.parametrize("origin, accepted", [("http://localhost", True), ("http://localhost:1", False),
                                               ("https://localhost", False)])
 async def test_the_application_refuses_other_ports_and_schemes_at_the_handshake(origin, accepted):
