@@ -15,16 +15,16 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app registry loaded
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chat.lifecycle import RunRegistryStarter  # noqa: E402
+from chat.origins import OriginValidator  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 
 application = RunRegistryStarter(
     ProtocolTypeRouter(
         {
             "http": django_asgi_app,
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )
 )

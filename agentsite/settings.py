@@ -95,6 +95,8 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+# Origins (scheme://host[:port]) besides the server's own that may open WebSockets (agentsite.origins).
+ALLOWED_ORIGINS = env_list("ALLOWED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -243,6 +245,8 @@ AGENT_SKILLS_DIR = Path(os.environ.get("AGENT_SKILLS_DIR", str(BASE_DIR / "skill
 AGENT_WORKSPACE_ROOT = Path(os.environ.get("AGENT_WORKSPACE_ROOT", str(BASE_DIR / "workspaces")))
 AGENT_MAX_MESSAGE_CHARS = env_number("AGENT_MAX_MESSAGE_CHARS", "32000")
 AGENT_STREAM_FLUSH_MS = env_number("AGENT_STREAM_FLUSH_MS", "50")
+# Open WebSockets one user may hold in one server process (0: no cap); over it: close 4429.
+AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
 AGENT_SYSTEM_PROMPT = os.environ.get(
     "AGENT_SYSTEM_PROMPT",
     "You are a helpful assistant. Use the tools you are given when they help, "

@@ -43,6 +43,8 @@ def _json_body(request) -> dict:
         body = json.loads(request.body)
     except ValueError:
         raise ValueError("the body is not valid JSON") from None
+    except RecursionError:
+        raise ValueError("the body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ValueError("the body must be a JSON object")
     return body

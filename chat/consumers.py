@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -22,11 +24,23 @@ from . import selectors, services
 from .runtime.doorbell import conversation_group
 from .runtime.registry import get_registry
 from .text import clean_value, invalid_reason
+from .revocation import REVOKED, session_is_current, user_group
 
 logger = logging.getLogger(__name__)
 
 CLOSE_NOT_LOGGED_IN = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY_SOCKETS = 4429
+
+# How long a socket trusts its last session check. Sessions that end are pushed to the
+# socket at once (chat.revocation); this re-check on client frames is the second line, for
+# a push that got lost, so seconds of staleness are fine, while a ping storm (or a burst of
+# messages) costs one session + user lookup per socket per window instead of one per frame,
+# and the usual connect-then-message costs none (the handshake has just checked).
+SESSION_RECHECK_SECONDS = 5.0
+
+# Open sockets per user in this process (AGENT_MAX_SOCKETS_PER_USER is a per-process cap).
+_open_sockets: Counter = Counter()
 
 
 class ProtocolError(Exception):
@@ -39,6 +53,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     conversation = None
     group = None
     last_seq = 0
+    user_group = None
+    counted = False
+    revoked = False
+    session_checked_at = 0.0
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -47,9 +65,29 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
         self.user = user
+        session = self.scope.get("session")
+        self.session_key = session.session_key if session is not None else None
+        self.session_checked_at = time.monotonic()  # the auth middleware has just checked it
+        limit = settings.AGENT_MAX_SOCKETS_PER_USER
+        if limit and _open_sockets[user.pk] >= limit:
+            await self.accept()
+            await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+            return
+        _open_sockets[user.pk] += 1
+        self.counted = True
+        try:
+            await self._join()
+        except BaseException:
+            self._uncount()  # a connect that raised is followed by no disconnect
+            raise
+
+    async def _join(self) -> None:
+        # Joined before anything else, so that a session ending from here on reaches it.
+        self.user_group = user_group(self.user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         self.conversation = await sync_to_async(selectors.conversation_for_user)(
-            user=user, conversation_id=conversation_id
+            user=self.user, conversation_id=conversation_id
         )
         if self.conversation is None:
             await self.accept()
@@ -69,17 +107,48 @@ class ChatConsumer(AsyncWebsocketConsumer):
              "runId": str(run.pk) if run else None}
         )
 
+    def _uncount(self) -> None:
+        if self.counted:
+            self.counted = False
+            _open_sockets[self.user.pk] -= 1
+            if _open_sockets[self.user.pk] <= 0:
+                del _open_sockets[self.user.pk]
+
     async def disconnect(self, code: int) -> None:
+        self._uncount()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.user_group:
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+
+    async def session_revoked(self, message: dict[str, Any]) -> None:
+        """chat.revocation: the user's session ended (this one, or every one of the user)."""
+        if message.get("session_key") in (None, self.session_key):
+            await self._revoke()
+
+    async def _revoke(self) -> None:
+        if not self.revoked:
+            self.revoked = True
+            await self.close(code=CLOSE_NOT_LOGGED_IN)
+
+    async def _session_still_valid(self) -> bool:
+        if time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
+            return True
+        valid = await sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+        if valid:
+            self.session_checked_at = time.monotonic()
+        return valid
 
     # -- client -> server --------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.conversation is None:
+        if self.conversation is None or self.revoked:
             return
         try:
             frame = _parse(text_data)
             kind = frame["type"]
+            if not await self._session_still_valid():
+                await self._revoke()
+                return
             if kind == "message":
                 await self._start_run(_message_content(frame))
             elif kind == "cancel":
@@ -98,6 +167,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
         except services.RateLimited as exc:
             raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
+        except services.ConversationGone:
+            raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
 
     # -- server -> client --------------------------------------------------------------
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -110,6 +181,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await super().dispatch(message)
 
     async def chat_events(self, message: dict[str, Any]) -> None:
+        if self.revoked:
+            return
         frames = message["events"]
         if frames and frames[0]["seq"] > self.last_seq + 1:
             await self._send_from_database(until=frames[0]["seq"] - 1)
@@ -157,6 +230,8 @@ def _parse(text_data: str | None) -> dict[str, Any]:
         frame = json.loads(text_data)
     except ValueError as exc:
         raise ProtocolError("BAD_REQUEST", "The frame is not valid JSON.", str(exc)) from None
+    except RecursionError:
+        raise ProtocolError("BAD_REQUEST", "The frame is nested too deeply.", "nesting too deep") from None
     if not isinstance(frame, dict):
         raise ProtocolError("BAD_REQUEST", "The frame must be a JSON object.", type(frame).__name__)
     kind = frame.get("type")

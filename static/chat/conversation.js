@@ -92,7 +92,16 @@ export class ConversationView {
 
   async onRefused(code) {
     if (code === CLOSE_NOT_LOGGED_IN) {
-      window.location.assign("/accounts/login/");
+      // The socket's session ended, but the browser may still be signed in under a new key
+      // (a password change moves the session to one). HTTP tells; once per healthy socket,
+      // so that a server refusing every socket cannot make the page loop.
+      if (!this.reopenedAfterRevocation && (await this.stillSignedIn())) {
+        if (this.closed) return;
+        this.reopenedAfterRevocation = true;
+        this.connectSocket();
+        return;
+      }
+      if (!this.closed) window.location.assign("/accounts/login/");
       return;
     }
     if (code === CLOSE_NOT_FOUND) {
@@ -106,10 +115,31 @@ export class ConversationView {
     }
   }
 
+  async stillSignedIn() {
+    // The server closes the socket the moment the password is saved, before the response
+    // that carries the new session cookie has reached the browser: ask a few times. A plain
+    // fetch, as api.js would go to the login page at the first 401.
+    for (const delayMs of [300, 1000, 2000]) {
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      if (this.closed) return false;
+      try {
+        const response = await fetch(`/api/conversations/${this.id}/`, {
+          headers: { Accept: "application/json" },
+          credentials: "same-origin",
+        });
+        if (response.status !== 401 && !response.redirected) return true;
+      } catch {
+        // offline for a moment: ask again
+      }
+    }
+    return false;
+  }
+
   onFrame(frame) {
     if (this.closed) return;
     if (frame.type === "sync") {
       this.synced = true;
+      this.reopenedAfterRevocation = false;
       if (Number(frame.lastSeq) > this.lastSeq) this.fillGap();
       this.emitState();
       return;

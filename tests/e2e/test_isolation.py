@@ -113,3 +113,11 @@ async def test_a_foreign_origin_is_refused(user, conversation_with_history):
     replay, sync = await sock.sync()
     await sock.close()
     assert events_only(replay) and sync["running"] is False
+
+
+async def test_another_port_or_scheme_of_the_same_host_is_refused(user, server, conversation_with_history):
+    conversation = conversation_with_history
+    for origin in ("http://127.0.0.1:1", f"https://127.0.0.1:{server.port}", "http://127.0.0.1",
+                   f"http://localhost:{server.port}"):
+        how = await refusal(lambda origin=origin: user.socket(conversation, origin=origin))
+        assert how == ("handshake", 403), (origin, how)

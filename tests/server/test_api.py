@@ -262,3 +262,9 @@ def test_bad_paging_parameters_are_400(api, alice, params, message):
     response = api.get("/api/conversations/", params)
     assert response.status_code == 400
     assert response.json()["error"] == "bad_request" and message in response.json()["message"]
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"title":' * 100_000 + '"x"' + "}" * 100_000])
+def test_deeply_nested_bodies_are_400_not_500(api, body):
+    response = api.post("/api/conversations/", body, content_type="application/json")
+    assert response.status_code == 400 and "nested too deeply" in response.json()["message"]

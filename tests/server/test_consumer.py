@@ -366,3 +366,90 @@ async def test_an_after_past_the_end_is_clamped(conversation, registry, llm_sett
     assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
     assert texts(frames) == "fresh"
     await socket.close()
+
+
+# --- hardening: hostile frames, a vanished conversation, too many sockets -------------------
+
+
+@pytest.mark.parametrize("frame", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000])
+async def test_deeply_nested_json_is_a_bad_request_not_a_crash(conversation, registry, frame):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send(frame)
+    error = await socket.recv()
+    assert (error["type"], error["code"]) == ("error", "BAD_REQUEST") and "seq" not in error
+    await socket.send({"type": "ping"})
+    assert await socket.recv() == {"type": "pong"}
+    await socket.close()
+
+
+async def test_a_message_to_a_deleted_conversation_gets_not_found_and_the_socket_stays_sane(
+    conversation, registry, llm_settings
+):
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await sync_to_async(services.conversation_delete)(conversation=conversation)
+    await socket.send({"type": "message", "content": "anyone there?"})
+    error = await socket.recv()
+    assert (error["type"], error["code"]) == ("error", "NOT_FOUND") and "seq" not in error
+    assert set(error) == {"type", "code", "message", "detail"}
+    await socket.send({"type": "ping"})
+    assert await socket.recv() == {"type": "pong"}
+    await socket.send({"type": "message", "content": "again"})
+    assert (await socket.recv())["code"] == "NOT_FOUND"
+    assert await Run.objects.acount() == 0 and await Event.objects.acount() == 0
+    await socket.close()
+
+
+async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, registry, settings, make_user):
+    from tests.server.conftest import Socket
+
+    settings.AGENT_MAX_SOCKETS_PER_USER = 2
+    first, second = Socket(conversation.owner, conversation.pk), Socket(conversation.owner, conversation.pk)
+    for socket in (first, second):
+        await socket.connect()
+        await socket.history()
+    third = Socket(conversation.owner, conversation.pk)
+    assert (await third.connect())[0]
+    assert await third.comm.receive_output(timeout=2) == {"type": "websocket.close", "code": 4429}
+    # The cap is per user: someone else still gets in.
+    bob = await sync_to_async(make_user)("bob")
+    bobs = await sync_to_async(services.conversation_create)(owner=bob)
+    other = Socket(bob, bobs.pk)
+    await other.connect()
+    assert (await other.history())[-1]["type"] == "sync"
+    # A closed socket frees its place.
+    await first.close()
+    again = Socket(conversation.owner, conversation.pk)
+    await again.connect()
+    assert (await again.history())[-1]["type"] == "sync"
+    for socket in (second, other, again):
+        await socket.close()
+
+
+async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
+    from chat import consumers, selectors
+    from tests.server.conftest import Socket
+
+    settings.AGENT_MAX_SOCKETS_PER_USER = 1
+    real = selectors.conversation_for_user
+
+    def broken(**kwargs):
+        raise RuntimeError("the database went away for a moment")
+
+    monkeypatch.setattr(selectors, "conversation_for_user", broken)
+    failed = Socket(conversation.owner, conversation.pk)
+    with pytest.raises(RuntimeError):
+        await failed.connect()
+    monkeypatch.setattr(selectors, "conversation_for_user", real)
+    assert conversation.owner.pk not in consumers._open_sockets
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    assert (await socket.history())[-1]["type"] == "sync"
+    await socket.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -177,6 +177,39 @@ def test_login_required_and_sign_out_and_in(new_context, ui_server, shot):
     expect(page.locator(".user-name")).to_have_text(username)
 
 
+def test_a_password_change_elsewhere_reconnects_and_a_logout_elsewhere_signs_out(user_page, replies):
+    """The server closes a socket whose session ended (4401). After a password change the
+    browser is still signed in under a new session key: the page reconnects and stays. After
+    a logout it is not: the page goes to the login form."""
+    from tests.ui.conftest import PASSWORD
+
+    page = user_page
+    message = replies.set(unique("before the change"), text_reply("noted"))
+    send(page, message)
+    expect(last_turn(page)).to_contain_text("noted")
+    chat_url = page.url
+    sockets = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+
+    other_tab = page.context.new_page()
+    other_tab.goto("/accounts/password_change/")
+    other_tab.fill("#id_old_password", PASSWORD)
+    other_tab.fill("#id_new_password1", "ui-New-pass-w0rd-long")
+    other_tab.fill("#id_new_password2", "ui-New-pass-w0rd-long")
+    other_tab.locator("form input[type=submit], form button[type=submit]").last.click()
+    other_tab.wait_for_url("**/password_change/done/")
+
+    page.wait_for_function("() => window.agentsite.view.synced && window.agentsite.view.connection === 'open'")
+    assert len(sockets) == 1, sockets  # a new socket, with the new cookie
+    assert page.url == chat_url
+    send(page, replies.set(unique("after the change"), text_reply("still here")))
+    expect(last_turn(page)).to_contain_text("still here")
+
+    other_tab.goto("/")
+    other_tab.click(".logout-form button")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+
+
 def test_chinese_from_the_browser_and_the_switch(new_context, shot):
     context = new_context(locale="zh-CN", extra_http_headers={"Accept-Language": "zh-CN,zh;q=0.9"})
     page = context.new_page()
@@ -295,19 +328,21 @@ def test_unknown_conversation_goes_back_to_a_draft(user_page):
     expect(page).to_have_url(re.compile(r"/$"))
 
 
-def test_an_address_that_is_not_a_conversation_id_is_ignored(user_page):
-    """?c= must be a UUID: anything else opens a draft without asking the server about it."""
+@pytest.mark.parametrize("bad", ["../../admin/auth/user", "x?after=9#", "not-a-uuid", f"{uuid.uuid4()}/../.."])
+def test_an_invalid_conversation_id_in_the_url_is_ignored(user_page, bad):
     page = user_page
     requested = []
     page.on("request", lambda request: requested.append(request.url))
-    page.goto("/?c=..%2F..%2Faccounts%2Flogout%2F")
+    page.on("websocket", lambda ws: requested.append(ws.url))
+    page.goto(f"/?c={quote(bad, safe='')}")
     expect(page.locator("#empty-state")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/$"))
-    expect(page.locator("#connection-status")).to_be_hidden()
-    assert page.locator("#notice").is_hidden()
-    paths = {urlsplit(url).path for url in requested if not urlsplit(url).path.startswith("/static/")}
-    assert paths == {"/", "/api/conversations/"}, paths  # the page and its list, nothing for the bad id
-    assert_clean(page)
+    page.wait_for_load_state("networkidle")
+    paths = [urlsplit(url).path for url in requested]
+    # Only the page's own requests: the conversation list, no conversation, no socket, no admin.
+    assert not [p for p in paths if p.startswith(("/ws/", "/admin")) or
+                (p.startswith("/api/conversations/") and p != "/api/conversations/")], requested
+    assert page.evaluate("window.agentsite.view") is None
 
 
 def test_long_tool_payloads_are_folded(user_page, replies):

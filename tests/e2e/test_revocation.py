@@ -1,0 +1,205 @@
+"""An open socket does not outlive its session (PROTOCOL.md section 3): logout, a password
+change, deactivation and deletion by an admin close it with 4401 at once, on every process."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import uuid
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from .conftest import ON_POSTGRES, REDIS_URL
+from .harness import PASSWORD, ROOT, Client, Socket
+
+pytestmark = pytest.mark.services
+
+NEW_PASSWORD = "e2e-New-pass-w0rd-long"  # noqa: S105 - a test account
+
+
+async def closed_with(sock: Socket, timeout: float = 15.0) -> int | None:
+    """Waits for the server to close the socket, without sending anything; its close code.
+    Fails if a frame arrives instead."""
+    try:
+        raw = await asyncio.wait_for(sock.ws.recv(), timeout)
+    except ConnectionClosed as exc:
+        return exc.rcvd.code if exc.rcvd else None
+    pytest.fail(f"expected the socket to be closed, got a frame: {raw!r}")
+
+
+async def answers_ping(sock: Socket) -> bool:
+    await sock.send({"type": "ping"})
+    return (await sock.until(lambda f: f["type"] == "pong"))[-1] == {"type": "pong"}
+
+
+async def open_synced(client: Client, conversation: str, **kwargs) -> Socket:
+    sock = await client.socket(conversation, **kwargs)
+    await sock.sync()
+    assert await answers_ping(sock)
+    return sock
+
+
+async def second_session(client: Client) -> Client:
+    """The same user signed in again elsewhere (another browser): a session of its own."""
+    return await Client(client.server, client.username).login()
+
+
+async def logout(client: Client, server=None) -> None:
+    r = await client.http.post(client.url("/accounts/logout/", server), headers=client._unsafe_headers(server))
+    assert r.status_code == 302, (r.status_code, r.text[:500])
+
+
+async def page_form(client: Client, path: str) -> str:
+    r = await client.http.get(client.url(path))
+    assert r.status_code == 200, (path, r.status_code)
+    return r.text
+
+
+def form_value(html: str, name: str) -> str:
+    return re.search(rf'name="{name}"[^>]*value="([^"]*)"', html).group(1)
+
+
+@pytest.fixture
+async def admin(server):
+    """A superuser signed in through the login page, as an operator using /admin/."""
+    username = f"admin{uuid.uuid4().hex[:8]}"
+    subprocess.run(
+        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", username,
+         "--email", f"{username}@example.org"],
+        cwd=ROOT, env={**server.env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}, check=True, timeout=120,
+        capture_output=True,
+    )
+    client = await Client(server, username).login()
+    yield client
+    await client.aclose()
+
+
+async def admin_user_id(admin: Client, username: str) -> str:
+    html = await page_form(admin, f"/admin/auth/user/?q={username}")
+    return re.search(r'href="/admin/auth/user/(\d+)/change/', html).group(1)
+
+
+async def test_logout_closes_that_sessions_sockets_and_no_other(user):
+    conversation = await user.create_conversation()
+    elsewhere = await second_session(user)
+    tab_1 = await open_synced(user, conversation)
+    tab_2 = await open_synced(user, conversation)
+    other_browser = await open_synced(elsewhere, conversation)
+
+    await logout(user)
+
+    assert await closed_with(tab_1) == 4401
+    assert await closed_with(tab_2) == 4401
+    # Logout ends one session, as it does over HTTP: the other browser stays signed in.
+    assert await answers_ping(other_browser)
+    await other_browser.message("still here")
+    assert (await other_browser.until(lambda f: f["type"] == "user_message"))[-1]["content"] == "still here"
+    await other_browser.until_complete()
+    await other_browser.close()
+    await elsewhere.aclose()
+
+
+async def test_password_change_closes_every_socket_of_the_user(user):
+    conversation = await user.create_conversation()
+    elsewhere = await second_session(user)
+    here = await open_synced(user, conversation)
+    other_browser = await open_synced(elsewhere, conversation)
+
+    html = await page_form(user, "/accounts/password_change/")
+    r = await user.http.post(
+        user.url("/accounts/password_change/"),
+        data={"csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"), "old_password": PASSWORD,
+              "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+        headers={"Referer": user.server.base},
+    )
+    assert r.status_code == 302, (r.status_code, r.text[:1000])
+
+    assert await closed_with(other_browser) == 4401
+    # The changing session too: Django keeps that browser signed in under a new session key
+    # and deletes the old one, the key this socket was opened with.
+    assert await closed_with(here) == 4401
+    # The browser's new cookie opens a socket again; the other browser's old one does not.
+    again = await open_synced(user, conversation)
+    await again.close()
+    stale = await elsewhere.socket(conversation)
+    assert await closed_with(stale) == 4401
+    await elsewhere.aclose()
+
+
+async def test_deactivation_by_an_admin_closes_every_socket(user, admin):
+    conversation = await user.create_conversation()
+    sock = await open_synced(user, conversation)
+    user_id = await admin_user_id(admin, user.username)
+    html = await page_form(admin, f"/admin/auth/user/{user_id}/change/")
+    # The change form with "active" unticked (an unticked box is simply not sent).
+    r = await admin.http.post(
+        admin.url(f"/admin/auth/user/{user_id}/change/"),
+        data={"csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"), "username": user.username,
+              "date_joined_0": form_value(html, "date_joined_0"), "date_joined_1": form_value(html, "date_joined_1"),
+              "_save": "Save"},
+        headers={"Referer": admin.server.base},
+    )
+    assert r.status_code == 302, (r.status_code, r.text[:2000])
+    assert await closed_with(sock) == 4401
+    assert await closed_with(await user.socket(conversation)) == 4401
+
+
+async def test_deletion_by_an_admin_closes_every_socket(user, admin):
+    conversation = await user.create_conversation()
+    sock = await open_synced(user, conversation)
+    user_id = await admin_user_id(admin, user.username)
+    html = await page_form(admin, f"/admin/auth/user/{user_id}/delete/")
+    r = await admin.http.post(
+        admin.url(f"/admin/auth/user/{user_id}/delete/"),
+        data={"csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"), "post": "yes"},
+        headers={"Referer": admin.server.base},
+    )
+    assert r.status_code == 302, (r.status_code, r.text[:2000])
+    assert await closed_with(sock) == 4401
+
+
+# -- several processes ---------------------------------------------------------------------
+
+needs_services = pytest.mark.skipif(not (ON_POSTGRES and REDIS_URL),
+                                    reason="needs DATABASE_URL=postgres://... and REDIS_URL")
+
+
+@pytest.fixture(scope="module")
+def two_servers(databases, make_server):
+    database = databases.new()
+    return make_server(database, name="revoke-A"), make_server(database, name="revoke-B")
+
+
+@pytest.mark.multiprocess
+@needs_services
+async def test_logout_through_a_closes_the_socket_on_b(two_servers):
+    server_a, server_b = two_servers
+    alice = await Client(server_a).signup()
+    conversation = await alice.create_conversation()
+    on_b = await open_synced(alice, conversation, server=server_b)
+    on_a = await open_synced(alice, conversation, server=server_a)
+
+    await logout(alice, server_a)
+
+    assert await closed_with(on_b) == 4401
+    assert await closed_with(on_a) == 4401
+    await alice.aclose()
+
+
+@pytest.mark.multiprocess
+@needs_services
+async def test_deactivation_in_another_process_closes_the_socket_on_b(two_servers):
+    """A change made by a process that serves no socket at all (a management command)."""
+    server_a, server_b = two_servers
+    alice = await Client(server_a).signup()
+    conversation = await alice.create_conversation()
+    on_b = await open_synced(alice, conversation, server=server_b)
+    code = ("from django.contrib.auth import get_user_model; "
+            f"u = get_user_model().objects.get(username={alice.username!r}); u.is_active = False; u.save()")
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=server_b.env, check=True,
+                   timeout=120, capture_output=True)
+    assert await closed_with(on_b) == 4401
+    await alice.aclose()
