@@ -8,7 +8,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test install install-test browser sandbox nginx bench clean
+.PHONY: lint run test install install-test browser sandbox nginx bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,9 +56,15 @@ run: install .secret_key
 
 # Everything on SQLite + the in-memory layer, then the tests marked `services` again on
 # PostgreSQL + Redis, with the `multiprocess` ones (several daphnes) that need them.
-test: install-test
+test: install-test lint
 	$(PY) -m pytest -p no:cacheprovider -m "not multiprocess"
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m "services or multiprocess"
+
+# ruff (lint + format) over the tree, mypy over the agent core and the run runtime.
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: install-test
 	$(PY) -m bench

@@ -34,7 +34,9 @@ def env_number(name: str, default: str, kind: type = int):
     try:
         return kind(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a{'n integer' if kind is int else ' number'}, not {raw!r}") from None
+        raise ImproperlyConfigured(
+            f"{name} must be a{'n integer' if kind is int else ' number'}, not {raw!r}"
+        ) from None
 
 
 def env_optional(name: str) -> str | None:
@@ -89,8 +91,10 @@ def _secret_key() -> str:
     if DEBUG:
         return _DEV_SECRET_KEY
     # One line, no traceback (SystemExit): the operator sees what to set.
-    sys.exit("agentsite: SECRET_KEY is not set and DEBUG is off: set SECRET_KEY to a long random value "
-             "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), or DEBUG=true for development.")
+    sys.exit(
+        "agentsite: SECRET_KEY is not set and DEBUG is off: set SECRET_KEY to a long random value "
+        "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), or DEBUG=true for development."
+    )
 
 
 SECRET_KEY = _secret_key()
@@ -249,8 +253,7 @@ AGENT_STREAM_FLUSH_MS = env_number("AGENT_STREAM_FLUSH_MS", "50")
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
 AGENT_SYSTEM_PROMPT = os.environ.get(
     "AGENT_SYSTEM_PROMPT",
-    "You are a helpful assistant. Use the tools you are given when they help, "
-    "and answer in the language of the user.",
+    "You are a helpful assistant. Use the tools you are given when they help, and answer in the language of the user.",
 )
 # Seconds a model call may take (connect + whole stream) before it counts as failed.
 AGENT_LLM_TIMEOUT = env_number("AGENT_LLM_TIMEOUT", "120", float)
@@ -343,8 +346,13 @@ AUTHENTICATION_BACKENDS = [
 SIGNUP_RATE_LIMIT = env_number("SIGNUP_RATE_LIMIT", "5")
 SIGNUP_RATE_WINDOW = env_number("SIGNUP_RATE_WINDOW", "3600")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                          "KEY_PREFIX": "agentsite"}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "agentsite",
+        }
+    }
 
 # Password reset mails a link, so its pages exist only when a mail server is configured.
 EMAIL_HOST = env_optional("EMAIL_HOST")

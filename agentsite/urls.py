@@ -7,7 +7,8 @@ from django.urls import include, path
 # so they exist only when EMAIL_HOST is set.
 _PASSWORD_RESET = {"password_reset", "password_reset_done", "password_reset_confirm", "password_reset_complete"}
 account_urlpatterns = [
-    pattern for pattern in auth_urls.urlpatterns
+    pattern
+    for pattern in auth_urls.urlpatterns
     if settings.PASSWORD_RESET_ENABLED or pattern.name not in _PASSWORD_RESET
 ]
 

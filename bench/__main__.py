@@ -1,8 +1,8 @@
 """`python -m bench` (`make bench`): run the suite, print the table, write bench/results/latest.json.
 
-    python -m bench                 # everything (about 5-8 minutes on 2 cores)
-    python -m bench --quick         # smaller numbers, the SQLite stacks only (about a minute)
-    python -m bench --only relay,replay --stacks sqlite-daphne
+python -m bench                 # everything (about 5-8 minutes on 2 cores)
+python -m bench --quick         # smaller numbers, the SQLite stacks only (about a minute)
+python -m bench --only relay,replay --stacks sqlite-daphne
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ STACKS = {
 
 
 def parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small numbers, SQLite stacks only")
     parser.add_argument("--only", default=",".join(MEASUREMENTS), help=f"comma list of {', '.join(MEASUREMENTS)}")
     parser.add_argument("--stacks", default=None, help=f"comma list of {', '.join(STACKS)}")
@@ -59,22 +60,28 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
         if "relay" in only:
             print(f"[{name}] relay", flush=True)
             out["relay"] = await asyncio.wait_for(
-                relay.measure(stack, model, pool, tokens=1000 if quick else relay.TOKENS), 300)
+                relay.measure(stack, model, pool, tokens=1000 if quick else relay.TOKENS), 300
+            )
         if "concurrency" in only:
             print(f"[{name}] concurrency {levels}", flush=True)
             out["concurrency"] = await asyncio.wait_for(concurrency.measure(stack, model, pool, levels=levels), 600)
         if "writes" in only:
             if out.get("relay"):
-                out["writes_fast"] = writes.measure(stack, out["relay"]["conversations"],
-                                                    tokens_expected=out["relay"]["tokens"] * len(out["relay"]["conversations"]))
+                out["writes_fast"] = writes.measure(
+                    stack,
+                    out["relay"]["conversations"],
+                    tokens_expected=out["relay"]["tokens"] * len(out["relay"]["conversations"]),
+                )
             if out.get("concurrency"):
                 first = out["concurrency"]["levels"][0]
-                out["writes_paced"] = writes.measure(stack, first["conversations"],
-                                                     tokens_expected=first["C"] * concurrency.TOKENS)
+                out["writes_paced"] = writes.measure(
+                    stack, first["conversations"], tokens_expected=first["C"] * concurrency.TOKENS
+                )
         if "replay" in only:
             print(f"[{name}] replay", flush=True)
             out["replay"] = await asyncio.wait_for(
-                replay.measure(stack, model, pool, events=2000 if quick else replay.EVENTS), 300)
+                replay.measure(stack, model, pool, events=2000 if quick else replay.EVENTS), 300
+            )
     except Exception as exc:
         traceback.print_exc()
         out["error"] = f"{type(exc).__name__}: {exc}"
@@ -98,8 +105,9 @@ async def main() -> int:
     unknown = only - set(MEASUREMENTS)
     if unknown:
         sys.exit(f"unknown measurement(s): {', '.join(sorted(unknown))}")
-    names = args.stacks.split(",") if args.stacks else (
-        ["sqlite-daphne", "sqlite-uvicorn"] if args.quick else list(STACKS))
+    names = (
+        args.stacks.split(",") if args.stacks else (["sqlite-daphne", "sqlite-uvicorn"] if args.quick else list(STACKS))
+    )
     started = time.monotonic()
     model = FakeModel()
     results = {"args": vars(args), "stacks": []}
@@ -113,6 +121,7 @@ async def main() -> int:
     print()
     print(report.summary(results))
     from pathlib import Path
+
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
     return 1 if any("error" in s for s in results["stacks"]) else 0

@@ -26,8 +26,12 @@ async def connect(base: str, conversation_id: str, session: str, *, after: int =
     url = base.replace("http://", "ws://") + f"/ws/chat/{conversation_id}/?after={after}"
     ws = await asyncio.wait_for(
         websockets.connect(
-            url, additional_headers={"Cookie": f"sessionid={session}", "Origin": base},
-            ping_interval=None, max_size=None, open_timeout=timeout, close_timeout=2,
+            url,
+            additional_headers={"Cookie": f"sessionid={session}", "Origin": base},
+            ping_interval=None,
+            max_size=None,
+            open_timeout=timeout,
+            close_timeout=2,
         ),
         timeout,
     )

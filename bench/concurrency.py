@@ -25,9 +25,7 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
         async with gate:
             return await clients.connect(stack.base(index), conversation, session)
 
-    connected = await asyncio.gather(
-        *(open_one(i, s, c) for i, (s, c) in enumerate(pairs)), return_exceptions=True
-    )
+    connected = await asyncio.gather(*(open_one(i, s, c) for i, (s, c) in enumerate(pairs)), return_exceptions=True)
     sockets = [c[0] for c in connected if not isinstance(c, BaseException)]
     failed_connects = [repr(c) for c in connected if isinstance(c, BaseException)]
     streams = [clients.Stream(tokens) for _ in sockets]
@@ -39,8 +37,9 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
         cpu = meter.stop()
         await clients.close_all(sockets)
     syncs = [c[1] for c in connected if not isinstance(c, BaseException)]
-    problems = failed_connects + [p for p in (clients.check(st, after_seq=s["lastSeq"])
-                                              for st, s in zip(streams, syncs)) if p]
+    problems = failed_connects + [
+        p for p in (clients.check(st, after_seq=s["lastSeq"]) for st, s in zip(streams, syncs)) if p
+    ]
     done = [st for st in streams if st.done_at]
     wall = (max(st.done_at for st in done) - min(st.sent_at for st in streams)) if done else float("nan")
     first = [st.first_text_at - st.sent_at for st in streams if st.first_text_at]
@@ -56,8 +55,11 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
     return {
         "C": count,
         "wall_s": round(wall, 3),
-        "first_text_ms": {"p50": ms(percentile(first, 50)), "p95": ms(percentile(first, 95)),
-                          "p99": ms(percentile(first, 99))},
+        "first_text_ms": {
+            "p50": ms(percentile(first, 50)),
+            "p95": ms(percentile(first, 95)),
+            "p99": ms(percentile(first, 99)),
+        },
         "user_message_ms": {"p50": ms(percentile(echo, 50)), "p95": ms(percentile(echo, 95))},
         "added_ms_p99": ms(percentile(added, 99)),
         "added_ms_p50": ms(percentile(added, 50)),
@@ -78,10 +80,17 @@ async def sdk_floor(base_url: str, count: int) -> dict:
     connections, as a server that has streamed before) and its client CPU."""
     import orjson
 
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
-                                http_client=openai.DefaultAioHttpClient())
-    body = orjson.dumps({"model": "fake-model", "messages": [{"role": "user", "content": clients.order(1, 0)}],
-                         "stream": True, "stream_options": {"include_usage": True}})
+    client = openai.AsyncOpenAI(
+        base_url=base_url, api_key="x", max_retries=0, http_client=openai.DefaultAioHttpClient()
+    )
+    body = orjson.dumps(
+        {
+            "model": "fake-model",
+            "messages": [{"role": "user", "content": clients.order(1, 0)}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
 
     async def first_chunk(started: float) -> float:
         response = await client.post("/chat/completions", cast_to=httpx2.Response, content=body, stream=True)
@@ -102,9 +111,14 @@ async def sdk_floor(base_url: str, count: int) -> dict:
     finally:
         await client.close()
     times, cpu = rounds[-1]
-    return {"C": count, "first_chunk_ms": {"p50": round(percentile(times, 50) * 1000, 1),
-                                           "p95": round(percentile(times, 95) * 1000, 1)},
-            "client_cpu_ms_per_request": round(cpu / count * 1000, 2)}
+    return {
+        "C": count,
+        "first_chunk_ms": {
+            "p50": round(percentile(times, 50) * 1000, 1),
+            "p95": round(percentile(times, 95) * 1000, 1),
+        },
+        "client_cpu_ms_per_request": round(cpu / count * 1000, 2),
+    }
 
 
 async def measure(stack, model, pool, *, levels=(50, 100, 200, 400), tokens: int = TOKENS, rate: float = RATE) -> dict:
@@ -117,9 +131,15 @@ async def measure(stack, model, pool, *, levels=(50, 100, 200, 400), tokens: int
         result["stretch"] = round(result["wall_s"] / solo["wall_s"], 2)
         result["stretch_nominal"] = round(result["wall_s"] / nominal, 2)
         results.append(result)
-        print(f"    C={count}: wall {result['wall_s']} s, stretch {result['stretch']}, first text p95 "
-              f"{result['first_text_ms']['p95']} ms, ok {result['ok']}/{count}", flush=True)
+        print(
+            f"    C={count}: wall {result['wall_s']} s, stretch {result['stretch']}, first text p95 "
+            f"{result['first_text_ms']['p95']} ms, ok {result['ok']}/{count}",
+            flush=True,
+        )
     floor = await sdk_floor(model.base_url, 200)
-    print(f"    SDK alone, 200 streams opened at once: first chunk p95 {floor['first_chunk_ms']['p95']} ms, "
-          f"{floor['client_cpu_ms_per_request']} ms CPU each", flush=True)
+    print(
+        f"    SDK alone, 200 streams opened at once: first chunk p95 {floor['first_chunk_ms']['p95']} ms, "
+        f"{floor['client_cpu_ms_per_request']} ms CPU each",
+        flush=True,
+    )
     return {"tokens": tokens, "rate": rate, "solo": solo, "levels": results, "sdk_floor": floor}

@@ -21,7 +21,9 @@ async def _open(stack, pairs):
             return ws
 
     results = await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(pairs)), return_exceptions=True)
-    return [r for r in results if not isinstance(r, BaseException)], [r for r in results if isinstance(r, BaseException)]
+    return [r for r in results if not isinstance(r, BaseException)], [
+        r for r in results if isinstance(r, BaseException)
+    ]
 
 
 async def measure(stack, model, pool, *, sockets: int = SOCKETS, idle_seconds: float = IDLE_SECONDS) -> dict:

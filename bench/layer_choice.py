@@ -44,8 +44,15 @@ async def measure(layer_factory, *, groups: int, members: int, messages: int) ->
 
     async def produce(g):
         for i in range(messages):
-            await sender.group_send(f"bench.g{g}", {"type": "chat.events", "t": time.perf_counter(), "i": i,
-                                                    "events": [{"type": "text", "content": "x" * 80}]})
+            await sender.group_send(
+                f"bench.g{g}",
+                {
+                    "type": "chat.events",
+                    "t": time.perf_counter(),
+                    "i": i,
+                    "events": [{"type": "text", "content": "x" * 80}],
+                },
+            )
             await asyncio.sleep(0.05)  # a run's flush window
 
     await asyncio.gather(*(produce(g) for g in range(groups)))
@@ -76,8 +83,10 @@ async def main(url: str) -> None:
             except Exception as exc:  # a failure is a finding: print it in the table
                 print(f"{name:26} {f'{groups} x {members}':>17} failed: {type(exc).__name__}: {exc}"[:120])
                 continue
-            print(f"{name:26} {f'{groups} x {members}':>17} {row['delivered']:>12} {row['p50_ms']:>8} "
-                  f"{row['p99_ms']:>8} {row['cpu_s']:>6}")
+            print(
+                f"{name:26} {f'{groups} x {members}':>17} {row['delivered']:>12} {row['p50_ms']:>8} "
+                f"{row['p99_ms']:>8} {row['cpu_s']:>6}"
+            )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ class Pool:
         users = seeded["users"]
         width = max(len(u["conversations"]) for u in users)
         # Across users first, so that n consecutive conversations belong to n users.
-        self._free = [(u["session"], u["conversations"][j]) for j in range(width) for u in users
-                      if j < len(u["conversations"])]
+        self._free = [
+            (u["session"], u["conversations"][j]) for j in range(width) for u in users if j < len(u["conversations"])
+        ]
 
     def take(self, n: int) -> list[tuple[str, str]]:
         if n > len(self._free):

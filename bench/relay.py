@@ -20,8 +20,10 @@ async def direct_read(base_url: str, tokens: int) -> float:
     try:
         started = time.time()
         stream = await client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": clients.order(tokens, 0)}],
-            stream=True, stream_options={"include_usage": True},
+            model="fake-model",
+            messages=[{"role": "user", "content": clients.order(tokens, 0)}],
+            stream=True,
+            stream_options={"include_usage": True},
         )
         text = []
         async for chunk in stream:
@@ -46,8 +48,12 @@ async def direct_read_raw(base_url: str, tokens: int) -> float:
     client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
     try:
         started = time.time()
-        body = {"model": "fake-model", "messages": [{"role": "user", "content": clients.order(tokens, 0)}],
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": "fake-model",
+            "messages": [{"role": "user", "content": clients.order(tokens, 0)}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         response = await client.post("/chat/completions", cast_to=httpx2.Response, body=body, stream=True)
         text = []
         async for line in response.aiter_lines():

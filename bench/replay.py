@@ -16,12 +16,17 @@ async def measure(stack, model, pool, *, events: int = EVENTS, repeats: int = RE
     times, problems = [], []
     for attempt in range(repeats):
         started = time.time()
-        ws, sync, replayed = await clients.connect(stack.base(attempt), seeded["conversation"], seeded["session"],
-                                                   timeout=60)
+        ws, sync, replayed = await clients.connect(
+            stack.base(attempt), seeded["conversation"], seeded["session"], timeout=60
+        )
         times.append(time.time() - started)
         await ws.close()
         seqs = [f["seq"] for f in replayed]
         if seqs != list(range(1, events + 1)) or sync["lastSeq"] != events:
             problems.append(f"replayed {len(seqs)} events, sync lastSeq {sync['lastSeq']}")
-    return {"events": events, "sync_s": round(statistics.median(times), 3),
-            "sync_s_all": [round(t, 3) for t in times], "problems": problems}
+    return {
+        "events": events,
+        "sync_s": round(statistics.median(times), 3),
+        "sync_s_all": [round(t, 3) for t in times],
+        "problems": problems,
+    }

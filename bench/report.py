@@ -34,17 +34,23 @@ def table(results: dict) -> str:
             lines.append(f"  FAILED: {stack['error']}")
         r = stack.get("relay")
         if r:
-            lines.append(f"  relay {r['tokens']} tokens: direct {r['direct_s']} s, through the server "
-                         f"{r['relayed_s']} s, ratio {r['ratio']}x   (target {TARGETS['relay']}); "
-                         f"raw direct read {r.get('direct_raw_s')} s, ratio {r.get('ratio_raw')}x"
-                         + (f"  PROBLEMS {r['problems']}" if r["problems"] else ""))
+            lines.append(
+                f"  relay {r['tokens']} tokens: direct {r['direct_s']} s, through the server "
+                f"{r['relayed_s']} s, ratio {r['ratio']}x   (target {TARGETS['relay']}); "
+                f"raw direct read {r.get('direct_raw_s')} s, ratio {r.get('ratio_raw')}x"
+                + (f"  PROBLEMS {r['problems']}" if r["problems"] else "")
+            )
         c = stack.get("concurrency")
         if c:
-            lines.append(f"  concurrency, {c['tokens']} tokens at {c['rate']:g}/s each; one alone: "
-                         f"{c['solo']['wall_s']} s   (targets: C=200 stretch {TARGETS['stretch'].split(' (')[0]}, "
-                         f"first text p95 {TARGETS['first_p95'].split(' (')[0]})")
-            lines.append("     C   wall s  stretch  first text p50/p95/p99 ms  added p99 ms  gap p99 ms  ok      "
-                         "CPU s server/model/client")
+            lines.append(
+                f"  concurrency, {c['tokens']} tokens at {c['rate']:g}/s each; one alone: "
+                f"{c['solo']['wall_s']} s   (targets: C=200 stretch {TARGETS['stretch'].split(' (')[0]}, "
+                f"first text p95 {TARGETS['first_p95'].split(' (')[0]})"
+            )
+            lines.append(
+                "     C   wall s  stretch  first text p50/p95/p99 ms  added p99 ms  gap p99 ms  ok      "
+                "CPU s server/model/client"
+            )
             for lv in c["levels"]:
                 ft = lv["first_text_ms"]
                 servers = "+".join(f"{v:g}" for k, v in lv["cpu_s"].items() if k.startswith("server"))
@@ -58,31 +64,41 @@ def table(results: dict) -> str:
                     lines.append(f"        problem: {problem}")
             f = c.get("sdk_floor")
             if f:
-                lines.append(f"  floor: the SDK alone opening {f['C']} streams at once (no server): first chunk "
-                             f"p50/p95 {f['first_chunk_ms']['p50']} / {f['first_chunk_ms']['p95']} ms, "
-                             f"{f['client_cpu_ms_per_request']} ms CPU per request")
+                lines.append(
+                    f"  floor: the SDK alone opening {f['C']} streams at once (no server): first chunk "
+                    f"p50/p95 {f['first_chunk_ms']['p50']} / {f['first_chunk_ms']['p95']} ms, "
+                    f"{f['client_cpu_ms_per_request']} ms CPU per request"
+                )
         i = stack.get("idle")
         if i:
-            lines.append(f"  idle: {i['sockets']} sockets ({i['failed']} failed): {i['kib_per_socket']} KiB each "
-                         f"(RSS {i['rss_before_mib']} -> {i['rss_after_mib']} MiB), idle CPU {i['idle_cpu_pct']}% "
-                         f"of a core   (target {TARGETS['idle']})")
+            lines.append(
+                f"  idle: {i['sockets']} sockets ({i['failed']} failed): {i['kib_per_socket']} KiB each "
+                f"(RSS {i['rss_before_mib']} -> {i['rss_after_mib']} MiB), idle CPU {i['idle_cpu_pct']}% "
+                f"of a core   (target {TARGETS['idle']})"
+            )
         p = stack.get("replay")
         if p:
-            lines.append(f"  replay: {p['events']} events until sync in {p['sync_s']} s (runs {p['sync_s_all']})"
-                         f"   (target {TARGETS['replay']})" + (f"  PROBLEMS {p['problems']}" if p["problems"] else ""))
+            lines.append(
+                f"  replay: {p['events']} events until sync in {p['sync_s']} s (runs {p['sync_s_all']})"
+                f"   (target {TARGETS['replay']})" + (f"  PROBLEMS {p['problems']}" if p["problems"] else "")
+            )
         for key, label in (("writes_fast", "full speed"), ("writes_paced", "100 tokens/s")):
             w = stack.get(key)
             if w:
-                lines.append(f"  writes ({label}): {w['rows_per_1k_tokens']} rows inserted per 1k tokens, "
-                             f"~{w['row_writes_per_1k_tokens']} row writes incl. updates   (target {TARGETS['rows']})")
+                lines.append(
+                    f"  writes ({label}): {w['rows_per_1k_tokens']} rows inserted per 1k tokens, "
+                    f"~{w['row_writes_per_1k_tokens']} row writes incl. updates   (target {TARGETS['rows']})"
+                )
     lines.append(f"\nsuite time: {results['elapsed_s']} s")
     return "\n".join(lines)
 
 
 def summary(results: dict) -> str:
     """One line per stack with the headline numbers (what the README table shows)."""
-    head = ("| stack | relay ratio | C=200 stretch | C=200 first text p95 | C=400 stretch | "
-            "KiB/idle socket | idle CPU | replay 10k | rows/1k tokens (100/s) |")
+    head = (
+        "| stack | relay ratio | C=200 stretch | C=200 first text p95 | C=400 stretch | "
+        "KiB/idle socket | idle CPU | replay 10k | rows/1k tokens (100/s) |"
+    )
     lines = [head, "|" + "---|" * 9]
     for s in results["stacks"]:
         lv = {x["C"]: x for x in s.get("concurrency", {}).get("levels", [])}
@@ -100,7 +116,13 @@ def summary(results: dict) -> str:
 def write(results: dict, path: Path | None = None) -> Path:
     path = path or RESULTS / "latest.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    results = {**results, "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version(),
-                                      "when": time.strftime("%Y-%m-%dT%H:%M:%S")}}
+    results = {
+        **results,
+        "machine": {
+            "cpus": __import__("os").cpu_count(),
+            "python": platform.python_version(),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    }
     path.write_text(json.dumps(results, indent=1))
     return path

@@ -41,9 +41,7 @@ def users(count: int, conversations: int) -> dict:
     tag = uuid.uuid4().hex[:8]
     unusable = make_password(None)
     with transaction.atomic():
-        created = User.objects.bulk_create(
-            User(username=f"bench-{tag}-{i}", password=unusable) for i in range(count)
-        )
+        created = User.objects.bulk_create(User(username=f"bench-{tag}-{i}", password=unusable) for i in range(count))
         if created[0].pk is None:  # backends without RETURNING
             created = list(User.objects.filter(username__startswith=f"bench-{tag}-").order_by("id"))
         convs = [Conversation(owner=user, title="bench") for user in created for _ in range(conversations)]
@@ -70,15 +68,22 @@ def replay(events: int) -> dict:
     from chat.models import Conversation
 
     conversation = Conversation.objects.get(pk=conversation_id)
-    run = Run.objects.create(conversation=conversation, user=conversation.owner, model="fake-model",
-                             status=Run.Status.SUCCEEDED, finished_at=timezone.now())
+    run = Run.objects.create(
+        conversation=conversation,
+        user=conversation.owner,
+        model="fake-model",
+        status=Run.Status.SUCCEEDED,
+        finished_at=timezone.now(),
+    )
     now = timezone.now()
     payloads = [{"type": "user_message", "content": "bench replay"}]
     payloads += [{"type": "text", "content": f"token {i} of a long answer, coalesced. "} for i in range(events - 2)]
     payloads.append({"type": "complete", "status": "succeeded"})
     Event.objects.bulk_create(
-        (Event(conversation=conversation, run=run, seq=i + 1, type=p["type"], payload=p, created_at=now)
-         for i, p in enumerate(payloads)),
+        (
+            Event(conversation=conversation, run=run, seq=i + 1, type=p["type"], payload=p, created_at=now)
+            for i, p in enumerate(payloads)
+        ),
         batch_size=2000,
     )
     Conversation.objects.filter(pk=conversation.pk).update(last_seq=events)

@@ -54,8 +54,10 @@ class FakeModel:
     def __init__(self) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.fakemodel", str(self.port)], cwd=ROOT,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "bench.fakemodel", str(self.port)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -86,10 +88,10 @@ class FakeModel:
 @dataclass
 class Stack:
     name: str
-    database: str = "sqlite"          # sqlite | postgres
-    server: str = "daphne"            # daphne | uvicorn
+    database: str = "sqlite"  # sqlite | postgres
+    server: str = "daphne"  # daphne | uvicorn
     processes: int = 1
-    flush_ms: int | None = None       # AGENT_STREAM_FLUSH_MS, None = the server's default
+    flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     ports: list[int] = field(default_factory=list)
     servers: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -140,15 +142,39 @@ class Stack:
         else:
             env["DATABASE_URL"] = f"sqlite:///{os.path.join(self._tmp, 'db.sqlite3')}"
         self.env = env
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0", "--skip-checks"], cwd=ROOT, env=env, check=True)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0", "--skip-checks"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+        )
         for _ in range(self.processes):
             port = free_port()
             if self.server == "uvicorn":
-                cmd = [str(VENV_BIN / "uvicorn"), "agentsite.asgi:application", "--host", "127.0.0.1",
-                       "--port", str(port), "--lifespan", "off", "--no-access-log", "--log-level", "warning"]
+                cmd = [
+                    str(VENV_BIN / "uvicorn"),
+                    "agentsite.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--lifespan",
+                    "off",
+                    "--no-access-log",
+                    "--log-level",
+                    "warning",
+                ]
             else:
-                cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0",
-                       "agentsite.asgi:application"]
+                cmd = [
+                    str(VENV_BIN / "daphne"),
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-v",
+                    "0",
+                    "agentsite.asgi:application",
+                ]
             log = open(os.path.join(self._tmp, f"server-{port}.log"), "w")
             self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
             self.ports.append(port)
@@ -182,8 +208,13 @@ class Stack:
     # -- data ------------------------------------------------------------------------
     def seed(self, **command) -> dict:
         done = subprocess.run(
-            [sys.executable, "-m", "bench.seed"], cwd=ROOT, env=self.env, input=json.dumps(command),
-            capture_output=True, text=True, timeout=300,
+            [sys.executable, "-m", "bench.seed"],
+            cwd=ROOT,
+            env=self.env,
+            input=json.dumps(command),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if done.returncode != 0:
             raise RuntimeError(f"bench.seed {command.get('op')} failed:\n{done.stderr[-3000:]}")

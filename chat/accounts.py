@@ -18,10 +18,15 @@ def login_locked_out(request, original_response=None, credentials=None):
     minutes = max(1, round(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
     # Unbound: a bound form would authenticate again while rendering its errors.
     form = AuthenticationForm(request, initial={"username": request.POST.get("username", "")})
-    message = gettext("Too many failed sign-in attempts for this account or from your network. "
-                      "Try again in %(minutes)s minutes.") % {"minutes": minutes}
-    return render(request, "registration/login.html",
-                  {"form": form, "lockout_message": message, "next": request.POST.get("next", "")}, status=429)
+    message = gettext(
+        "Too many failed sign-in attempts for this account or from your network. Try again in %(minutes)s minutes."
+    ) % {"minutes": minutes}
+    return render(
+        request,
+        "registration/login.html",
+        {"form": form, "lockout_message": message, "next": request.POST.get("next", "")},
+        status=429,
+    )
 
 
 def signup_allowed(request) -> bool:

@@ -57,8 +57,18 @@ class ToolRecordInline(ReadOnlyInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "conversation", "user", "status", "model", "iterations", "total_tokens",
-                    "started_at", "finished_at", "heartbeat_at")
+    list_display = (
+        "id",
+        "conversation",
+        "user",
+        "status",
+        "model",
+        "iterations",
+        "total_tokens",
+        "started_at",
+        "finished_at",
+        "heartbeat_at",
+    )
     list_filter = ("status", "model", "started_at")
     search_fields = ("id", "conversation__id", "conversation__title", "user__username", "error")
     readonly_fields = [f.name for f in Run._meta.fields]

@@ -6,8 +6,11 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, origins  # noqa: F401 - register the system checks
-        from . import workspaces  # noqa: F401 - removes a deleted conversation's workspace
+        from . import (  # noqa: F401 - register the system checks
+            checks,
+            origins,
+            workspaces,  # noqa: F401 - removes a deleted conversation's workspace
+        )
         from .revocation import connect_signals
 
         connect_signals()

@@ -21,10 +21,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import selectors, services
+from .revocation import session_is_current, user_group
 from .runtime.doorbell import conversation_group
 from .runtime.registry import get_registry
 from .text import clean_value, invalid_reason
-from .revocation import REVOKED, session_is_current, user_group
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +103,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send_from_database()
         run = await sync_to_async(selectors.running_run)(conversation_id=self.conversation.pk)
         await self._send_json(
-            {"type": "sync", "lastSeq": self.last_seq, "running": run is not None,
-             "runId": str(run.pk) if run else None}
+            {
+                "type": "sync",
+                "lastSeq": self.last_seq,
+                "running": run is not None,
+                "runId": str(run.pk) if run else None,
+            }
         )
 
     def _uncount(self) -> None:

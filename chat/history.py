@@ -11,6 +11,7 @@ before a resume (error INTERRUPTED with `resumed: true`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -25,9 +26,18 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         nonlocal text, calls, results
         if calls:
             messages.append(
-                {"role": "assistant", "content": "".join(text) or None,
-                 "tool_calls": [{"id": c["toolCallId"], "type": "function",
-                                 "function": {"name": c["toolName"], "arguments": c["arguments"]}} for c in calls]}
+                {
+                    "role": "assistant",
+                    "content": "".join(text) or None,
+                    "tool_calls": [
+                        {
+                            "id": c["toolCallId"],
+                            "type": "function",
+                            "function": {"name": c["toolName"], "arguments": c["arguments"]},
+                        }
+                        for c in calls
+                    ],
+                }
             )
             for call in calls:
                 # A call that never ended (a crash mid-tool) still needs an answer for the model.
@@ -60,7 +70,7 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def messages_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def messages_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Chat messages of the given events, run by run in the order given."""
     messages: list[dict[str, Any]] = []
     for _, run_events in groupby(events, key=lambda e: e["runId"]):

@@ -70,9 +70,7 @@ class Run(models.Model):
     class Meta:
         ordering = ["-started_at"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["conversation"], condition=Q(status="running"), name=RUNNING_RUN_CONSTRAINT
-            )
+            models.UniqueConstraint(fields=["conversation"], condition=Q(status="running"), name=RUNNING_RUN_CONSTRAINT)
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),

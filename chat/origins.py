@@ -103,8 +103,11 @@ class OriginValidator:
 @register()
 def check_allowed_origins(app_configs, **kwargs):
     return [
-        Error(f"ALLOWED_ORIGINS: {origin!r} is not an origin of the form scheme://host[:port].",
-              hint="For example https://chat.example.org or http://localhost:8000.", id="agentsite.E120")
+        Error(
+            f"ALLOWED_ORIGINS: {origin!r} is not an origin of the form scheme://host[:port].",
+            hint="For example https://chat.example.org or http://localhost:8000.",
+            id="agentsite.E120",
+        )
         for origin in getattr(settings, "ALLOWED_ORIGINS", [])
         if normalize_origin(origin) is None
     ]

@@ -86,6 +86,7 @@ def session_is_current(*, session_key: str | None, user_id) -> bool:
 
 # -- the triggers ------------------------------------------------------------------------
 
+
 def _on_logout(sender, request, user, **kwargs) -> None:
     # Sent before the session is flushed, so its key is still known here.
     if user is not None and request is not None and request.session.session_key:

@@ -135,8 +135,14 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         # database, orjson or msgpack would refuse (NUL, lone surrogates) is cleaned here.
         payloads = [clean_value(p) for p in batch.payloads]
         events += (
-            Event(conversation_id=batch.conversation_id, run_id=batch.run_id, seq=first + i, type=p["type"],
-                  payload=p, created_at=now)
+            Event(
+                conversation_id=batch.conversation_id,
+                run_id=batch.run_id,
+                seq=first + i,
+                type=p["type"],
+                payload=p,
+                created_at=now,
+            )
             for i, p in enumerate(payloads)
         )
         run_id = str(batch.run_id)
@@ -205,7 +211,9 @@ class RunStart:
     worker: str
 
 
-def run_start(*, conversation: Conversation, user, content: str, model: str, worker: str) -> tuple[Run, list[EventFrame]]:
+def run_start(
+    *, conversation: Conversation, user, content: str, model: str, worker: str
+) -> tuple[Run, list[EventFrame]]:
     """runs_start for one message: (run, frames), or its RunInProgress / RateLimited raised."""
     (result,) = runs_start(starts=[RunStart(conversation, user, content, model, worker)])
     if isinstance(result, Exception):
@@ -249,11 +257,14 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     if limit:
         recent = dict(
             Run.objects.filter(user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1))
-            .values("user").annotate(n=Count("pk")).values_list("user", "n")
+            .values("user")
+            .annotate(n=Count("pk"))
+            .values_list("user", "n")
         )
     keys = {_conversation_key(s.conversation.pk) for s in starts}
-    busy = set(Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING)
-               .values_list("conversation", flat=True))
+    busy = set(
+        Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING).values_list("conversation", flat=True)
+    )
     accepted: list[tuple[int, Run]] = []
     for index, start in enumerate(starts):
         key = _conversation_key(start.conversation.pk)
@@ -264,22 +275,36 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         else:
             busy.add(key)
             recent[start.user.pk] = recent.get(start.user.pk, 0) + 1
-            accepted.append((index, Run(conversation_id=key, user=start.user, model=start.model,
-                                        worker=start.worker, started_at=now, heartbeat_at=now)))
+            accepted.append(
+                (
+                    index,
+                    Run(
+                        conversation_id=key,
+                        user=start.user,
+                        model=start.model,
+                        worker=start.worker,
+                        started_at=now,
+                        heartbeat_at=now,
+                    ),
+                )
+            )
     if accepted:
         Run.objects.bulk_create([run for _, run in accepted])
         titles = {
             run.conversation_id: _title_of(starts[index].content)
-            for index, run in accepted if not starts[index].conversation.title
+            for index, run in accepted
+            if not starts[index].conversation.title
         }
         if titles:
             Conversation.objects.filter(pk__in=titles, title="").update(
                 title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
             )
-        frames = _append_batches([
-            EventBatch(run.conversation_id, run.pk, [UserMessageEvent(starts[index].content).to_dict()])
-            for index, run in accepted
-        ])
+        frames = _append_batches(
+            [
+                EventBatch(run.conversation_id, run.pk, [UserMessageEvent(starts[index].content).to_dict()])
+                for index, run in accepted
+            ]
+        )
         if any(f is None for f in frames):
             raise ConversationGone("a conversation was deleted")  # -> one by one
         for (index, run), run_frames in zip(accepted, frames):
@@ -342,14 +367,16 @@ def run_interrupt(
         # Whole payloads: SQLite would decode an `arguments` string that holds JSON.
         open_calls = [
             (start["toolCallId"], start["toolName"], start["arguments"])
-            for start in Event.objects.filter(run_id=run_id, type="tool_start").order_by("seq")
+            for start in Event.objects.filter(run_id=run_id, type="tool_start")
+            .order_by("seq")
             .values_list("payload", flat=True)
             if start["toolCallId"] not in ended
         ]
         result, now = error_result("interrupted"), timezone.now()
         payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
-        records = [ToolRecordData(call_id, name, arguments, result, True, now, 0)
-                   for call_id, name, arguments in open_calls]
+        records = [
+            ToolRecordData(call_id, name, arguments, result, True, now, 0) for call_id, name, arguments in open_calls
+        ]
         error = ErrorEvent(ErrorCode.INTERRUPTED, message, run.worker).to_dict()
         resumed = run.resumes < max_resumes
         if resumed:

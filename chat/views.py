@@ -89,8 +89,9 @@ def js_strings() -> dict[str, str]:
 
 @login_required
 def chat_page(request):
-    return render(request, "chat/index.html",
-                  {"js_strings": js_strings(), "max_message_chars": settings.AGENT_MAX_MESSAGE_CHARS})
+    return render(
+        request, "chat/index.html", {"js_strings": js_strings(), "max_message_chars": settings.AGENT_MAX_MESSAGE_CHARS}
+    )
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

@@ -11,7 +11,7 @@ through `remove_tree`, which never follows a symlink out of the workspace.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 
 from django.conf import settings
@@ -32,8 +32,4 @@ def remove_after_delete(sender, instance: Conversation, using: str, **kwargs) ->
 def workspace_listing(conversation_id) -> list[tuple[str, int, datetime]]:
     """Files of a conversation's workspace for the admin: (relative path, size in bytes, modified, UTC)."""
     entries, _cut = Confined(workspace_path(settings.AGENT_WORKSPACE_ROOT, conversation_id)).entries(".", limit=10_000)
-    return [
-        (rel, size, datetime.fromtimestamp(mtime, tz=timezone.utc))
-        for rel, size, mtime, is_dir in entries
-        if not is_dir
-    ]
+    return [(rel, size, datetime.fromtimestamp(mtime, tz=UTC)) for rel, size, mtime, is_dir in entries if not is_dir]

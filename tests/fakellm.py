@@ -63,8 +63,18 @@ def tool_call_reply(*calls: tuple[str, dict[str, Any] | str], delay: float = 0.0
     for index, (name, arguments) in enumerate(calls):
         args = arguments if isinstance(arguments, str) else json.dumps(arguments)
         chunks.append(
-            {"delta": {"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function",
-                                       "function": {"name": name, "arguments": ""}}]}}
+            {
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": f"call_{index}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            }
         )
         chunks.append({"delta": {"tool_calls": [{"index": index, "function": {"arguments": args}}]}})
     chunks.append({"delta": {}, "finish_reason": "tool_calls"})
@@ -202,8 +212,9 @@ class FakeLLM:
     async def _send_reply(self, writer: asyncio.StreamWriter, reply: Reply, body: dict[str, Any]) -> bool:
         status = reply.get("status", 200)
         if status != 200:
-            await self._send_json(writer, status, reply.get("body", {"error": {"message": "fake error"}}),
-                                  reply.get("headers"))
+            await self._send_json(
+                writer, status, reply.get("body", {"error": {"message": "fake error"}}), reply.get("headers")
+            )
             return True
         try:
             ending = await self._send_stream(writer, reply, body)
@@ -256,11 +267,17 @@ class FakeLLM:
             return chunk["raw"]
         if "error" in chunk:
             return {"error": chunk["error"]}
-        out: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
-                               "created": int(time.time()), "model": model, "choices": []}
+        out: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [],
+        }
         if "delta" in chunk or "finish_reason" in chunk:
-            out["choices"] = [{"index": 0, "delta": chunk.get("delta", {}),
-                               "finish_reason": chunk.get("finish_reason")}]
+            out["choices"] = [
+                {"index": 0, "delta": chunk.get("delta", {}), "finish_reason": chunk.get("finish_reason")}
+            ]
         if "usage" in chunk:
             out["usage"] = chunk["usage"]
         return out

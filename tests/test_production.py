@@ -23,11 +23,15 @@ BIN = Path(sys.executable).parent
 
 def bare_env(**extra: str) -> dict[str, str]:
     """The environment of an operator who has set nothing of ours (no key file either)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DJANGO_", "AGENT_", "OPENAI_", "SECURE_", "EMAIL_"))
-           and k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL", "HTTPS", "TRUSTED_PROXIES"}}
-    env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", SECRET_KEY_FILE="/nonexistent/agentsite-key",
-               PYTHONUNBUFFERED="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "AGENT_", "OPENAI_", "SECURE_", "EMAIL_"))
+        and k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL", "HTTPS", "TRUSTED_PROXIES"}
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="agentsite.settings", SECRET_KEY_FILE="/nonexistent/agentsite-key", PYTHONUNBUFFERED="1"
+    )
     env.update(extra)
     return env
 
@@ -92,18 +96,21 @@ def test_check_deploy_is_clean_under_the_documented_environment():
 PROXIES = tuple(ipaddress.ip_network(n) for n in ("127.0.0.1/32", "10.0.0.0/8"))
 
 
-@pytest.mark.parametrize(("peer", "header", "client"), [
-    ("127.0.0.1", "203.0.113.7", "203.0.113.7"),
-    # Entries left of the first untrusted address were written by the client: ignored.
-    ("127.0.0.1", "198.51.100.1, 203.0.113.7", "203.0.113.7"),
-    # Several trusted proxies in a row are walked through.
-    ("127.0.0.1", "198.51.100.1, 203.0.113.7, 10.1.2.3", "203.0.113.7"),
-    ("127.0.0.1", "2001:db8::1", "2001:db8::1"),
-    # Garbage, or nothing at all: the last address that could be vouched for.
-    ("127.0.0.1", "not-an-address", "127.0.0.1"),
-    ("127.0.0.1", "", "127.0.0.1"),
-    ("127.0.0.1", "203.0.113.7, junk, 10.1.2.3", "10.1.2.3"),
-])
+@pytest.mark.parametrize(
+    ("peer", "header", "client"),
+    [
+        ("127.0.0.1", "203.0.113.7", "203.0.113.7"),
+        # Entries left of the first untrusted address were written by the client: ignored.
+        ("127.0.0.1", "198.51.100.1, 203.0.113.7", "203.0.113.7"),
+        # Several trusted proxies in a row are walked through.
+        ("127.0.0.1", "198.51.100.1, 203.0.113.7, 10.1.2.3", "203.0.113.7"),
+        ("127.0.0.1", "2001:db8::1", "2001:db8::1"),
+        # Garbage, or nothing at all: the last address that could be vouched for.
+        ("127.0.0.1", "not-an-address", "127.0.0.1"),
+        ("127.0.0.1", "", "127.0.0.1"),
+        ("127.0.0.1", "203.0.113.7, junk, 10.1.2.3", "10.1.2.3"),
+    ],
+)
 def test_forwarded_client(peer, header, client):
     assert forwarded_client(peer, header, PROXIES) == client
 
@@ -114,8 +121,11 @@ def through_middleware(settings, trusted: list[str], **meta: str):
     seen = {}
 
     def view(request):
-        seen.update(address=request.META["REMOTE_ADDR"], secure=request.is_secure(),
-                    forwarded="HTTP_X_FORWARDED_FOR" in request.META)
+        seen.update(
+            address=request.META["REMOTE_ADDR"],
+            secure=request.is_secure(),
+            forwarded="HTTP_X_FORWARDED_FOR" in request.META,
+        )
         return HttpResponse()
 
     TrustedProxyMiddleware(view)(RequestFactory().get("/", **meta))
@@ -123,13 +133,19 @@ def through_middleware(settings, trusted: list[str], **meta: str):
 
 
 def test_headers_of_a_trusted_proxy_are_believed(settings):
-    seen = through_middleware(settings, ["127.0.0.1"], REMOTE_ADDR="127.0.0.1",
-                              HTTP_X_FORWARDED_FOR="203.0.113.7", HTTP_X_FORWARDED_PROTO="https")
+    seen = through_middleware(
+        settings,
+        ["127.0.0.1"],
+        REMOTE_ADDR="127.0.0.1",
+        HTTP_X_FORWARDED_FOR="203.0.113.7",
+        HTTP_X_FORWARDED_PROTO="https",
+    )
     assert seen == {"address": "203.0.113.7", "secure": True, "forwarded": True}
 
 
 @pytest.mark.parametrize("trusted", [[], ["10.0.0.0/8"]])
 def test_headers_from_anyone_else_are_dropped(settings, trusted):
-    seen = through_middleware(settings, trusted, REMOTE_ADDR="127.0.0.1",
-                              HTTP_X_FORWARDED_FOR="203.0.113.7", HTTP_X_FORWARDED_PROTO="https")
+    seen = through_middleware(
+        settings, trusted, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.7", HTTP_X_FORWARDED_PROTO="https"
+    )
     assert seen == {"address": "127.0.0.1", "secure": False, "forwarded": False}

@@ -28,7 +28,8 @@ def _route_shape(route: str) -> str:
 
 
 EVENT_TYPES = sorted(
-    cls.type for cls in vars(events).values()
+    cls.type
+    for cls in vars(events).values()
     if inspect.isclass(cls) and issubclass(cls, events.AgentEvent) and cls is not events.AgentEvent
 )
 # ErrorCode's names, and any code an ErrorEvent is built with as a literal (AGENT_ERROR).
@@ -38,10 +39,14 @@ EVENT_ERROR_CODES = sorted(
 RUN_STATUSES = sorted(_public_values(events.RunStatus))
 FRAME_ERROR_CODES = sorted(set(re.findall(r'ProtocolError\(\s*"([A-Z_]+)"', inspect.getsource(consumers))))
 FRAME_TYPES = sorted(set(re.findall(r'kind == "([a-z_]+)"', inspect.getsource(consumers.ChatConsumer))))
-API_ERROR_CODES = sorted({
-    code for pair in re.findall(r'"error": "([a-z_]+)"|_error\(\d+, "([a-z_]+)"', inspect.getsource(api))
-    for code in pair if code
-})
+API_ERROR_CODES = sorted(
+    {
+        code
+        for pair in re.findall(r'"error": "([a-z_]+)"|_error\(\d+, "([a-z_]+)"', inspect.getsource(api))
+        for code in pair
+        if code
+    }
+)
 CLOSE_CODES = sorted(value for name, value in vars(consumers).items() if name.startswith("CLOSE_"))
 ROUTES = sorted(
     "/" + str(pattern.pattern)

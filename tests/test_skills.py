@@ -65,8 +65,16 @@ BROKEN = [
     ("under_score", "---\nname: under_score\ndescription: x\n---\n", "lowercase letters"),
     ("x" * 65, "---\nname: " + "x" * 65 + "\ndescription: x\n---\n", "longer than 64"),
     ("folder-a", "---\nname: folder-b\ndescription: x\n---\n", "does not match its folder"),
-    ("python-tag", "---\nname: !!python/object/apply:os.system ['echo pwned']\ndescription: x\n---\n", "not valid YAML"),
-    ("extra-field", "---\nname: extra-field\ndescription: x\ncolour: red\n---\n", "unknown front matter fields: colour"),
+    (
+        "python-tag",
+        "---\nname: !!python/object/apply:os.system ['echo pwned']\ndescription: x\n---\n",
+        "not valid YAML",
+    ),
+    (
+        "extra-field",
+        "---\nname: extra-field\ndescription: x\ncolour: red\n---\n",
+        "unknown front matter fields: colour",
+    ),
     ("bad-metadata", "---\nname: bad-metadata\ndescription: x\nmetadata: [1]\n---\n", "'metadata' must be a mapping"),
 ]
 

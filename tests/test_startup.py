@@ -15,23 +15,44 @@ DAPHNE = Path(sys.executable).parent / "daphne"
 
 
 def environment(tmp_path: Path, **variables: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DJANGO_", "AGENT_", "OPENAI_")) and k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               SECRET_KEY="startup-test-key", PYTHONUNBUFFERED="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "AGENT_", "OPENAI_")) and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="agentsite.settings",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        SECRET_KEY="startup-test-key",
+        PYTHONUNBUFFERED="1",
+    )
     env.update(variables)
     return env
 
 
 def manage(tmp_path: Path, *args: str, **variables: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environment(tmp_path, **variables),
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=environment(tmp_path, **variables),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def daphne(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess:
     # A server that starts despite the error would serve until the timeout: the test fails on it.
-    return subprocess.run([str(DAPHNE), "-b", "127.0.0.1", "-p", "0", "agentsite.asgi:application"], cwd=ROOT,
-                          env=environment(tmp_path, **variables), capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [str(DAPHNE), "-b", "127.0.0.1", "-p", "0", "agentsite.asgi:application"],
+        cwd=ROOT,
+        env=environment(tmp_path, **variables),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:
@@ -50,20 +71,37 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("run", [manage, daphne], ids=["manage", "daphne"])
-@pytest.mark.parametrize(("variables", "expected"), [
-    ({"AGENT_MAX_RETRIES": "three"},
-     "agentsite: configuration error: AGENT_MAX_RETRIES must be an integer, not 'three'"),
-    ({"AGENT_RETRY_INTERVAL": "10s"},
-     "agentsite: configuration error: AGENT_RETRY_INTERVAL must be a number, not '10s'"),
-    ({"AGENT_TOOL_TIMEOUTS": "bash=slow"},
-     "agentsite: configuration error: AGENT_TOOL_TIMEOUTS must be name=number pairs, not 'bash=slow'"),
-    ({"DATABASE_URL": "mysqlx://admin:hunter2@db.example/agentsite"},
-     ("agentsite: configuration error: DATABASE_URL has scheme 'mysqlx'; "
-      "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name")),
-    ({"DATABASE_URL": "db.sqlite3"},
-     ("agentsite: configuration error: DATABASE_URL has no scheme; "
-      "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name")),
-])
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        (
+            {"AGENT_MAX_RETRIES": "three"},
+            "agentsite: configuration error: AGENT_MAX_RETRIES must be an integer, not 'three'",
+        ),
+        (
+            {"AGENT_RETRY_INTERVAL": "10s"},
+            "agentsite: configuration error: AGENT_RETRY_INTERVAL must be a number, not '10s'",
+        ),
+        (
+            {"AGENT_TOOL_TIMEOUTS": "bash=slow"},
+            "agentsite: configuration error: AGENT_TOOL_TIMEOUTS must be name=number pairs, not 'bash=slow'",
+        ),
+        (
+            {"DATABASE_URL": "mysqlx://admin:hunter2@db.example/agentsite"},
+            (
+                "agentsite: configuration error: DATABASE_URL has scheme 'mysqlx'; "
+                "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name"
+            ),
+        ),
+        (
+            {"DATABASE_URL": "db.sqlite3"},
+            (
+                "agentsite: configuration error: DATABASE_URL has no scheme; "
+                "use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name"
+            ),
+        ),
+    ],
+)
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path, run, variables, expected):
     args = ("migrate", "--noinput") if run is manage else ()
     assert one_line(run(tmp_path, *args, **variables)) == expected
@@ -84,7 +122,9 @@ def test_an_unreachable_database_is_one_line_without_the_password(tmp_path, run)
 def test_an_sqlite_file_that_cannot_be_opened_is_one_line(tmp_path):
     path = tmp_path / "missing-folder" / "db.sqlite3"
     line = one_line(manage(tmp_path, "migrate", "--noinput", DATABASE_URL=f"sqlite:///{path}"))
-    assert line == f"agentsite: DATABASE_URL: cannot connect to the SQLite database {path}: unable to open database file"
+    assert (
+        line == f"agentsite: DATABASE_URL: cannot connect to the SQLite database {path}: unable to open database file"
+    )
 
 
 def test_daphne_runs_the_system_checks_and_refuses_to_serve_on_errors(tmp_path):

@@ -47,8 +47,16 @@ class _Script:
         index = sum(1 for d in self.deltas if "tool_calls" in d and d["tool_calls"][0].get("id"))
         args = json.dumps(arguments)
         self.deltas.append(
-            {"tool_calls": [{"index": index, "id": f"call_demo_{index}", "type": "function",
-                             "function": {"name": name, "arguments": ""}}]}
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": f"call_demo_{index}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }
+                ]
+            }
         )
         middle = len(args) // 2
         for piece in (args[:middle], args[middle:]):
@@ -72,7 +80,7 @@ def demo_reply(body: dict[str, Any]) -> _Script:
     script = _Script()
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
-        results = []
+        results: list[str] = []
         for message in reversed(messages):
             if message.get("role") != "tool":
                 break
@@ -98,8 +106,7 @@ def demo_reply(body: dict[str, Any]) -> _Script:
     script.say(
         "<think>This is not arithmetic or a question about the time, which is all the demo can do.</think>"
         "I am the **offline demo model** of agentsite: I can do arithmetic with the calculator "
-        "(try *what is 6*7?*) and tell the time (try *what time is it?*), and that is all. "
-        + HOW_TO_CONFIGURE
+        "(try *what is 6*7?*) and tell the time (try *what time is it?*), and that is all. " + HOW_TO_CONFIGURE
     )
     return script
 

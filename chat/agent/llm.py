@@ -399,8 +399,8 @@ class ChatModel:
                 raise
             for event in turn.take_events():
                 yield event
-        for event in turn.finish():
-            yield event
+        for last in turn.finish():
+            yield last
 
 
 class _TurnReader:

@@ -215,6 +215,7 @@ class AgentRun:
         A server shutting down passes status/code `interrupted`/`INTERRUPTED`.
         """
         self._start()
+        assert self._task is not None  # _start() made it
         if not self._task.done():
             self._cancel_reason = (status, ErrorEvent(code, message, ""))
             self._task.cancel()
@@ -263,7 +264,9 @@ class AgentRun:
             self._finish(*self._cancel_reason)
         except Exception as exc:  # a bug in a hook or interceptor must still close the run
             logger.exception("agent run failed")
-            self._finish(RunStatus.FAILED, ErrorEvent("AGENT_ERROR", "The agent failed.", f"{type(exc).__name__}: {exc}"))
+            self._finish(
+                RunStatus.FAILED, ErrorEvent("AGENT_ERROR", "The agent failed.", f"{type(exc).__name__}: {exc}")
+            )
         finally:
             self._ended = True
             self._queue.put_nowait(_END)
@@ -418,7 +421,9 @@ class AgentRun:
                 duration_ms = int((time.monotonic() - t0) * 1000)
             outcomes[index] = outcome
             state.tool_records.append(
-                ToolRecord(call.id, call.name, call.arguments, outcome.result, outcome.is_error, started_at, duration_ms)
+                ToolRecord(
+                    call.id, call.name, call.arguments, outcome.result, outcome.is_error, started_at, duration_ms
+                )
             )
             self._emit(ToolEndEvent(call.name, call.id, outcome.result, outcome.is_error, duration_ms))
 

@@ -162,9 +162,7 @@ def make_tool(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
     tool_name = name or fn.__name__
-    model = pydantic.create_model(
-        f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
-    )
+    model = pydantic.create_model(f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
     return Tool(tool_name, description or _description(fn), fn, model, context_param, timeout)
 
 

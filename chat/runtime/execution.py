@@ -35,8 +35,9 @@ class StopReason:
 
 
 CANCELLED = StopReason(RunStatus.CANCELLED, ErrorCode.CANCELLED, "The run was cancelled.")
-SHUT_DOWN = StopReason(RunStatus.INTERRUPTED, ErrorCode.INTERRUPTED,
-                       "The server running this run stopped before it finished.")
+SHUT_DOWN = StopReason(
+    RunStatus.INTERRUPTED, ErrorCode.INTERRUPTED, "The server running this run stopped before it finished."
+)
 
 
 @dataclass
@@ -73,8 +74,9 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
     """Run the agent on the memory made of `events`, after publishing `announce` (the frames
     that started or resumed the run, stored before anything the agent says)."""
     run_id, conversation_id = handle.run_id, handle.conversation_id
-    sink = EventSink(conversation_id=conversation_id, run_id=run_id,
-                     flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000)
+    sink = EventSink(
+        conversation_id=conversation_id, run_id=run_id, flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000
+    )
     await publish(conversation_id, announce)
     try:
         context = assistant.tool_context(

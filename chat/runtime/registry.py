@@ -34,7 +34,7 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 
 class RunRegistry:
     def __init__(self) -> None:
-        self.channel: str | None = None  # this process's run channel, also the `worker` of its runs
+        self.channel = ""  # this process's run channel, also the `worker` of its runs (set at start)
         self.stopping = False
         self._handles: dict[str, RunHandle] = {}
         self._starts: Batcher[services.RunStart, Run] = Batcher(self._start_group, name="runs-starter")
@@ -87,8 +87,7 @@ class RunRegistry:
     def adopt(self, run: Run, *, events: list[EventFrame], announce: list[EventFrame]) -> None:
         """Execute the run here: a new one, or one resumed from a dead process's."""
         key = str(run.pk)
-        handle = RunHandle(run_id=run.pk, conversation_id=run.conversation_id, user_id=run.user_id,
-                           resumes=run.resumes)
+        handle = RunHandle(run_id=run.pk, conversation_id=run.conversation_id, user_id=run.user_id, resumes=run.resumes)
         self._handles[key] = handle
         handle.task = asyncio.create_task(execute(handle, events=events, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._handles.pop(key, None))
@@ -156,7 +155,9 @@ class RunRegistry:
         await ring_processes({"type": REAP_MESSAGE})
 
 
-def _start_with_memory(starts: list[services.RunStart]) -> list[tuple[Run, list[EventFrame], list[EventFrame]] | Exception]:
+def _start_with_memory(
+    starts: list[services.RunStart],
+) -> list[tuple[Run, list[EventFrame], list[EventFrame]] | Exception]:
     """Start the runs, then read the events each one's memory is made of: one trip to the ORM
     thread for the whole group (the first message of a conversation, seq 1, is its own memory)."""
     started = services.runs_start(starts=starts)

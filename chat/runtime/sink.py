@@ -79,6 +79,7 @@ class EventSink:
             return None
         if self._lock.locked():
             self._marked = True
+            assert self._clock is not None  # a sink with a window has its clock
             self._clock.mark(self)
             return None
         await self._lock.acquire()  # free: returns at once, nothing slips in between the claims

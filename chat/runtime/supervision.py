@@ -147,10 +147,15 @@ class Supervisor:
             return taken
 
 
-def _interrupt_with_memory(*, run_id, stale_before, worker: str) -> tuple[services.Interruption | None, list[EventFrame]]:
+def _interrupt_with_memory(
+    *, run_id, stale_before, worker: str
+) -> tuple[services.Interruption | None, list[EventFrame]]:
     """Take a dead process's run, and for a resume read its memory: one trip to the ORM thread."""
     interruption = services.run_interrupt(
-        run_id=run_id, stale_before=stale_before, message=SHUT_DOWN.message, worker=worker,
+        run_id=run_id,
+        stale_before=stale_before,
+        message=SHUT_DOWN.message,
+        worker=worker,
         max_resumes=settings.AGENT_MAX_RESUMES,
     )
     if interruption is None or not interruption.resumed:
@@ -181,7 +186,7 @@ def install_sigterm_handler(registries: PerLoop[RunRegistry]) -> None:
 
         for loop in list(registries.instances):
             if loop.is_running():
-                loop.call_soon_threadsafe(lambda: loop.create_task(shut_down_then_exit()))
+                loop.call_soon_threadsafe(lambda loop=loop: loop.create_task(shut_down_then_exit()))
                 return
         if callable(previous):
             previous(signum, frame)

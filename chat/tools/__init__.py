@@ -49,7 +49,7 @@ def build_registry(names: Iterable[str], *, timeouts: Mapping[str, float] | None
     return ToolRegistry(_with_timeout(name, float(timeouts.get(name) or 0)) for name in chosen)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _with_timeout(name: str, timeout: float) -> Tool:
     # One Tool per (name, timeout): a tool computes its JSON schema once per instance.
     tool = BUILTIN_TOOLS[name]

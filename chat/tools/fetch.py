@@ -117,7 +117,7 @@ async def _fetch(url: str, settings: FetchSettings) -> str:
         timeout=httpx2.Timeout(settings.timeout),
         headers={"User-Agent": USER_AGENT, "Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5"},
     ) as client:
-        for hop in range(settings.max_redirects + 1):
+        for _hop in range(settings.max_redirects + 1):
             await policy.check_url(target)
             try:
                 async with client.stream("GET", target) as response:

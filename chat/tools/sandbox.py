@@ -90,7 +90,16 @@ class Outcome:
 
 
 _SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
-_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group", "nsswitch.conf")
+_ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+)
 
 
 def bwrap_arguments(workspace_fd: int, command: str, *, tmp_mb: int = 0) -> list[str]:

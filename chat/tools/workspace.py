@@ -24,8 +24,8 @@ import logging
 import os
 import stat
 import uuid
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from chat.agent.tools import ToolError
@@ -178,7 +178,10 @@ class Confined:
         with open_dir(self.root, parts[:-1], create=True, display=path) as dir_fd:
             try:
                 fd = os.open(
-                    parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=dir_fd
+                    parts[-1],
+                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                    0o644,
+                    dir_fd=dir_fd,
                 )
             except OSError as exc:
                 raise _walk_error(exc, path) from None
@@ -232,7 +235,9 @@ def _listing(fd: int) -> list[tuple[str, os.stat_result]]:
     return found
 
 
-def walk(top_fd: int, *, max_depth: int = MAX_DEPTH) -> Iterator[tuple[list[str], int, list[tuple[str, os.stat_result]]]]:
+def walk(
+    top_fd: int, *, max_depth: int = MAX_DEPTH
+) -> Iterator[tuple[list[str], int, list[tuple[str, os.stat_result]]]]:
     """Top-down, per folder: (its path parts below top, its descriptor, [(name, lstat)]).
 
     Symlinks are never followed and folders at `max_depth` are listed but not entered. One

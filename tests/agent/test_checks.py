@@ -44,14 +44,17 @@ def test_model_missing_when_a_key_is_set(good):
     assert ids(check_agent_settings(None)) == ["agentsite.E001"]
 
 
-@pytest.mark.parametrize(("name", "value", "minimum"), [
-    ("AGENT_MAX_RETRIES", -1, 0),
-    ("AGENT_RETRY_INTERVAL", -0.5, 0),
-    ("AGENT_MAX_ITERATIONS", 0, 1),
-    ("AGENT_MAX_MESSAGE_CHARS", 0, 1),
-    ("AGENT_STREAM_FLUSH_MS", -10, 0),
-    ("AGENT_MAX_RESUMES", -1, 0),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "minimum"),
+    [
+        ("AGENT_MAX_RETRIES", -1, 0),
+        ("AGENT_RETRY_INTERVAL", -0.5, 0),
+        ("AGENT_MAX_ITERATIONS", 0, 1),
+        ("AGENT_MAX_MESSAGE_CHARS", 0, 1),
+        ("AGENT_STREAM_FLUSH_MS", -10, 0),
+        ("AGENT_MAX_RESUMES", -1, 0),
+    ],
+)
 def test_bad_numbers(good, name, value, minimum):
     setattr(good, name, value)
     (error,) = check_agent_settings(None)

@@ -17,8 +17,9 @@ from .helpers import run_events, without_durations
 
 @pytest.fixture
 async def demo_agent():
-    client = openai.AsyncOpenAI(api_key="demo", base_url=DEMO_BASE_URL,
-                                http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0)))
+    client = openai.AsyncOpenAI(
+        api_key="demo", base_url=DEMO_BASE_URL, http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0))
+    )
     tools = ToolRegistry([make_tool(calculator), make_tool(current_time)])
     yield Agent(ChatModel(client=client, model="demo"), tools=tools, retry_interval=0)
     await client.close()
@@ -35,8 +36,12 @@ async def test_arithmetic(demo_agent):
     assert kinds[0] == "thinking"
     tools = [e for e in events if e["type"] in ("tool_start", "tool_end")]
     assert tools == [
-        {"type": "tool_start", "toolName": "calculator", "toolCallId": "call_demo_0",
-         "arguments": '{"expression": "6*7"}'},
+        {
+            "type": "tool_start",
+            "toolName": "calculator",
+            "toolCallId": "call_demo_0",
+            "arguments": '{"expression": "6*7"}',
+        },
         {"type": "tool_end", "toolName": "calculator", "toolCallId": "call_demo_0", "result": "42", "isError": False},
     ]
     assert joined(events, "thinking").startswith("The user asks for arithmetic: 6*7.")
@@ -75,8 +80,9 @@ async def test_a_tool_error_is_reported(demo_agent):
 
 
 async def test_demo_without_tools_still_answers():
-    client = openai.AsyncOpenAI(api_key="demo", base_url=DEMO_BASE_URL,
-                                http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0)))
+    client = openai.AsyncOpenAI(
+        api_key="demo", base_url=DEMO_BASE_URL, http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0))
+    )
     agent = Agent(ChatModel(client=client, model="demo"), retry_interval=0)
     events = await run_events(agent.stream("what is 6*7?"))
     assert "offline demo model" in joined(events, "text")

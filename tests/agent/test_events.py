@@ -30,20 +30,34 @@ EVENTS_AND_JSON = [
     ),
     (
         ToolEndEvent("calculator", "call_1", "42", False, 3),
-        {"type": "tool_end", "toolName": "calculator", "toolCallId": "call_1", "result": "42", "isError": False,
-         "durationMs": 3},
+        {
+            "type": "tool_end",
+            "toolName": "calculator",
+            "toolCallId": "call_1",
+            "result": "42",
+            "isError": False,
+            "durationMs": 3,
+        },
     ),
     (
         ErrorEvent("LLM_CALL_FAILED", "The model call failed (1/3)", "HTTP 500: boom"),
-        {"type": "error", "code": "LLM_CALL_FAILED", "message": "The model call failed (1/3)", "detail": "HTTP 500: boom"},
+        {
+            "type": "error",
+            "code": "LLM_CALL_FAILED",
+            "message": "The model call failed (1/3)",
+            "detail": "HTTP 500: boom",
+        },
     ),
     (CompleteEvent("succeeded"), {"type": "complete", "status": "succeeded"}),
     (
         ReferenceEvent((Reference("Django", "https://djangoproject.com", "The web framework"), Reference("T", "u"))),
-        {"type": "reference", "references": [
-            {"title": "Django", "url": "https://djangoproject.com", "snippet": "The web framework"},
-            {"title": "T", "url": "u", "snippet": ""},
-        ]},
+        {
+            "type": "reference",
+            "references": [
+                {"title": "Django", "url": "https://djangoproject.com", "snippet": "The web framework"},
+                {"title": "T", "url": "u", "snippet": ""},
+            ],
+        },
     ),
 ]
 

@@ -43,8 +43,10 @@ async def test_hooks_are_called_in_order(fake_llm, make_agent):
     await run_events(make_agent(hooks=[Recorder(log)]).stream("1+2"))
     assert log == [
         ("before_agent", 1),
-        ("before_model", 1), ("after_model", 1, 1),
-        ("before_model", 2), ("after_model", 2, 0),
+        ("before_model", 1),
+        ("after_model", 1, 1),
+        ("before_model", 2),
+        ("after_model", 2, 0),
         ("after_agent", 1),
     ]
 
@@ -76,8 +78,11 @@ def conversation(turns: int) -> list[dict]:
     for i in range(turns):
         messages += [
             {"role": "user", "content": f"q{i}"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function",
-                                                                    "function": {"name": "add", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "add", "arguments": "{}"}}],
+            },
             {"role": "tool", "tool_call_id": f"c{i}", "content": "1"},
             {"role": "assistant", "content": f"a{i}"},
         ]
@@ -99,8 +104,11 @@ async def test_message_trimming_cuts_at_a_user_message():
 
 
 async def test_message_trimming_by_characters_keeps_the_newest_user_message():
-    messages = [{"role": "user", "content": "old " * 50}, {"role": "assistant", "content": "x"},
-                {"role": "user", "content": "new " * 500}]
+    messages = [
+        {"role": "user", "content": "old " * 50},
+        {"role": "assistant", "content": "x"},
+        {"role": "user", "content": "new " * 500},
+    ]
     state = AgentState(messages=list(messages), context=ToolContext())
     await MessageTrimmingHook(max_chars=100).before_model(state)
     assert state.messages == [messages[2]]
@@ -142,9 +150,15 @@ async def test_keyword_guardrail_answers_without_the_model(fake_llm, make_agent)
     assert run.result.text == "No."
     # other questions go through
     assert await run_events(agent.stream("How do I build a shed?")) == [
-        {"type": "text", "content": "Hell"}, {"type": "text", "content": "o fr"}, {"type": "text", "content": "om t"},
-        {"type": "text", "content": "he f"}, {"type": "text", "content": "ake "}, {"type": "text", "content": "mode"},
-        {"type": "text", "content": "l."}, DONE]
+        {"type": "text", "content": "Hell"},
+        {"type": "text", "content": "o fr"},
+        {"type": "text", "content": "om t"},
+        {"type": "text", "content": "he f"},
+        {"type": "text", "content": "ake "},
+        {"type": "text", "content": "mode"},
+        {"type": "text", "content": "l."},
+        DONE,
+    ]
     assert len(fake_llm.requests) == 1
 
 
@@ -160,11 +174,17 @@ async def test_tool_error_policy_retries_connection_errors_once(fake_llm, make_a
         return "ok"
 
     fake_llm.script(tool_call_reply(("flaky", {})), text_reply("done"))
-    events = without_durations(await run_events(
-        make_agent(tools=registry, tool_interceptors=[ToolErrorPolicy(delay=0)]).stream("x")))
+    events = without_durations(
+        await run_events(make_agent(tools=registry, tool_interceptors=[ToolErrorPolicy(delay=0)]).stream("x"))
+    )
     assert len(attempts) == 2
-    assert events[1] == {"type": "tool_end", "toolName": "flaky", "toolCallId": "call_0", "result": "ok",
-                         "isError": False}
+    assert events[1] == {
+        "type": "tool_end",
+        "toolName": "flaky",
+        "toolCallId": "call_0",
+        "result": "ok",
+        "isError": False,
+    }
 
 
 async def test_tool_error_policy_gives_up_after_its_retries(fake_llm, make_agent):
@@ -184,8 +204,7 @@ async def test_tool_error_policy_gives_up_after_its_retries(fake_llm, make_agent
 
 
 async def test_tool_error_policy_adds_a_hint_to_errors(fake_llm, make_agent):
-    fake_llm.script(tool_call_reply(("refuse", {}), ("add", {"a": "x"}), ("add", {"a": 1, "b": 1})),
-                    text_reply("done"))
+    fake_llm.script(tool_call_reply(("refuse", {}), ("add", {"a": "x"}), ("add", {"a": 1, "b": 1})), text_reply("done"))
     policy = ToolErrorPolicy(delay=0, hint="Try something else.")
     events = without_durations(await run_events(make_agent(tool_interceptors=[policy]).stream("x")))
     ends = {e["toolCallId"]: e for e in events if e["type"] == "tool_end"}
@@ -203,8 +222,9 @@ async def test_tool_error_policy_adds_a_hint_to_error_outcomes():
     async def failing(request):
         return ToolOutcome("not json at all", is_error=True)
 
-    outcome = await ToolErrorPolicy(hint="H").intercept_tool(ToolCallRequest(ToolCall("i", "n", "{}"), ToolContext()),
-                                                             failing)
+    outcome = await ToolErrorPolicy(hint="H").intercept_tool(
+        ToolCallRequest(ToolCall("i", "n", "{}"), ToolContext()), failing
+    )
     assert outcome == ToolOutcome(json.dumps({"error": "not json at all", "hint": "H"}), True)
 
 
@@ -235,9 +255,18 @@ async def test_interceptors_run_outermost_first(fake_llm, make_agent):
     agent = make_agent(model_interceptors=[M("m1"), M("m2")], tool_interceptors=[T("t1"), T("t2")])
     await run_events(agent.stream("x"))
     assert log == [
-        "m1 in", "m2 in", "m2 out", "m1 out",
-        "t1 in add", "t2 in add", "t2 out", "t1 out",
-        "m1 in", "m2 in", "m2 out", "m1 out",
+        "m1 in",
+        "m2 in",
+        "m2 out",
+        "m1 out",
+        "t1 in add",
+        "t2 in add",
+        "t2 out",
+        "t1 out",
+        "m1 in",
+        "m2 in",
+        "m2 out",
+        "m1 out",
     ]
 
 

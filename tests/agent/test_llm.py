@@ -8,7 +8,7 @@ import re
 import pytest
 
 from chat.agent import ChatModel, ModelOptions
-from chat.agent.events import TextEvent, ThinkingEvent
+from chat.agent.events import TextEvent
 from chat.agent.llm import STREAM_DONE, ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
 
 from .helpers import sample_tools
@@ -28,8 +28,15 @@ async def stream(model: ChatModel, req: ModelRequest | None = None):
 
 
 async def test_plain_answer_and_request_body(fake_llm, client):
-    fake_llm.script({"chunks": [{"delta": {"content": "Hel"}}, {"delta": {"content": "lo"}},
-                                {"delta": {}, "finish_reason": "stop"}]})
+    fake_llm.script(
+        {
+            "chunks": [
+                {"delta": {"content": "Hel"}},
+                {"delta": {"content": "lo"}},
+                {"delta": {}, "finish_reason": "stop"},
+            ]
+        }
+    )
     model = ChatModel(client=client, model="fake-model")
     options = ModelOptions(temperature=0.5, max_tokens=99, extra_body={"enable_thinking": True})
     events, turn = await stream(model, request(tools=sample_tools().specs(), options=options))
@@ -87,8 +94,15 @@ async def test_reasoning_field(fake_llm, chat_model):
 
 
 async def test_start_in_thinking(fake_llm, client):
-    fake_llm.script({"chunks": [{"delta": {"content": "plan</think>"}}, {"delta": {"content": "answer"}},
-                                {"delta": {}, "finish_reason": "stop"}]})
+    fake_llm.script(
+        {
+            "chunks": [
+                {"delta": {"content": "plan</think>"}},
+                {"delta": {"content": "answer"}},
+                {"delta": {}, "finish_reason": "stop"},
+            ]
+        }
+    )
     model = ChatModel(client=client, model="m", start_in_thinking=True)
     events, turn = await stream(model)
     assert events == [{"type": "thinking", "content": "plan"}, {"type": "text", "content": "answer"}]
@@ -177,9 +191,20 @@ async def test_stream_ending_with_neither_finish_reason_nor_done_is_a_failed_cal
 
 async def test_done_without_finish_reason_is_a_finished_turn(fake_llm, chat_model):
     # Snowflake Cortex never sends a finish_reason; its [DONE] is the end of the turn.
-    fake_llm.script({"chunks": [{"delta": {"content": "4"}}]},
-                    {"chunks": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                                                           "function": {"name": "add", "arguments": "{}"}}]}}]})
+    fake_llm.script(
+        {"chunks": [{"delta": {"content": "4"}}]},
+        {
+            "chunks": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+                        ]
+                    }
+                }
+            ]
+        },
+    )
     events, turn = await stream(chat_model)
     assert events == [{"type": "text", "content": "4"}]
     assert (turn.content, turn.finish_reason, turn.tool_calls) == ("4", "stop", ())
@@ -197,10 +222,13 @@ async def test_midstream_error_event_is_a_failed_call(fake_llm, chat_model):
     assert "overloaded" in failure.value.detail
 
 
-@pytest.mark.parametrize(("status", "message", "detail"), [
-    (500, "internal failure", "The model endpoint failed with a server error (HTTP 500)."),
-    (429, "rate limit exceeded", "The model endpoint is limiting requests (HTTP 429)."),
-])
+@pytest.mark.parametrize(
+    ("status", "message", "detail"),
+    [
+        (500, "internal failure", "The model endpoint failed with a server error (HTTP 500)."),
+        (429, "rate limit exceeded", "The model endpoint is limiting requests (HTTP 429)."),
+    ],
+)
 async def test_http_error_is_a_failed_call_with_status_and_message(fake_llm, chat_model, status, message, detail):
     fake_llm.script({"status": status, "body": {"error": {"message": message}}})
     with pytest.raises(ModelCallError) as failure:
@@ -259,7 +287,10 @@ async def test_other_bad_requests_are_not_retried(fake_llm, chat_model):
 def test_model_options_to_kwargs():
     assert ModelOptions().to_kwargs() == {}
     assert ModelOptions(temperature=0, top_p=0.9, extra_body={"x": 1}).to_kwargs() == {
-        "temperature": 0, "top_p": 0.9, "extra_body": {"x": 1}}
+        "temperature": 0,
+        "top_p": 0.9,
+        "extra_body": {"x": 1},
+    }
 
 
 def test_usage_adds_up():
@@ -297,9 +328,9 @@ async def _payloads(*reads: bytes) -> list:
 
 
 SSE_BODY = (
-    ": OPENROUTER PROCESSING\r\n\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
-    "id: 7\ndata:{\"b\": \"caf\u00e9 \u4f60\u597d\"}\n\n"
-    "data: {\"c\": 3}\r\rdata: [DONE]\n\ndata: {\"after\": \"done\"}\n\n"
+    ': OPENROUTER PROCESSING\r\n\r\nevent: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
+    'id: 7\ndata:{"b": "caf\u00e9 \u4f60\u597d"}\n\n'
+    'data: {"c": 3}\r\rdata: [DONE]\n\ndata: {"after": "done"}\n\n'
 ).encode()
 SSE_PAYLOADS = [{"a": 1}, {"b": "caf\u00e9 \u4f60\u597d"}, {"c": 3}, STREAM_DONE]
 
@@ -312,7 +343,7 @@ async def test_sse_reader_gives_the_same_payloads_wherever_the_reads_are_cut():
     # Every cut point, including inside a CRLF and inside a multi-byte UTF-8 character.
     for cut in range(1, len(SSE_BODY)):
         assert await _payloads(SSE_BODY[:cut], SSE_BODY[cut:]) == SSE_PAYLOADS, cut
-    assert await _payloads(*(SSE_BODY[i:i + 1] for i in range(len(SSE_BODY)))) == SSE_PAYLOADS
+    assert await _payloads(*(SSE_BODY[i : i + 1] for i in range(len(SSE_BODY)))) == SSE_PAYLOADS
 
 
 async def test_sse_reader_groups_payloads_by_read_and_takes_a_last_event_without_blank_line():
@@ -345,8 +376,14 @@ async def test_content_parts_are_read_as_thinking_and_text(fake_llm, chat_model)
 
 
 async def test_think_tags_inside_text_parts_are_still_thinking(fake_llm, chat_model):
-    fake_llm.script({"chunks": [{"delta": {"content": [{"type": "text", "text": "<think>hm</think>"}]}},
-                                {"delta": {"content": [{"type": "text", "text": "Yes."}]}, "finish_reason": "stop"}]})
+    fake_llm.script(
+        {
+            "chunks": [
+                {"delta": {"content": [{"type": "text", "text": "<think>hm</think>"}]}},
+                {"delta": {"content": [{"type": "text", "text": "Yes."}]}, "finish_reason": "stop"},
+            ]
+        }
+    )
     events, turn = await stream(chat_model)
     assert events == [{"type": "thinking", "content": "hm"}, {"type": "text", "content": "Yes."}]
 
@@ -354,17 +391,30 @@ async def test_think_tags_inside_text_parts_are_still_thinking(fake_llm, chat_mo
 async def test_reasoning_details_text_and_summary_are_thinking_and_encrypted_ones_are_skipped(fake_llm, chat_model):
     fake_llm.load("reasoning_details")
     events, turn = await stream(chat_model)
-    assert events == [{"type": "thinking", "content": "15 * 27"}, {"type": "thinking", "content": " = 405"},
-                      {"type": "text", "content": "405"}]
-    assert (turn.thinking, turn.content, turn.finish_reason, turn.usage) == ("15 * 27 = 405", "405", "stop",
-                                                                             Usage(10, 5, 15))
+    assert events == [
+        {"type": "thinking", "content": "15 * 27"},
+        {"type": "thinking", "content": " = 405"},
+        {"type": "text", "content": "405"},
+    ]
+    assert (turn.thinking, turn.content, turn.finish_reason, turn.usage) == (
+        "15 * 27 = 405",
+        "405",
+        "stop",
+        Usage(10, 5, 15),
+    )
 
 
 async def test_reasoning_details_beside_plain_reasoning_are_not_read_twice(fake_llm, chat_model):
     details = [{"type": "reasoning.text", "text": "same"}]
-    fake_llm.script({"chunks": [{"delta": {"reasoning": "same", "reasoning_details": details}},
-                                {"delta": {"reasoning_content": "also", "reasoning_details": details}},
-                                {"delta": {"content": "ok"}, "finish_reason": "stop"}]})
+    fake_llm.script(
+        {
+            "chunks": [
+                {"delta": {"reasoning": "same", "reasoning_details": details}},
+                {"delta": {"reasoning_content": "also", "reasoning_details": details}},
+                {"delta": {"content": "ok"}, "finish_reason": "stop"},
+            ]
+        }
+    )
     _, turn = await stream(chat_model)
     assert turn.thinking == "samealso"
 
@@ -372,8 +422,10 @@ async def test_reasoning_details_beside_plain_reasoning_are_not_read_twice(fake_
 async def test_refusal_is_the_answer(fake_llm, chat_model):
     fake_llm.load("refusal")
     events, turn = await stream(chat_model)
-    assert events == [{"type": "text", "content": "I'm sorry, "},
-                      {"type": "text", "content": "I can't help with that."}]
+    assert events == [
+        {"type": "text", "content": "I'm sorry, "},
+        {"type": "text", "content": "I can't help with that."},
+    ]
     assert turn.content == "I'm sorry, I can't help with that."
 
 
@@ -383,23 +435,40 @@ async def test_parallel_calls_under_one_index_stay_apart(fake_llm, chat_model, t
     _, turn = await stream(chat_model)
     ids = [call.id for call in turn.tool_calls]
     assert ids == (["call_o1", "call_o2"] if transcript == "parallel_same_index" else ["call_d1", "call_d2"])
-    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("add", {"a": 2, "b": 3}),
-                                                                             ("mul", {"a": 6, "b": 7})]
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("add", {"a": 2, "b": 3}),
+        ("mul", {"a": 6, "b": 7}),
+    ]
 
 
 async def test_sglang_first_delta_indexed_by_tool_position(fake_llm, chat_model):
     fake_llm.load("sglang_tool_index")
     _, turn = await stream(chat_model)
-    assert turn.tool_calls == (ToolCall("call_s1", "mul", '{"a": 6, "b": 7}'),
-                               ToolCall("call_s2", "add", '{"a": 2, "b": 3}'))
+    assert turn.tool_calls == (
+        ToolCall("call_s1", "mul", '{"a": 6, "b": 7}'),
+        ToolCall("call_s2", "add", '{"a": 2, "b": 3}'),
+    )
 
 
 async def test_ids_that_repeat_under_distinct_indexes_are_still_distinct_calls(fake_llm, chat_model):
     # Dynamo's harmony path once numbered every call "call-1"; the index keeps them apart.
-    fake_llm.script({"chunks": [
-        {"delta": {"tool_calls": [{"index": 0, "id": "call-1", "function": {"name": "add", "arguments": "{}"}}]}},
-        {"delta": {"tool_calls": [{"index": 1, "id": "call-1", "function": {"name": "mul", "arguments": "{}"}}]}},
-        {"delta": {}, "finish_reason": "tool_calls"}]})
+    fake_llm.script(
+        {
+            "chunks": [
+                {
+                    "delta": {
+                        "tool_calls": [{"index": 0, "id": "call-1", "function": {"name": "add", "arguments": "{}"}}]
+                    }
+                },
+                {
+                    "delta": {
+                        "tool_calls": [{"index": 1, "id": "call-1", "function": {"name": "mul", "arguments": "{}"}}]
+                    }
+                },
+                {"delta": {}, "finish_reason": "tool_calls"},
+            ]
+        }
+    )
     _, turn = await stream(chat_model)
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("add", "{}"), ("mul", "{}")]
 

@@ -33,8 +33,12 @@ def text(content):
 
 
 def retrying(detail, i, n):
-    return {"type": "error", "code": "LLM_CALL_FAILED",
-            "message": f"The model call failed, retrying in 0 s ({i}/{n})", "detail": detail}
+    return {
+        "type": "error",
+        "code": "LLM_CALL_FAILED",
+        "message": f"The model call failed, retrying in 0 s ({i}/{n})",
+        "detail": detail,
+    }
 
 
 async def test_plain_answer(fake_llm, make_agent):
@@ -56,7 +60,9 @@ async def test_tool_round_then_answer(fake_llm, make_agent):
         start("mul", "call_b", '{"a": 6, "b": 7}'),
         end("add", "call_a", "5"),
         end("mul", "call_b", "42"),
-        text("2+3=5"), text(" and 6*7=42."), DONE,
+        text("2+3=5"),
+        text(" and 6*7=42."),
+        DONE,
     ]
     second = fake_llm.requests[1]["messages"]
     assert second[0] == {"role": "user", "content": "2+3 and 6*7?"}
@@ -65,14 +71,16 @@ async def test_tool_round_then_answer(fake_llm, make_agent):
         {"role": "tool", "tool_call_id": "call_a", "content": "5"},
         {"role": "tool", "tool_call_id": "call_b", "content": "42"},
     ]
-    assert [(r.tool_name, r.result, r.is_error) for r in sorted(run.result.tool_records, key=lambda r: r.tool_call_id)] \
-        == [("add", "5", False), ("mul", "42", False)]
+    assert [
+        (r.tool_name, r.result, r.is_error) for r in sorted(run.result.tool_records, key=lambda r: r.tool_call_id)
+    ] == [("add", "5", False), ("mul", "42", False)]
     assert run.result.iterations == 2
     assert run.result.messages[1:] == second[2:] + [{"role": "assistant", "content": "2+3=5 and 6*7=42."}]
 
 
-@pytest.mark.parametrize("transcript", ["missing_id", "resent_name", "missing_index", "stop_with_tool_calls",
-                                        "arguments_resent_whole"])
+@pytest.mark.parametrize(
+    "transcript", ["missing_id", "resent_name", "missing_index", "stop_with_tool_calls", "arguments_resent_whole"]
+)
 async def test_tool_call_variants_run_the_tool(fake_llm, make_agent, transcript):
     replies = fake_llm.load(transcript)
     events = await run_events(make_agent().stream("compute"))
@@ -100,15 +108,21 @@ async def test_missing_id_exact_sequence(fake_llm, make_agent):
 async def test_think_tags_and_reasoning_in_a_run(fake_llm, make_agent):
     fake_llm.load("split_think_tags")
     assert await run_events(make_agent().stream("2+2?")) == [
-        {"type": "thinking", "content": "Let me "}, {"type": "thinking", "content": "add."},
-        text("It is"), text(" 4."), DONE,
+        {"type": "thinking", "content": "Let me "},
+        {"type": "thinking", "content": "add."},
+        text("It is"),
+        text(" 4."),
+        DONE,
     ]
 
 
-@pytest.mark.parametrize(("transcript", "detail"), [
-    ("http_500_then_success", "The model endpoint failed with a server error (HTTP 500)."),
-    ("http_429_then_success", "The model endpoint is limiting requests (HTTP 429)."),
-])
+@pytest.mark.parametrize(
+    ("transcript", "detail"),
+    [
+        ("http_500_then_success", "The model endpoint failed with a server error (HTTP 500)."),
+        ("http_429_then_success", "The model endpoint is limiting requests (HTTP 429)."),
+    ],
+)
 async def test_http_error_then_success(fake_llm, make_agent, transcript, detail):
     fake_llm.load(transcript)
     run = make_agent().stream("hi")
@@ -126,8 +140,12 @@ async def test_all_retries_fail(fake_llm, make_agent):
     assert await run_events(run) == [
         retrying(detail, 1, 2),
         retrying(detail, 2, 2),
-        {"type": "error", "code": "LLM_CALL_FAILED", "message": "The model call failed; gave up after 2 retries.",
-         "detail": detail},
+        {
+            "type": "error",
+            "code": "LLM_CALL_FAILED",
+            "message": "The model call failed; gave up after 2 retries.",
+            "detail": detail,
+        },
         FAILED,
     ]
     assert len(fake_llm.requests) == 3
@@ -163,10 +181,15 @@ async def test_max_iterations(fake_llm, make_agent):
     run = make_agent(max_iterations=3).stream("never stop")
     events = without_durations(await run_events(run))
     assert events == [
-        start("add", "call_loop", '{"a": 1, "b": 1}'), end("add", "call_loop", "2"),
+        start("add", "call_loop", '{"a": 1, "b": 1}'),
+        end("add", "call_loop", "2"),
     ] * 3 + [
-        {"type": "error", "code": "MAX_ITERATIONS",
-         "message": "Stopped after 3 model calls without a final answer.", "detail": "AGENT_MAX_ITERATIONS=3"},
+        {
+            "type": "error",
+            "code": "MAX_ITERATIONS",
+            "message": "Stopped after 3 model calls without a final answer.",
+            "detail": "AGENT_MAX_ITERATIONS=3",
+        },
         FAILED,
     ]
     assert len(fake_llm.requests) == 3
@@ -178,8 +201,12 @@ async def test_tool_that_raises(fake_llm, make_agent):
     run = make_agent().stream("explode")
     events = without_durations(await run_events(run))
     failure = error("explode failed: RuntimeError: kaboom")
-    assert events == [start("explode", "call_e", "{}"), end("explode", "call_e", failure, True),
-                      text("The tool failed."), DONE]
+    assert events == [
+        start("explode", "call_e", "{}"),
+        end("explode", "call_e", failure, True),
+        text("The tool failed."),
+        DONE,
+    ]
     assert fake_llm.requests[-1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_e", "content": failure}
     assert run.result.tool_records[0].is_error
 
@@ -196,7 +223,8 @@ async def test_bad_json_arguments(fake_llm, make_agent):
     assert events == [
         start("add", "call_j", '{"a": 1, "b": '),
         end("add", "call_j", error("arguments are not valid JSON: Expecting value at position 14"), True),
-        text("Sorry."), DONE,
+        text("Sorry."),
+        DONE,
     ]
 
 
@@ -218,7 +246,8 @@ async def test_unknown_tool(fake_llm, make_agent):
     assert events == [
         start("teleport", "call_n", '{"to": "Mars"}'),
         end("teleport", "call_n", error("unknown tool 'teleport'; available tools: add, mul, explode, refuse"), True),
-        text("I cannot teleport."), DONE,
+        text("I cannot teleport."),
+        DONE,
     ]
 
 
@@ -251,8 +280,10 @@ async def test_tool_results_go_back_in_call_order(fake_llm, make_agent):
         await asyncio.sleep(seconds)
         return label
 
-    fake_llm.script(tool_call_reply(("wait", {"seconds": 0.2, "label": "first"}),
-                                    ("wait", {"seconds": 0.01, "label": "second"})), text_reply("done"))
+    fake_llm.script(
+        tool_call_reply(("wait", {"seconds": 0.2, "label": "first"}), ("wait", {"seconds": 0.01, "label": "second"})),
+        text_reply("done"),
+    )
     events = await run_events(make_agent(tools=registry).stream("x"))
     assert [e["result"] for e in events if e["type"] == "tool_end"] == ["second", "first"]  # finished first
     assert fake_llm.requests[-1]["messages"][-2:] == [
@@ -298,17 +329,22 @@ async def test_per_tool_timeout(fake_llm, make_agent):
     assert time.monotonic() - began < 1
     ends = {e["toolName"]: e for e in events if e["type"] == "tool_end"}
     assert ends["sleepy"] == end("sleepy", "call_0", error("sleepy timed out after 0.1 s"), True)
-    assert ends["sleepy_default"] == end("sleepy_default", "call_1", error("sleepy_default timed out after 0.2 s"), True)
+    assert ends["sleepy_default"] == end(
+        "sleepy_default", "call_1", error("sleepy_default timed out after 0.2 s"), True
+    )
     assert events[-1] == DONE
 
 
 async def test_max_tool_calls(fake_llm, make_agent):
-    fake_llm.script(tool_call_reply(("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2}), ("add", {"a": 3, "b": 3})),
-                    text_reply("done"))
+    fake_llm.script(
+        tool_call_reply(("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2}), ("add", {"a": 3, "b": 3})),
+        text_reply("done"),
+    )
     events = without_durations(await run_events(make_agent(max_tool_calls=2).stream("x")))
     ends = [e for e in events if e["type"] == "tool_end"]
     assert sorted((e["toolCallId"], e["result"], e["isError"]) for e in ends) == [
-        ("call_0", "2", False), ("call_1", "4", False),
+        ("call_0", "2", False),
+        ("call_1", "4", False),
         ("call_2", error("tool-call limit reached (2 per run); answer with what you have"), True),
     ]
     assert events[-1] == DONE
@@ -349,9 +385,13 @@ async def test_cancel_mid_stream_closes_the_connection(fake_llm, make_agent):
         if len(events) == 3:
             run.cancel()
     check_invariants(events)
-    assert events == [text("word0 "), text("word1 "), text("word2 "),
-                      {"type": "error", "code": "CANCELLED", "message": "The run was cancelled.", "detail": ""},
-                      {"type": "complete", "status": "cancelled"}]
+    assert events == [
+        text("word0 "),
+        text("word1 "),
+        text("word2 "),
+        {"type": "error", "code": "CANCELLED", "message": "The run was cancelled.", "detail": ""},
+        {"type": "complete", "status": "cancelled"},
+    ]
     assert run.result.status == "cancelled"
     for _ in range(100):  # the server notices at its next write
         if fake_llm.stream_endings:
@@ -391,9 +431,12 @@ async def test_cancel_mid_tool(fake_llm, make_agent):
     events = without_durations(events)
     cancelled = error("cancelled: the run was stopped before the tool finished")
     assert events == [
-        start("forever", "call_0", "{}"), start("quick", "call_1", "{}"), start("forever", "call_2", "{}"),
+        start("forever", "call_0", "{}"),
+        start("quick", "call_1", "{}"),
+        start("forever", "call_2", "{}"),
         end("quick", "call_1", "quick"),
-        end("forever", "call_0", cancelled, True), end("forever", "call_2", cancelled, True),
+        end("forever", "call_0", cancelled, True),
+        end("forever", "call_2", cancelled, True),
         {"type": "error", "code": "CANCELLED", "message": "The run was cancelled.", "detail": ""},
         {"type": "complete", "status": "cancelled"},
     ]
@@ -421,8 +464,10 @@ async def test_cancel_before_the_run_starts(fake_llm, make_agent):
     run = make_agent().stream("hi")
     run.cancel()
     events = await asyncio.wait_for(run_events(run), 2)
-    assert events == [{"type": "error", "code": "CANCELLED", "message": "The run was cancelled.", "detail": ""},
-                      {"type": "complete", "status": "cancelled"}]
+    assert events == [
+        {"type": "error", "code": "CANCELLED", "message": "The run was cancelled.", "detail": ""},
+        {"type": "complete", "status": "cancelled"},
+    ]
     assert fake_llm.requests == []
 
 
@@ -497,9 +542,13 @@ async def test_tool_context_emit_reference(fake_llm, make_agent):
     events = without_durations(await run_events(make_agent(tools=registry).stream("x", context=context)))
     assert events == [
         start("search", "call_0", '{"query": "django"}'),
-        {"type": "reference", "references": [{"title": "Doc", "url": "https://example.com/doc", "snippet": "a snippet"}]},
+        {
+            "type": "reference",
+            "references": [{"title": "Doc", "url": "https://example.com/doc", "snippet": "a snippet"}],
+        },
         end("search", "call_0", "found"),
-        text("done"), DONE,
+        text("done"),
+        DONE,
     ]
     assert seen == {"conversation": "conv-1"}
     assert "ctx" not in json.dumps(fake_llm.requests[0]["tools"])
@@ -514,20 +563,29 @@ async def test_a_failing_hook_still_closes_the_run(fake_llm, make_agent):
 
     run = make_agent(hooks=[Broken()]).stream("x")
     events = await run_events(run)
-    assert events == [{"type": "error", "code": "AGENT_ERROR", "message": "The agent failed.",
-                       "detail": "KeyError: 'oops'"}, FAILED]
+    assert events == [
+        {"type": "error", "code": "AGENT_ERROR", "message": "The agent failed.", "detail": "KeyError: 'oops'"},
+        FAILED,
+    ]
 
 
-@pytest.mark.parametrize("events", [
-    [],
-    [{"type": "complete", "status": "succeeded"}, {"type": "text", "content": "late"}],
-    [{"type": "complete", "status": "succeeded"}, {"type": "complete", "status": "succeeded"}],
-    [start("add", "c1", "{}"), DONE],
-    [end("add", "c1", "1") | {"durationMs": 1}, DONE],
-    [start("add", "c1", "{}"), end("add", "c1", "1") | {"durationMs": 1}, end("add", "c1", "1") | {"durationMs": 1},
-     DONE],
-    [start("add", "c1", "{}"), start("add", "c1", "{}"), end("add", "c1", "1") | {"durationMs": 1}, DONE],
-])
+@pytest.mark.parametrize(
+    "events",
+    [
+        [],
+        [{"type": "complete", "status": "succeeded"}, {"type": "text", "content": "late"}],
+        [{"type": "complete", "status": "succeeded"}, {"type": "complete", "status": "succeeded"}],
+        [start("add", "c1", "{}"), DONE],
+        [end("add", "c1", "1") | {"durationMs": 1}, DONE],
+        [
+            start("add", "c1", "{}"),
+            end("add", "c1", "1") | {"durationMs": 1},
+            end("add", "c1", "1") | {"durationMs": 1},
+            DONE,
+        ],
+        [start("add", "c1", "{}"), start("add", "c1", "{}"), end("add", "c1", "1") | {"durationMs": 1}, DONE],
+    ],
+)
 def test_the_invariant_checker_catches_violations(events):
     with pytest.raises(AssertionError):
         check_invariants(events)

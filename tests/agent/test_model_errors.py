@@ -136,9 +136,17 @@ async def test_slow_stream_says_the_model_did_not_finish(fake_llm, make_model):
 
 async def test_wrong_key_fails_at_once_and_never_shows_the_key(fake_llm, make_model):
     # As OpenAI words it: part of the key, masked in the middle.
-    fake_llm.script({"status": 401, "body": {"error": {
-        "message": "Incorrect API key provided: sk-test-Secr************98765. You can find your key in the dashboard.",
-        "code": "invalid_api_key"}}})
+    fake_llm.script(
+        {
+            "status": 401,
+            "body": {
+                "error": {
+                    "message": "Incorrect API key provided: sk-test-Secr************98765. You can find your key in the dashboard.",
+                    "code": "invalid_api_key",
+                }
+            },
+        }
+    )
     error = await failure_of(make_model(fake_llm.base_url))
     assert error.detail == "The model endpoint rejected the API key (HTTP 401)."
     assert not error.retryable and error.status == 401
@@ -157,8 +165,17 @@ async def test_key_quoted_whole_by_the_endpoint_is_redacted(fake_llm, make_model
 
 
 async def test_missing_model_names_the_model_and_the_host(fake_llm, make_model):
-    fake_llm.script({"status": 404, "body": {"error": {
-        "message": "The model `nope` does not exist or you do not have access to it.", "code": "model_not_found"}}})
+    fake_llm.script(
+        {
+            "status": 404,
+            "body": {
+                "error": {
+                    "message": "The model `nope` does not exist or you do not have access to it.",
+                    "code": "model_not_found",
+                }
+            },
+        }
+    )
     error = await failure_of(make_model(fake_llm.base_url, model="nope"))
     assert error.detail == f"Model 'nope' was not found at 127.0.0.1:{fake_llm.port} (HTTP 404)."
     assert not error.retryable and "AGENT_MODEL" in error.hint
@@ -173,13 +190,19 @@ async def test_wrong_base_url_path_is_not_called_a_missing_model(fake_llm, make_
     assert not error.retryable and "OPENAI_BASE_URL" in error.hint
 
 
-@pytest.mark.parametrize(("status", "message", "detail"), [
-    (400, "invalid value for 'messages'", "The model endpoint rejected the request as invalid (HTTP 400)."),
-    (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9001 tokens.",
-     "The conversation is too long for the model's context window (HTTP 400)."),
-    (422, "unprocessable", "The model endpoint could not process the request (HTTP 422)."),
-    (402, "insufficient balance", "The model endpoint refused the request (HTTP 402)."),
-])
+@pytest.mark.parametrize(
+    ("status", "message", "detail"),
+    [
+        (400, "invalid value for 'messages'", "The model endpoint rejected the request as invalid (HTTP 400)."),
+        (
+            400,
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9001 tokens.",
+            "The conversation is too long for the model's context window (HTTP 400).",
+        ),
+        (422, "unprocessable", "The model endpoint could not process the request (HTTP 422)."),
+        (402, "insufficient balance", "The model endpoint refused the request (HTTP 402)."),
+    ],
+)
 async def test_errors_retrying_cannot_fix(fake_llm, make_model, status, message, detail):
     fake_llm.script({"status": status, "body": {"error": {"message": message}}})
     error = await failure_of(make_model(fake_llm.base_url))
@@ -187,25 +210,31 @@ async def test_errors_retrying_cannot_fix(fake_llm, make_model, status, message,
     assert error.log_detail == f"HTTP {status}: {message}"
 
 
-@pytest.mark.parametrize(("status", "detail"), [
-    (408, "The model endpoint gave up waiting for the request (HTTP 408)."),
-    (409, "The model endpoint reported a conflict (HTTP 409)."),
-    (429, "The model endpoint is limiting requests (HTTP 429)."),
-    (500, "The model endpoint failed with a server error (HTTP 500)."),
-    (503, "The model endpoint failed with a server error (HTTP 503)."),
-])
+@pytest.mark.parametrize(
+    ("status", "detail"),
+    [
+        (408, "The model endpoint gave up waiting for the request (HTTP 408)."),
+        (409, "The model endpoint reported a conflict (HTTP 409)."),
+        (429, "The model endpoint is limiting requests (HTTP 429)."),
+        (500, "The model endpoint failed with a server error (HTTP 500)."),
+        (503, "The model endpoint failed with a server error (HTTP 503)."),
+    ],
+)
 async def test_errors_worth_retrying(fake_llm, make_model, status, detail):
     fake_llm.script({"status": status, "body": {"error": {"message": "try later"}}})
     error = await failure_of(make_model(fake_llm.base_url))
     assert (error.detail, error.retryable, error.retry_after) == (detail, True, None)
 
 
-@pytest.mark.parametrize(("headers", "expected"), [
-    ({"retry-after": "7"}, 7.0),
-    ({"retry-after": "1.5"}, 1.5),
-    ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
-    ({"retry-after": "soon"}, None),
-])
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after": "soon"}, None),
+    ],
+)
 async def test_retry_after_is_read(fake_llm, make_model, headers, expected):
     fake_llm.script({"status": 429, "body": {"error": {"message": "slow down"}}, "headers": headers})
     error = await failure_of(make_model(fake_llm.base_url))
@@ -214,8 +243,13 @@ async def test_retry_after_is_read(fake_llm, make_model, headers, expected):
 
 async def test_retry_after_as_an_http_date(fake_llm, make_model):
     when = time.time() + 120
-    fake_llm.script({"status": 503, "body": {}, "headers": {"retry-after": time.strftime(
-        "%a, %d %b %Y %H:%M:%S GMT", time.gmtime(when))}})
+    fake_llm.script(
+        {
+            "status": 503,
+            "body": {},
+            "headers": {"retry-after": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(when))},
+        }
+    )
     error = await failure_of(make_model(fake_llm.base_url))
     assert 100 < error.retry_after <= 121
 
@@ -236,8 +270,12 @@ async def test_a_wrong_key_is_one_error_then_failed_without_retries(fake_llm):
     events = await run_events(run)
     await agent.model.client.close()
     assert events == [
-        {"type": "error", "code": "LLM_CALL_FAILED", "message": "The model endpoint rejected the API key (HTTP 401).",
-         "detail": "The server's API key for the model endpoint is wrong or expired (OPENAI_API_KEY)."},
+        {
+            "type": "error",
+            "code": "LLM_CALL_FAILED",
+            "message": "The model endpoint rejected the API key (HTTP 401).",
+            "detail": "The server's API key for the model endpoint is wrong or expired (OPENAI_API_KEY).",
+        },
         FAILED,
     ]
     assert not re.search(r"\(\d+/\d+\)", events[0]["message"])
@@ -307,8 +345,12 @@ async def test_every_failed_call_is_logged_once_with_run_model_status_and_redact
     await agent.model.client.close()
     lines = [r.getMessage() for r in caplog.records if r.name == "chat.agent.loop"]
     assert lines == [
-        ("model call failed: run run-123, model fake-model, status 500, retrying in 0 s (1/3): "
-         "HTTP 500: upstream said [redacted]"),
-        ("model call failed: run run-123, model fake-model, status 401, not retried: "
-         "HTTP 401: Incorrect API key provided: [redacted]"),
+        (
+            "model call failed: run run-123, model fake-model, status 500, retrying in 0 s (1/3): "
+            "HTTP 500: upstream said [redacted]"
+        ),
+        (
+            "model call failed: run run-123, model fake-model, status 401, not retried: "
+            "HTTP 401: Incorrect API key provided: [redacted]"
+        ),
     ]

@@ -18,16 +18,28 @@ def deltas(events, kind):
     return "".join(e["content"] for e in events if e["type"] == kind)
 
 
-@pytest.mark.parametrize(("transcript", "calls", "answer"), [
-    ("parallel_same_index", [("call_o1", "add", {"a": 2, "b": 3}, "5"), ("call_o2", "mul", {"a": 6, "b": 7}, "42")],
-     "5 and 42."),
-    ("parallel_same_index_pieces",
-     [("call_d1", "add", {"a": 2, "b": 3}, "5"), ("call_d2", "mul", {"a": 6, "b": 7}, "42")], "5 and 42."),
-    ("sglang_tool_index", [("call_s1", "mul", {"a": 6, "b": 7}, "42"), ("call_s2", "add", {"a": 2, "b": 3}, "5")],
-     "42 and 5."),
-    ("vllm_reasoning_tool_call", [("chatcmpl-tool-9a1", "mul", {"a": 6, "b": 7}, "42")], "6*7=42."),
-    ("ollama_think_tags", [("call_q1", "add", {"a": 40, "b": 2}, "42")], "The sum is 42."),
-])
+@pytest.mark.parametrize(
+    ("transcript", "calls", "answer"),
+    [
+        (
+            "parallel_same_index",
+            [("call_o1", "add", {"a": 2, "b": 3}, "5"), ("call_o2", "mul", {"a": 6, "b": 7}, "42")],
+            "5 and 42.",
+        ),
+        (
+            "parallel_same_index_pieces",
+            [("call_d1", "add", {"a": 2, "b": 3}, "5"), ("call_d2", "mul", {"a": 6, "b": 7}, "42")],
+            "5 and 42.",
+        ),
+        (
+            "sglang_tool_index",
+            [("call_s1", "mul", {"a": 6, "b": 7}, "42"), ("call_s2", "add", {"a": 2, "b": 3}, "5")],
+            "42 and 5.",
+        ),
+        ("vllm_reasoning_tool_call", [("chatcmpl-tool-9a1", "mul", {"a": 6, "b": 7}, "42")], "6*7=42."),
+        ("ollama_think_tags", [("call_q1", "add", {"a": 40, "b": 2}, "42")], "The sum is 42."),
+    ],
+)
 async def test_tool_calls_run_each_as_its_own_call(fake_llm, make_agent, transcript, calls, answer):
     fake_llm.load(transcript)
     run = make_agent().stream("compute")

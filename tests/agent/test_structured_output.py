@@ -59,14 +59,17 @@ async def test_not_json_at_all_fails_the_run(fake_llm, make_agent):
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
-@pytest.mark.parametrize(("answer", "ok"), [('{"city": "Rome"}', True), ('{"town": "Rome"}', False),
-                                            ('["Rome"]', False), ("Rome", False)])
+@pytest.mark.parametrize(
+    ("answer", "ok"), [('{"city": "Rome"}', True), ('{"town": "Rome"}', False), ('["Rome"]', False), ("Rome", False)]
+)
 async def test_dict_schema(fake_llm, make_agent, answer, ok):
     fake_llm.script(text_reply(answer))
     run = make_agent(response_format=SCHEMA).stream("x")
     events = await run_events(run)
     assert fake_llm.requests[0]["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA, "strict": False}}
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": SCHEMA, "strict": False},
+    }
     if ok:
         assert run.result.structured == {"city": "Rome"} and events[-1]["status"] == "succeeded"
     else:

@@ -121,7 +121,10 @@ def test_nothing_lost_or_duplicated_under_random_splits(seed):
     assert joined(pieces, THINKING) == "step 1 < step 2again"
     assert joined(pieces, TEXT) == "Intro Middle <End </thin <th"
     assert normalised(pieces) == [
-        (TEXT, "Intro "), (THINKING, "step 1 < step 2"), (TEXT, "Middle <"), (THINKING, "again"),
+        (TEXT, "Intro "),
+        (THINKING, "step 1 < step 2"),
+        (TEXT, "Middle <"),
+        (THINKING, "again"),
         (TEXT, "End </thin <th"),
     ]
 

@@ -34,8 +34,14 @@ async def forecast(
 
     Several lines of description.
     """
-    return {"city": place.city, "country": place.country, "days": days, "unit": unit.value, "detail": detail,
-            "conversation": ctx.conversation_id}
+    return {
+        "city": place.city,
+        "country": place.country,
+        "days": days,
+        "unit": unit.value,
+        "detail": detail,
+        "conversation": ctx.conversation_id,
+    }
 
 
 def test_schema_from_type_hints():
@@ -60,29 +66,42 @@ def test_schema_from_type_hints():
 
 async def test_arguments_are_validated_and_converted():
     tool = make_tool(forecast)
-    result = await tool.run('{"place": {"city": "Lyon"}, "days": "3", "unit": "fahrenheit"}',
-                            ToolContext(conversation_id="c1"))
-    assert result == {"city": "Lyon", "country": "FR", "days": 3, "unit": "fahrenheit", "detail": "short",
-                      "conversation": "c1"}
+    result = await tool.run(
+        '{"place": {"city": "Lyon"}, "days": "3", "unit": "fahrenheit"}', ToolContext(conversation_id="c1")
+    )
+    assert result == {
+        "city": "Lyon",
+        "country": "FR",
+        "days": 3,
+        "unit": "fahrenheit",
+        "detail": "short",
+        "conversation": "c1",
+    }
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ('{"place": {"city": "Lyon"}, "days": 1, "extra": 1}', "extra: Extra inputs are not permitted"),
-    ('{"place": {"city": "Lyon"}}', "days: Field required"),
-    ('{"place": {"city": "Lyon"}, "days": 1, "detail": "medium"}', "detail: Input should be 'short' or 'long'"),
-    ('{"place": {}, "days": 1}', "place.city: Field required"),
-    ('{"place": {"city": "Lyon"}, "days": 1, "ctx": {}}', "ctx: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ('{"place": {"city": "Lyon"}, "days": 1, "extra": 1}', "extra: Extra inputs are not permitted"),
+        ('{"place": {"city": "Lyon"}}', "days: Field required"),
+        ('{"place": {"city": "Lyon"}, "days": 1, "detail": "medium"}', "detail: Input should be 'short' or 'long'"),
+        ('{"place": {}, "days": 1}', "place.city: Field required"),
+        ('{"place": {"city": "Lyon"}, "days": 1, "ctx": {}}', "ctx: Extra inputs are not permitted"),
+    ],
+)
 def test_bad_arguments_are_tool_errors(raw, message):
     with pytest.raises(ToolError, match="invalid arguments for forecast") as exc:
         make_tool(forecast).parse_arguments(raw)
     assert message in str(exc.value)
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ("[1, 2]", "arguments must be a JSON object"),
-    ("not json", "arguments are not valid JSON: Expecting value at position 0"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("[1, 2]", "arguments must be a JSON object"),
+        ("not json", "arguments are not valid JSON: Expecting value at position 0"),
+    ],
+)
 def test_non_object_arguments(raw, message):
     with pytest.raises(ToolError, match=message):
         make_tool(forecast).parse_arguments(raw)
@@ -140,4 +159,4 @@ def test_results_to_text():
     assert result_to_text(42) == "42"
     assert result_to_text({"ü": [1, None]}) == '{"ü": [1, null]}'
     assert result_to_text(Place(city="Nice")) == '{"city":"Nice","country":"FR"}'
-    assert error_result("bad \"x\"") == '{"error": "bad \\"x\\""}'
+    assert error_result('bad "x"') == '{"error": "bad \\"x\\""}'

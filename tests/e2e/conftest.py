@@ -110,8 +110,11 @@ def make_server(e2e_llm, log_dir):
     servers: list[Server] = []
 
     def start(database_url: str, name: str = "daphne", **env: str) -> Server:
-        server = Server(server_env(database_url=database_url, llm_base_url=e2e_llm.base_url,
-                                   redis_url=REDIS_URL, **env), log_dir=log_dir, name=name)
+        server = Server(
+            server_env(database_url=database_url, llm_base_url=e2e_llm.base_url, redis_url=REDIS_URL, **env),
+            log_dir=log_dir,
+            name=name,
+        )
         servers.append(server)
         return server.start()
 

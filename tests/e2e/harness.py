@@ -61,7 +61,10 @@ def server_env(*, database_url: str, llm_base_url: str, redis_url: str | None = 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=env, check=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
     )
 
 
@@ -88,7 +91,10 @@ class Server:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
             [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "agentsite.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -144,6 +150,7 @@ class Server:
 
 # -- the fake model's replies -----------------------------------------------------------
 
+
 def slow_text_reply(text: str, *, chunks: int = 100, delay: float = 0.02) -> dict[str, Any]:
     """`text` streamed as `chunks` SSE chunks, `delay` seconds apart."""
     size = max(1, -(-len(text) // chunks))
@@ -177,11 +184,13 @@ class Replies:
         queue = self.by_message.get(content)
         if queue:
             return queue.pop(0) if len(queue) > 1 else queue[0]
-        return {"chunks": [{"delta": {"content": "Hello from the fake model."}},
-                           {"delta": {}, "finish_reason": "stop"}]}
+        return {
+            "chunks": [{"delta": {"content": "Hello from the fake model."}}, {"delta": {}, "finish_reason": "stop"}]
+        }
 
 
 # -- a user's browser ----------------------------------------------------------------
+
 
 class Client:
     """One user: an httpx2 session (cookies, CSRF) and WebSockets carrying its cookie."""
@@ -206,8 +215,12 @@ class Client:
         token = await self._form_token("/accounts/signup/")
         r = await self.http.post(
             self.url("/accounts/signup/"),
-            data={"csrfmiddlewaretoken": token, "username": self.username,
-                  "password1": PASSWORD, "password2": PASSWORD},
+            data={
+                "csrfmiddlewaretoken": token,
+                "username": self.username,
+                "password1": PASSWORD,
+                "password2": PASSWORD,
+            },
             headers={"Referer": self.server.base},
         )
         assert r.status_code == 302, (r.status_code, r.text[:2000])
@@ -245,21 +258,31 @@ class Client:
     def cookie_header(self) -> str:
         return "; ".join(f"{k}={v}" for k, v in self.http.cookies.items())
 
-    async def socket(self, conversation_id: str, *, after: int | None = None, server: Server | None = None,
-                     origin: str | None = None, cookies: bool = True) -> Socket:
+    async def socket(
+        self,
+        conversation_id: str,
+        *,
+        after: int | None = None,
+        server: Server | None = None,
+        origin: str | None = None,
+        cookies: bool = True,
+    ) -> Socket:
         server = server or self.server
         query = f"?after={after}" if after is not None else ""
         headers = {"Origin": origin or server.base}
         if cookies:
             headers["Cookie"] = self.cookie_header
-        ws = await connect(f"{server.ws_base}/ws/chat/{conversation_id}/{query}", additional_headers=headers,
-                           open_timeout=10, max_size=None)
+        ws = await connect(
+            f"{server.ws_base}/ws/chat/{conversation_id}/{query}",
+            additional_headers=headers,
+            open_timeout=10,
+            max_size=None,
+        )
         return Socket(ws)
 
 
 async def anonymous_socket(server: Server, path: str, *, origin: str | None = None) -> Socket:
-    ws = await connect(f"{server.ws_base}{path}", additional_headers={"Origin": origin or server.base},
-                       open_timeout=10)
+    ws = await connect(f"{server.ws_base}{path}", additional_headers={"Origin": origin or server.base}, open_timeout=10)
     return Socket(ws)
 
 

@@ -23,7 +23,7 @@ pytestmark = [
 def final_answer(frames: list[dict]) -> str:
     """The run's answer: its text after the last error (a failed model call or a resume)."""
     last_error = max((i for i, f in enumerate(frames) if f["type"] == "error"), default=-1)
-    return "".join(f["content"] for f in frames[last_error + 1:] if f["type"] == "text")
+    return "".join(f["content"] for f in frames[last_error + 1 :] if f["type"] == "text")
 
 
 def resumed_errors(frames: list[dict]) -> list[dict]:
@@ -82,9 +82,11 @@ async def pair(databases, make_server):
 
 async def test_kill_9_mid_stream_the_other_process_finishes_the_run(pair, replies):
     a, b, client = pair
-    message = replies.set("durable: kill mid-stream",
-                          slow_text_reply(answer_text(400, "x"), chunks=400, delay=0.05),  # ~20 s
-                          slow_text_reply("The resumed answer.", chunks=5, delay=0.01))
+    message = replies.set(
+        "durable: kill mid-stream",
+        slow_text_reply(answer_text(400, "x"), chunks=400, delay=0.05),  # ~20 s
+        slow_text_reply("The resumed answer.", chunks=5, delay=0.01),
+    )
     conversation = await client.create_conversation()
     on_a = await client.socket(conversation, server=a)
     on_b = await client.socket(conversation, server=b)
@@ -123,12 +125,34 @@ async def test_kill_9_mid_tool_call_closes_the_call_and_the_model_goes_on(databa
     try:
         message = replies.set(
             "durable: kill mid-tool",
-            {"chunks": [{"delta": {"content": "Fetching it."}},
-                        {"delta": {"tool_calls": [{"index": 0, "id": "call_fetch", "type": "function",
-                                                   "function": {"name": "fetch_url", "arguments": ""}}]}},
-                        {"delta": {"tool_calls": [{"index": 0, "function": {
-                            "arguments": json.dumps({"url": f"http://127.0.0.1:{port}/slow"})}}]}},
-                        {"delta": {}, "finish_reason": "tool_calls"}]},
+            {
+                "chunks": [
+                    {"delta": {"content": "Fetching it."}},
+                    {
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": "call_fetch",
+                                    "type": "function",
+                                    "function": {"name": "fetch_url", "arguments": ""},
+                                }
+                            ]
+                        }
+                    },
+                    {
+                        "delta": {
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "function": {"arguments": json.dumps({"url": f"http://127.0.0.1:{port}/slow"})},
+                                }
+                            ]
+                        }
+                    },
+                    {"delta": {}, "finish_reason": "tool_calls"},
+                ]
+            },
             slow_text_reply("The page did not load, so here is my answer.", chunks=6, delay=0.01),
         )
         conversation = await client.create_conversation()
@@ -146,8 +170,13 @@ async def test_kill_9_mid_tool_call_closes_the_call_and_the_model_goes_on(databa
         await on_b.close()
         client.server = b
 
-        stored = await check_run(client, conversation, events_only(on_b.frames),
-                                 answer="The page did not load, so here is my answer.", resumes=1)
+        stored = await check_run(
+            client,
+            conversation,
+            events_only(on_b.frames),
+            answer="The page did not load, so here is my answer.",
+            resumes=1,
+        )
     finally:
         await client.aclose()
         slow_site.close()
@@ -159,13 +188,27 @@ async def test_kill_9_mid_tool_call_closes_the_call_and_the_model_goes_on(databa
     assert types[:5] == ["user_message", "text", "tool_start", "tool_end", "error"]
     assert set(types[5:-1]) == {"text"}
     # The resumed model call had the partial memory: the message, the call and its result.
-    resumed_call = [r for r in e2e_llm.requests if r["messages"][-1].get("role") == "tool"
-                    and r["messages"][-1].get("tool_call_id") == "call_fetch"]
+    resumed_call = [
+        r
+        for r in e2e_llm.requests
+        if r["messages"][-1].get("role") == "tool" and r["messages"][-1].get("tool_call_id") == "call_fetch"
+    ]
     assert resumed_call and resumed_call[-1]["messages"][-3:] == [
         {"role": "user", "content": message},
-        {"role": "assistant", "content": "Fetching it.", "tool_calls": [
-            {"id": "call_fetch", "type": "function",
-             "function": {"name": "fetch_url", "arguments": json.dumps({"url": f"http://127.0.0.1:{port}/slow"})}}]},
+        {
+            "role": "assistant",
+            "content": "Fetching it.",
+            "tool_calls": [
+                {
+                    "id": "call_fetch",
+                    "type": "function",
+                    "function": {
+                        "name": "fetch_url",
+                        "arguments": json.dumps({"url": f"http://127.0.0.1:{port}/slow"}),
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_fetch", "content": '{"error": "interrupted"}'},
     ]
 
@@ -178,9 +221,11 @@ async def test_sigterm_hands_the_run_over_at_once(databases, make_server, replie
     b = make_server(database, name="B-rung", AGENT_HEARTBEAT_SECONDS="3600", AGENT_HEARTBEAT_TIMEOUT="7200")
     client = await Client(a).signup()
     try:
-        message = replies.set("durable: sigterm",
-                              slow_text_reply(answer_text(300, "s"), chunks=300, delay=0.05),  # ~15 s
-                              slow_text_reply("Answered after the deploy.", chunks=5, delay=0.01))
+        message = replies.set(
+            "durable: sigterm",
+            slow_text_reply(answer_text(300, "s"), chunks=300, delay=0.05),  # ~15 s
+            slow_text_reply("Answered after the deploy.", chunks=5, delay=0.01),
+        )
         conversation = await client.create_conversation()
         on_a = await client.socket(conversation, server=a)
         on_b = await client.socket(conversation, server=b)
@@ -195,8 +240,9 @@ async def test_sigterm_hands_the_run_over_at_once(databases, make_server, replie
         await on_b.close()
         client.server = b
 
-        stored = await check_run(client, conversation, events_only(on_b.frames),
-                                 answer="Answered after the deploy.", resumes=1)
+        stored = await check_run(
+            client, conversation, events_only(on_b.frames), answer="Answered after the deploy.", resumes=1
+        )
     finally:
         await client.aclose()
         stop(a, b)
@@ -213,10 +259,12 @@ async def test_both_processes_killed_in_turn(databases, make_server, replies):
     a_again = None
     client = await Client(a).signup()
     try:
-        message = replies.set("durable: two deaths",
-                              slow_text_reply(answer_text(400, "p"), chunks=400, delay=0.05),
-                              slow_text_reply(answer_text(400, "q"), chunks=400, delay=0.05),
-                              slow_text_reply("Third time lucky.", chunks=5, delay=0.01))
+        message = replies.set(
+            "durable: two deaths",
+            slow_text_reply(answer_text(400, "p"), chunks=400, delay=0.05),
+            slow_text_reply(answer_text(400, "q"), chunks=400, delay=0.05),
+            slow_text_reply("Third time lucky.", chunks=5, delay=0.01),
+        )
         conversation = await client.create_conversation()
         on_a = await client.socket(conversation, server=a)
         on_b = await client.socket(conversation, server=b)
@@ -238,8 +286,9 @@ async def test_both_processes_killed_in_turn(databases, make_server, replies):
         await on_a_again.close()
         client.server = a_again
 
-        stored = await check_run(client, conversation, events_only(on_a_again.frames),
-                                 answer="Third time lucky.", resumes=2)
+        stored = await check_run(
+            client, conversation, events_only(on_a_again.frames), answer="Third time lucky.", resumes=2
+        )
     finally:
         await client.aclose()
         stop(*(server for server in (a, b, a_again) if server))

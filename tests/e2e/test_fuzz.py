@@ -74,8 +74,10 @@ def _dumps(rng: random.Random, value) -> str:
 
 def _extra_fields(rng: random.Random) -> dict:
     names = ["x", "fuzz", "\ud800key", "nul\x00key", "id", "content2", "😀"]  # none the protocol knows
-    return {rng.choice(names): rng.choice([1, None, [1, {"a": "\udfff"}], "\x00", {"deep": [[[]]]}, "v"])
-            for _ in range(rng.randint(0, 3))}
+    return {
+        rng.choice(names): rng.choice([1, None, [1, {"a": "\udfff"}], "\x00", {"deep": [[[]]]}, "v"])
+        for _ in range(rng.randint(0, 3))
+    }
 
 
 def valid_message(rng):
@@ -96,15 +98,17 @@ def surrogate_content(rng):
     text = _text(rng)
     at = rng.randint(0, len(text))
     bad = chr(rng.randint(0xD800, 0xDFFF))
-    return Case("surrogate_content", json.dumps({"type": "message", "content": text[:at] + bad + text[at:]}),
-                "BAD_REQUEST")
+    return Case(
+        "surrogate_content", json.dumps({"type": "message", "content": text[:at] + bad + text[at:]}), "BAD_REQUEST"
+    )
 
 
 def nul_content(rng):
     text = _text(rng)
     at = rng.randint(0, len(text))
-    return Case("nul_content", _dumps(rng, {"type": "message", "content": text[:at] + "\x00" + text[at:]}),
-                "BAD_REQUEST")
+    return Case(
+        "nul_content", _dumps(rng, {"type": "message", "content": text[:at] + "\x00" + text[at:]}), "BAD_REQUEST"
+    )
 
 
 def raw_control(rng):
@@ -114,7 +118,7 @@ def raw_control(rng):
 
 
 def invalid_json(rng):
-    alphabet = string.printable + "{}[]\":,\\ü中😀\ufffd\x00"
+    alphabet = string.printable + '{}[]":,\\ü中😀\ufffd\x00'
     junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
     if rng.random() < 0.3:
         junk = '{"type": "message", "content": ' + junk  # a truncated frame
@@ -210,8 +214,10 @@ class Driver:
     answered: Counter = field(default_factory=Counter)
 
     def where(self, case: Case, index: int) -> str:
-        return (f"seed {SEED}, conversation {self.conversation}, frame {self.first + index} ({case.kind}): "
-                f"{case.data[:200]!r}")
+        return (
+            f"seed {SEED}, conversation {self.conversation}, frame {self.first + index} ({case.kind}): "
+            f"{case.data[:200]!r}"
+        )
 
     async def run(self) -> None:
         sock = await self.open()
@@ -277,8 +283,9 @@ class Driver:
             if case.expect == PONG:
                 assert got == {"type": "pong"}, f"{self.where(case, index)} got {got}"
             else:
-                assert got.get("type") == "error" and got.get("code") == case.expect, \
+                assert got.get("type") == "error" and got.get("code") == case.expect, (
                     f"{self.where(case, index)} expected {case.expect}, got {got}"
+                )
                 assert isinstance(got.get("message"), str) and got["message"], got
             self.answered[case.expect] += 1
         assert not pending, f"seed {SEED}: answers nobody asked for: {pending}"
@@ -309,8 +316,10 @@ async def test_fuzzed_frames_leave_every_conversation_openable(databases, make_s
         conversations = [await client.create_conversation(title=f"fuzz {i}") for i in range(CONVERSATIONS)]
         cases = generate(rng, FRAMES)
         share = -(-FRAMES // SOCKETS)
-        drivers = [Driver(client, conversations[i % CONVERSATIONS], cases[i * share:(i + 1) * share], i * share)
-                   for i in range(SOCKETS)]
+        drivers = [
+            Driver(client, conversations[i % CONVERSATIONS], cases[i * share : (i + 1) * share], i * share)
+            for i in range(SOCKETS)
+        ]
         await asyncio.gather(*(driver.run() for driver in drivers))
         answered = sum((d.answered for d in drivers), Counter())
         kinds = Counter(case.kind for case in cases)

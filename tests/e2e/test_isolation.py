@@ -8,7 +8,7 @@ import uuid
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from .harness import Socket, answer_text, anonymous_socket, events_only, slow_text_reply
+from .harness import Socket, anonymous_socket, answer_text, events_only, slow_text_reply
 
 pytestmark = pytest.mark.services
 
@@ -29,8 +29,10 @@ async def refusal(open_socket) -> tuple[str, int]:
 
 @pytest.fixture
 async def conversation_with_history(user, replies):
-    message = replies.set("secret plans", {"chunks": [{"delta": {"content": "top secret answer"}},
-                                                      {"delta": {}, "finish_reason": "stop"}]})
+    message = replies.set(
+        "secret plans",
+        {"chunks": [{"delta": {"content": "top secret answer"}}, {"delta": {}, "finish_reason": "stop"}]},
+    )
     conversation = await user.create_conversation(title="private")
     sock = await user.socket(conversation)
     await sock.sync()
@@ -71,7 +73,7 @@ async def test_another_user_gets_404_on_every_api_path(user, other_user, convers
 async def test_another_user_gets_no_frame_on_the_socket(user, other_user, conversation_with_history):
     conversation = conversation_with_history
     for after in (None, 0):
-        how = await refusal(lambda: other_user.socket(conversation, after=after))
+        how = await refusal(lambda after=after: other_user.socket(conversation, after=after))
         assert how in {("close", 4404), ("handshake", 403)}, how
     # A missing conversation is refused the same way as a foreign one.
     assert await refusal(lambda: other_user.socket(str(uuid.uuid4()))) in {("close", 4404), ("handshake", 403)}
@@ -117,7 +119,11 @@ async def test_a_foreign_origin_is_refused(user, conversation_with_history):
 
 async def test_another_port_or_scheme_of_the_same_host_is_refused(user, server, conversation_with_history):
     conversation = conversation_with_history
-    for origin in ("http://127.0.0.1:1", f"https://127.0.0.1:{server.port}", "http://127.0.0.1",
-                   f"http://localhost:{server.port}"):
+    for origin in (
+        "http://127.0.0.1:1",
+        f"https://127.0.0.1:{server.port}",
+        "http://127.0.0.1",
+        f"http://localhost:{server.port}",
+    ):
         how = await refusal(lambda origin=origin: user.socket(conversation, origin=origin))
         assert how == ("handshake", 403), (origin, how)

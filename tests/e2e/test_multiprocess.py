@@ -45,12 +45,26 @@ async def test_a_watcher_on_b_sees_exactly_the_frames_of_a_run_started_on_a(alic
     answer = answer_text(80, "m")
     message = replies.set(
         "across processes",
-        {"chunks": [{"delta": {"reasoning_content": "let me think "}},
-                    {"delta": {"tool_calls": [{"index": 0, "id": "call_0", "type": "function",
-                                               "function": {"name": "calculator", "arguments": ""}}]}},
-                    {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"expression": "6*7"}'}}]}},
-                    {"delta": {}, "finish_reason": "tool_calls"}],
-         "delay": 0.01},
+        {
+            "chunks": [
+                {"delta": {"reasoning_content": "let me think "}},
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_0",
+                                "type": "function",
+                                "function": {"name": "calculator", "arguments": ""},
+                            }
+                        ]
+                    }
+                },
+                {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"expression": "6*7"}'}}]}},
+                {"delta": {}, "finish_reason": "tool_calls"},
+            ],
+            "delay": 0.01,
+        },
         slow_text_reply(answer, chunks=80, delay=0.02),
     )
     conversation = await alice.create_conversation()

@@ -29,8 +29,19 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from .conftest import ON_POSTGRES, REDIS_URL
-from .harness import (PASSWORD, ROOT, Client, Socket, answer_text, assert_contiguous, events_only, free_port,
-                      run_text, server_env, slow_text_reply)
+from .harness import (
+    PASSWORD,
+    ROOT,
+    Client,
+    Socket,
+    answer_text,
+    assert_contiguous,
+    events_only,
+    free_port,
+    run_text,
+    server_env,
+    slow_text_reply,
+)
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 TEMPLATE = ROOT / "deploy" / "nginx-agentsite.conf.template"
@@ -77,16 +88,21 @@ class Nginx:
         self.port = free_port()
         self.http_port = free_port()
         (directory / "temp").mkdir()
-        (directory / "agentsite.conf").write_text(render(TEMPLATE.read_text(), {
-            "AGENTSITE_SERVER_NAME": "127.0.0.1 localhost",
-            "AGENTSITE_HTTP_LISTEN": f"127.0.0.1:{self.http_port}",
-            "AGENTSITE_HTTPS_LISTEN": f"127.0.0.1:{self.port}",
-            "AGENTSITE_TLS_CERT": str(cert),
-            "AGENTSITE_TLS_KEY": str(key),
-            "AGENTSITE_STATIC_ROOT": str(static_root),
-            "AGENTSITE_DAPHNE_1": daphnes[0],
-            "AGENTSITE_DAPHNE_2": daphnes[1],
-        }))
+        (directory / "agentsite.conf").write_text(
+            render(
+                TEMPLATE.read_text(),
+                {
+                    "AGENTSITE_SERVER_NAME": "127.0.0.1 localhost",
+                    "AGENTSITE_HTTP_LISTEN": f"127.0.0.1:{self.http_port}",
+                    "AGENTSITE_HTTPS_LISTEN": f"127.0.0.1:{self.port}",
+                    "AGENTSITE_TLS_CERT": str(cert),
+                    "AGENTSITE_TLS_KEY": str(key),
+                    "AGENTSITE_STATIC_ROOT": str(static_root),
+                    "AGENTSITE_DAPHNE_1": daphnes[0],
+                    "AGENTSITE_DAPHNE_2": daphnes[1],
+                },
+            )
+        )
         (directory / "nginx.conf").write_text(MAIN_CONF.format(d=directory))
         self.proc: subprocess.Popen | None = None
 
@@ -99,8 +115,16 @@ class Nginx:
         return f"wss://127.0.0.1:{self.port}"
 
     def command(self, *extra: str) -> list[str]:
-        return [NGINX, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-e", str(self.dir / "error.log"),
-                *extra]
+        return [
+            NGINX,
+            "-p",
+            str(self.dir),
+            "-c",
+            str(self.dir / "nginx.conf"),
+            "-e",
+            str(self.dir / "error.log"),
+            *extra,
+        ]
 
     def start(self, ssl_context: ssl.SSLContext) -> Nginx:
         # Unprivileged: as root, nginx and its workers run as nobody and own only this folder.
@@ -112,8 +136,9 @@ class Nginx:
             as_user = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
         check = subprocess.run(self.command("-t"), capture_output=True, text=True, timeout=30, **as_user)
         assert check.returncode == 0, check.stderr
-        self.proc = subprocess.Popen(self.command("-g", "daemon off;"), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, **as_user)
+        self.proc = subprocess.Popen(
+            self.command("-g", "daemon off;"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **as_user
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log()
@@ -126,8 +151,11 @@ class Nginx:
         raise RuntimeError(f"nginx did not answer in 20 s:\n{self.log()}")
 
     def log(self) -> str:
-        return "\n".join(p.read_text(errors="replace")[-3000:] for p in (self.dir / "error.log", self.dir / "access.log")
-                         if p.exists())
+        return "\n".join(
+            p.read_text(errors="replace")[-3000:]
+            for p in (self.dir / "error.log", self.dir / "access.log")
+            if p.exists()
+        )
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -156,8 +184,9 @@ def client_tls(tls) -> ssl.SSLContext:
 
 @pytest.fixture(scope="module")
 def proxy_env():
-    return dict(HTTPS="true", TRUSTED_PROXIES="127.0.0.1", LOGIN_FAILURE_LIMIT=str(FAILURE_LIMIT),
-                SIGNUP_RATE_LIMIT="2")
+    return dict(
+        HTTPS="true", TRUSTED_PROXIES="127.0.0.1", LOGIN_FAILURE_LIMIT=str(FAILURE_LIMIT), SIGNUP_RATE_LIMIT="2"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -168,15 +197,25 @@ def nginx(databases, make_server, proxy_env, tls, client_tls, e2e_llm):
     os.chmod(directory, 0o755)
     static_root = directory / "static"
     env = server_env(database_url=database, llm_base_url=e2e_llm.base_url, STATIC_ROOT=str(static_root))
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-                   cwd=ROOT, env=env, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+    )
     (static_root / "only-in-nginx-root.txt").write_text("served by nginx\n")
     _ca, cert = tls
     cert.private_key_pem.write_to_path(str(directory / "key.pem"))
     for n, blob in enumerate(cert.cert_chain_pems):
         blob.write_to_path(str(directory / "cert.pem"), append=n > 0)
-    proxy = Nginx(directory, daphnes=[f"127.0.0.1:{d.port}" for d in daphnes], static_root=static_root,
-                  cert=directory / "cert.pem", key=directory / "key.pem")
+    proxy = Nginx(
+        directory,
+        daphnes=[f"127.0.0.1:{d.port}" for d in daphnes],
+        static_root=static_root,
+        cert=directory / "cert.pem",
+        key=directory / "key.pem",
+    )
     try:
         yield proxy.start(client_tls)
     finally:
@@ -201,20 +240,28 @@ class ProxiedClient(Client):
         self.address = address or client_address()
         self.context = context
         self.http = httpx2.AsyncClient(
-            timeout=20, transport=httpx2.AsyncHTTPTransport(verify=context, local_address=self.address))
+            timeout=20, transport=httpx2.AsyncHTTPTransport(verify=context, local_address=self.address)
+        )
 
     async def socket(self, conversation_id: str, *, after: int | None = None, **_ignored) -> Socket:
         query = f"?after={after}" if after is not None else ""
-        ws = await connect(f"{self.server.ws_base}/ws/chat/{conversation_id}/{query}", ssl=self.context,
-                           local_addr=(self.address, 0), open_timeout=10, max_size=None,
-                           additional_headers={"Origin": self.server.base, "Cookie": self.cookie_header})
+        ws = await connect(
+            f"{self.server.ws_base}/ws/chat/{conversation_id}/{query}",
+            ssl=self.context,
+            local_addr=(self.address, 0),
+            open_timeout=10,
+            max_size=None,
+            additional_headers={"Origin": self.server.base, "Cookie": self.cookie_header},
+        )
         return Socket(ws)
 
     async def sign_in(self, username: str, password: str, **headers: str) -> httpx2.Response:
         token = await self._form_token("/accounts/login/")
-        return await self.http.post(self.url("/accounts/login/"),
-                                    data={"csrfmiddlewaretoken": token, "username": username, "password": password},
-                                    headers={"Referer": self.server.base, **headers})
+        return await self.http.post(
+            self.url("/accounts/login/"),
+            data={"csrfmiddlewaretoken": token, "username": username, "password": password},
+            headers={"Referer": self.server.base, **headers},
+        )
 
 
 @pytest.fixture
@@ -279,8 +326,9 @@ async def test_sign_up_stream_and_reconnect_through_nginx(nginx, new_client, rep
 async def test_lockout_and_sign_up_limit_follow_the_forwarded_address(nginx, new_client):
     alice = await new_client().signup()
     attacker = new_client()
-    codes = [(await attacker.sign_in(f"guess-{uuid.uuid4().hex[:8]}", "wrong")).status_code
-             for _ in range(FAILURE_LIMIT)]
+    codes = [
+        (await attacker.sign_in(f"guess-{uuid.uuid4().hex[:8]}", "wrong")).status_code for _ in range(FAILURE_LIMIT)
+    ]
     assert codes == [200] * (FAILURE_LIMIT - 1) + [429]
     # Locked by its forwarded address, whatever X-Forwarded-For it sends itself.
     refused = await attacker.sign_in(alice.username, PASSWORD, **{"X-Forwarded-For": client_address()})
@@ -295,8 +343,16 @@ async def test_lockout_and_sign_up_limit_follow_the_forwarded_address(nginx, new
     for _ in range(3):
         client = new_client(address)
         token = await client._form_token("/accounts/signup/")
-        response = await client.http.post(client.url("/accounts/signup/"), headers={"Referer": nginx.base}, data={
-            "csrfmiddlewaretoken": token, "username": client.username, "password1": PASSWORD, "password2": PASSWORD})
+        response = await client.http.post(
+            client.url("/accounts/signup/"),
+            headers={"Referer": nginx.base},
+            data={
+                "csrfmiddlewaretoken": token,
+                "username": client.username,
+                "password1": PASSWORD,
+                "password2": PASSWORD,
+            },
+        )
         made.append(response.status_code)
     assert made == [302, 302, 429]
 

@@ -67,9 +67,20 @@ async def admin(server):
     """A superuser signed in through the login page, as an operator using /admin/."""
     username = f"admin{uuid.uuid4().hex[:8]}"
     subprocess.run(
-        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", username,
-         "--email", f"{username}@example.org"],
-        cwd=ROOT, env={**server.env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}, check=True, timeout=120,
+        [
+            sys.executable,
+            "manage.py",
+            "createsuperuser",
+            "--noinput",
+            "--username",
+            username,
+            "--email",
+            f"{username}@example.org",
+        ],
+        cwd=ROOT,
+        env={**server.env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD},
+        check=True,
+        timeout=120,
         capture_output=True,
     )
     client = await Client(server, username).login()
@@ -111,8 +122,12 @@ async def test_password_change_closes_every_socket_of_the_user(user):
     html = await page_form(user, "/accounts/password_change/")
     r = await user.http.post(
         user.url("/accounts/password_change/"),
-        data={"csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"), "old_password": PASSWORD,
-              "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+        data={
+            "csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"),
+            "old_password": PASSWORD,
+            "new_password1": NEW_PASSWORD,
+            "new_password2": NEW_PASSWORD,
+        },
         headers={"Referer": user.server.base},
     )
     assert r.status_code == 302, (r.status_code, r.text[:1000])
@@ -137,9 +152,13 @@ async def test_deactivation_by_an_admin_closes_every_socket(user, admin):
     # The change form with "active" unticked (an unticked box is simply not sent).
     r = await admin.http.post(
         admin.url(f"/admin/auth/user/{user_id}/change/"),
-        data={"csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"), "username": user.username,
-              "date_joined_0": form_value(html, "date_joined_0"), "date_joined_1": form_value(html, "date_joined_1"),
-              "_save": "Save"},
+        data={
+            "csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"),
+            "username": user.username,
+            "date_joined_0": form_value(html, "date_joined_0"),
+            "date_joined_1": form_value(html, "date_joined_1"),
+            "_save": "Save",
+        },
         headers={"Referer": admin.server.base},
     )
     assert r.status_code == 302, (r.status_code, r.text[:2000])
@@ -163,8 +182,9 @@ async def test_deletion_by_an_admin_closes_every_socket(user, admin):
 
 # -- several processes ---------------------------------------------------------------------
 
-needs_services = pytest.mark.skipif(not (ON_POSTGRES and REDIS_URL),
-                                    reason="needs DATABASE_URL=postgres://... and REDIS_URL")
+needs_services = pytest.mark.skipif(
+    not (ON_POSTGRES and REDIS_URL), reason="needs DATABASE_URL=postgres://... and REDIS_URL"
+)
 
 
 @pytest.fixture(scope="module")
@@ -197,9 +217,17 @@ async def test_deactivation_in_another_process_closes_the_socket_on_b(two_server
     alice = await Client(server_a).signup()
     conversation = await alice.create_conversation()
     on_b = await open_synced(alice, conversation, server=server_b)
-    code = ("from django.contrib.auth import get_user_model; "
-            f"u = get_user_model().objects.get(username={alice.username!r}); u.is_active = False; u.save()")
-    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=server_b.env, check=True,
-                   timeout=120, capture_output=True)
+    code = (
+        "from django.contrib.auth import get_user_model; "
+        f"u = get_user_model().objects.get(username={alice.username!r}); u.is_active = False; u.save()"
+    )
+    subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=server_b.env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
     assert await closed_with(on_b) == 4401
     await alice.aclose()

@@ -53,7 +53,7 @@ async def test_sigterm_without_resumes_closes_the_running_run_as_interrupted(dat
     assert events[-2] == {**events[-2], "type": "error", "code": "INTERRUPTED"}
     assert len("".join(e["content"] for e in events if e["type"] == "text")) < len(answer)
 
-    detail = (await _conversation(restarted, client, conversation))
+    detail = await _conversation(restarted, client, conversation)
     assert detail["running"] is False
 
 
@@ -63,8 +63,11 @@ async def test_sigterm_hands_the_run_over_and_the_restarted_server_finishes_it(d
     restarted = None
     client = await Client(server).signup()
     try:
-        message = replies.set("stop and resume", slow_text_reply(answer_text(300, "r"), chunks=300, delay=0.05),
-                              slow_text_reply("Finished after the restart.", chunks=4, delay=0.01))
+        message = replies.set(
+            "stop and resume",
+            slow_text_reply(answer_text(300, "r"), chunks=300, delay=0.05),
+            slow_text_reply("Finished after the restart.", chunks=4, delay=0.01),
+        )
         conversation = await client.create_conversation()
         sock = await client.socket(conversation)
         await sock.sync()
@@ -98,7 +101,7 @@ async def test_sigterm_hands_the_run_over_and_the_restarted_server_finishes_it(d
     assert events[-1] == {**events[-1], "type": "complete", "status": "succeeded"}
     resumed = [i for i, e in enumerate(events) if e["type"] == "error"]
     assert len(resumed) == 1 and events[resumed[0]]["code"] == "INTERRUPTED" and events[resumed[0]]["resumed"]
-    assert run_text(events[resumed[0]:]) == "Finished after the restart."
+    assert run_text(events[resumed[0] :]) == "Finished after the restart."
     assert len({e["runId"] for e in events}) == 1
 
 

@@ -32,8 +32,12 @@ async def test_reconnect_with_after_mid_stream_gives_every_event_exactly_once(us
     drops = 0
     while True:
         # Read a few events, then drop the socket in the middle of the run and resume.
-        frames = await sock.until(lambda f: "seq" in f and (f["type"] == "complete" or len(
-            [g for g in sock.frames if "seq" in g]) >= 6), timeout=15)
+        frames = await sock.until(
+            lambda f, sock=sock: (
+                "seq" in f and (f["type"] == "complete" or len([g for g in sock.frames if "seq" in g]) >= 6)
+            ),
+            timeout=15,
+        )
         seen += events_only(frames)
         if seen[-1]["type"] == "complete":
             break

@@ -88,10 +88,18 @@ def test_a_forged_forwarded_for_does_not_escape_the_address_lockout(lockout):
     alice = user()
     attacker = address()
     for n in range(3):
-        Client().post(reverse("login"), {"username": f"guess{n}-{uuid.uuid4().hex[:6]}", "password": "x"},
-                      REMOTE_ADDR=attacker, HTTP_X_FORWARDED_FOR=address())
-    response = Client().post(reverse("login"), {"username": alice.username, "password": PASSWORD},
-                             REMOTE_ADDR=attacker, HTTP_X_FORWARDED_FOR=address())
+        Client().post(
+            reverse("login"),
+            {"username": f"guess{n}-{uuid.uuid4().hex[:6]}", "password": "x"},
+            REMOTE_ADDR=attacker,
+            HTTP_X_FORWARDED_FOR=address(),
+        )
+    response = Client().post(
+        reverse("login"),
+        {"username": alice.username, "password": PASSWORD},
+        REMOTE_ADDR=attacker,
+        HTTP_X_FORWARDED_FOR=address(),
+    )
     assert response.status_code == 429
 
 
@@ -100,11 +108,21 @@ def test_behind_a_trusted_proxy_the_forwarded_address_is_the_client(lockout):
     alice = user()
     attacker = address()
     for n in range(3):  # all through the proxy at 127.0.0.1, from one client address
-        Client().post(reverse("login"), {"username": f"guess{n}-{uuid.uuid4().hex[:6]}", "password": "x"},
-                      REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=attacker)
+        Client().post(
+            reverse("login"),
+            {"username": f"guess{n}-{uuid.uuid4().hex[:6]}", "password": "x"},
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR=attacker,
+        )
+
     def through_proxy(client_ip):
-        return Client().post(reverse("login"), {"username": alice.username, "password": PASSWORD},
-                             REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=client_ip)
+        return Client().post(
+            reverse("login"),
+            {"username": alice.username, "password": PASSWORD},
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR=client_ip,
+        )
+
     assert through_proxy(attacker).status_code == 429
     # The proxy's own address was never locked: other clients behind it still sign in.
     assert through_proxy(address()).status_code == 302
@@ -112,8 +130,9 @@ def test_behind_a_trusted_proxy_the_forwarded_address_is_the_client(lockout):
 
 def signup(client: Client, ip: str, username: str | None = None):
     username = username or f"n{uuid.uuid4().hex[:10]}"
-    return client.post(reverse("signup"), {"username": username, "password1": PASSWORD, "password2": PASSWORD},
-                       REMOTE_ADDR=ip), username
+    return client.post(
+        reverse("signup"), {"username": username, "password1": PASSWORD, "password2": PASSWORD}, REMOTE_ADDR=ip
+    ), username
 
 
 def test_signups_per_address_are_limited(settings):
@@ -139,6 +158,7 @@ def test_signups_per_address_are_limited(settings):
 @pytest.fixture
 def reload_urls(settings):
     """agentsite.urls decides at import which account pages exist: import it again."""
+
     def load(**overrides):
         for name, value in overrides.items():
             setattr(settings, name, value)

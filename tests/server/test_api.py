@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.test import Client
@@ -60,7 +60,12 @@ def test_running_mark(api, alice):
 
 @pytest.mark.parametrize(
     "body, message",
-    [("[]", "JSON object"), ("{bad", "not valid JSON"), ('{"title": 5}', "string"), ('{"title": "' + "x" * 201 + '"}', "longer")],
+    [
+        ("[]", "JSON object"),
+        ("{bad", "not valid JSON"),
+        ('{"title": 5}', "string"),
+        ('{"title": "' + "x" * 201 + '"}', "longer"),
+    ],
 )
 def test_bad_bodies_are_400(api, body, message):
     response = api.post("/api/conversations/", body, content_type="application/json")
@@ -76,7 +81,8 @@ def test_events_after(api, alice):
     conversation = services.conversation_create(owner=alice)
     run, frames = services.run_start(conversation=conversation, user=alice, content="hi", model="m", worker="")
     frames += services.events_append(
-        conversation_id=conversation.pk, run_id=run.pk,
+        conversation_id=conversation.pk,
+        run_id=run.pk,
         payloads=[{"type": "text", "content": "a"}, {"type": "complete", "status": "succeeded"}],
     )
     url = f"/api/conversations/{conversation.pk}/events/"
@@ -128,8 +134,9 @@ def test_chat_page_requires_login(client):
 
 
 def test_signup_logs_in(client, settings):
-    response = client.post("/accounts/signup/", {"username": "newbie", "password1": "a-long-pass-9981",
-                                                  "password2": "a-long-pass-9981"})
+    response = client.post(
+        "/accounts/signup/", {"username": "newbie", "password1": "a-long-pass-9981", "password2": "a-long-pass-9981"}
+    )
     assert response.status_code == 302
     assert client.get("/").status_code == 200
 
@@ -162,8 +169,13 @@ def test_admin_pages_render_with_workspace_files(alice, settings, tmp_path):
     html = page.content.decode()
     assert "&lt;img src=x onerror=alert(1)&gt;.txt" in html and "5 bytes" in html
     assert "<img src=x" not in html
-    for url in ("/admin/chat/conversation/", "/admin/chat/run/", "/admin/chat/event/", "/admin/chat/toolrecord/",
-                f"/admin/chat/run/{run.pk}/change/"):
+    for url in (
+        "/admin/chat/conversation/",
+        "/admin/chat/run/",
+        "/admin/chat/event/",
+        "/admin/chat/toolrecord/",
+        f"/admin/chat/run/{run.pk}/change/",
+    ):
         assert client.get(url).status_code == 200, url
     assert client.get("/admin/chat/event/add/").status_code == 403  # read-mostly
 

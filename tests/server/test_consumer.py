@@ -97,7 +97,12 @@ async def test_message_runs_the_agent_and_everything_is_stored(conversation, reg
     check_run_invariants(frames)
     assert frames[0]["content"] == "what is 6*7?"
     assert [f["type"] for f in frames] == [
-        "user_message", "tool_start", "tool_end", "thinking", "text", "complete",
+        "user_message",
+        "tool_start",
+        "tool_end",
+        "thinking",
+        "text",
+        "complete",
     ]  # thinking and text coalesced into one event each within the flush window
     assert frames[2]["result"] == "42" and frames[2]["isError"] is False
     assert texts(frames) == "It is 42."
@@ -322,9 +327,17 @@ async def test_memory_carries_earlier_turns(conversation, registry, llm_settings
     assert sent[0]["role"] == "system"
     assert sent[1:] == [
         {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_0", "content": "4"},
         {"role": "assistant", "content": "Four."},
         {"role": "user", "content": "what did I ask?"},

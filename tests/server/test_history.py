@@ -8,9 +8,17 @@ def ev(run, kind, **fields):
 
 
 def test_a_plain_answer():
-    events = [ev("r1", "user_message", content="hi"), ev("r1", "thinking", content="hmm"),
-              ev("r1", "text", content="Hel"), ev("r1", "text", content="lo"), ev("r1", "complete", status="succeeded")]
-    assert messages_from_events(events) == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello"}]
+    events = [
+        ev("r1", "user_message", content="hi"),
+        ev("r1", "thinking", content="hmm"),
+        ev("r1", "text", content="Hel"),
+        ev("r1", "text", content="lo"),
+        ev("r1", "complete", status="succeeded"),
+    ]
+    assert messages_from_events(events) == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello"},
+    ]
 
 
 def test_tool_rounds_keep_call_order_and_results():
@@ -28,15 +36,23 @@ def test_tool_rounds_keep_call_order_and_results():
     ]
     assert messages_from_events(events) == [
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-            {"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"x": 1}'}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"x": 1}'}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "A"},
         {"role": "tool", "tool_call_id": "c2", "content": "B"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c3", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c3", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "c3", "content": '{"error": "x"}'},
         {"role": "assistant", "content": "Done."},
     ]
@@ -54,8 +70,11 @@ def test_a_failed_run_keeps_the_question_and_an_unfinished_tool_gets_a_result():
     assert messages_from_events(events) == [
         {"role": "user", "content": "q1"},
         {"role": "user", "content": "q2"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": '{"error": "the tool did not finish"}'},
     ]
 
@@ -69,7 +88,8 @@ def test_text_of_a_failed_attempt_is_not_memory():
         ev("r1", "complete", status="succeeded"),
     ]
     assert messages_from_events(events) == [
-        {"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer."}
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "The answer."},
     ]
 
 
@@ -85,9 +105,13 @@ def test_a_resumed_run_forgets_the_answer_its_dead_process_had_begun():
     ]
     assert messages_from_events(events) == [
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "A"},
         {"role": "assistant", "content": "The answer is A."},
     ]

@@ -80,8 +80,9 @@ def test_behind_a_tls_proxy_the_trusted_forwarded_proto_gives_the_scheme(setting
 
 
 def test_forwarded_host_only_when_trusted(settings):
-    forwarded = scope("https://chat.example.org", host="127.0.0.1:8000", scheme="wss",
-                      x_forwarded_host="chat.example.org")
+    forwarded = scope(
+        "https://chat.example.org", host="127.0.0.1:8000", scheme="wss", x_forwarded_host="chat.example.org"
+    )
     assert not origin_allowed(forwarded)
     settings.USE_X_FORWARDED_HOST = True
     assert origin_allowed(forwarded)
@@ -101,12 +102,16 @@ def test_a_malformed_allowed_origin_fails_the_system_checks(settings):
 
 
 @pytest.mark.django_db(transaction=True)  # the application's run registry may look at the database
-@pytest.mark.parametrize("origin, accepted", [("http://localhost", True), ("http://localhost:1", False),
-                                              ("https://localhost", False)])
+@pytest.mark.parametrize(
+    "origin, accepted", [("http://localhost", True), ("http://localhost:1", False), ("https://localhost", False)]
+)
 async def test_the_application_refuses_other_ports_and_schemes_at_the_handshake(origin, accepted):
     # Anonymous: an accepted handshake is closed 4401 after; a refused one is never accepted.
-    comm = WebsocketCommunicator(application, "/ws/chat/00000000-0000-0000-0000-000000000000/",
-                                 headers=[(b"origin", origin.encode()), (b"host", b"localhost")])
+    comm = WebsocketCommunicator(
+        application,
+        "/ws/chat/00000000-0000-0000-0000-000000000000/",
+        headers=[(b"origin", origin.encode()), (b"host", b"localhost")],
+    )
     connected, _ = await comm.connect(timeout=5)
     assert connected is accepted
     await comm.disconnect()

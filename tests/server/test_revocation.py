@@ -31,9 +31,13 @@ class KeyedSocket:
     async def connect(self):
         self.session_key = await sync_to_async(session_cookie)(self.conversation.owner)
         self.comm = WebsocketCommunicator(
-            application, f"/ws/chat/{self.conversation.pk}/",
-            headers=[(b"origin", b"http://localhost"), (b"host", b"localhost"),
-                     (b"cookie", f"sessionid={self.session_key}".encode())],
+            application,
+            f"/ws/chat/{self.conversation.pk}/",
+            headers=[
+                (b"origin", b"http://localhost"),
+                (b"host", b"localhost"),
+                (b"cookie", f"sessionid={self.session_key}".encode()),
+            ],
         )
         assert (await self.comm.connect(timeout=5))[0]
         while json.loads(await self.comm.receive_from(timeout=5))["type"] != "sync":
@@ -74,8 +78,9 @@ async def test_a_message_on_a_session_deleted_without_a_signal_closes_4401_and_s
     assert await Run.objects.acount() == 0 and await Event.objects.acount() == 0
 
 
-async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_message(socket, conversation,
-                                                                                   no_recheck_window):
+async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_message(
+    socket, conversation, no_recheck_window
+):
     await get_user_model().objects.filter(pk=conversation.owner.pk).aupdate(password="pbkdf2_sha256$1$x$y")
     await socket.send({"type": "message", "content": "hello"})
     assert await socket.closed_with() == 4401

@@ -28,8 +28,9 @@ def _run(run_id) -> Run:
 
 def _dead_run(conversation, *, content: str = "hi", events: list[dict], age: float = 60) -> Run:
     """A running run whose process died `age` seconds ago, after storing `events`."""
-    run, _ = services.run_start(conversation=conversation, user=conversation.owner, content=content, model="m",
-                                worker="runs.dead!x")
+    run, _ = services.run_start(
+        conversation=conversation, user=conversation.owner, content=content, model="m", worker="runs.dead!x"
+    )
     services.events_append(conversation_id=conversation.pk, run_id=run.pk, payloads=events)
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=age))
     return run
@@ -40,13 +41,25 @@ MID_TOOL = [
     {"type": "text", "content": "Let me check."},
     {"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": '{"expression": "2+2"}'},
     {"type": "tool_start", "toolName": "calculator", "toolCallId": "c2", "arguments": '{"expression": "1"}'},
-    {"type": "tool_end", "toolName": "calculator", "toolCallId": "c2", "result": "1", "isError": False,
-     "durationMs": 1},
+    {
+        "type": "tool_end",
+        "toolName": "calculator",
+        "toolCallId": "c2",
+        "result": "1",
+        "isError": False,
+        "durationMs": 1,
+    },
 ]
 MID_ANSWER = [
     {"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": '{"expression": "2+2"}'},
-    {"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": "4", "isError": False,
-     "durationMs": 1},
+    {
+        "type": "tool_end",
+        "toolName": "calculator",
+        "toolCallId": "c1",
+        "result": "4",
+        "isError": False,
+        "durationMs": 1,
+    },
     {"type": "text", "content": "The answer is fo"},
 ]
 
@@ -60,11 +73,21 @@ async def test_the_reaper_closes_dead_runs_without_resumes_and_spares_live_ones(
     await registry.reap_once()
     await registry.reap_once()  # closed once, never twice
     tail = await sync_to_async(_payloads)(dead.pk)
-    assert tail[len(MID_TOOL) + 1:] == [
-        {"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": '{"error": "interrupted"}',
-         "isError": True, "durationMs": 0},
-        {"type": "error", "code": "INTERRUPTED", "message": "The server running this run stopped before it finished.",
-         "detail": "runs.dead!x"},
+    assert tail[len(MID_TOOL) + 1 :] == [
+        {
+            "type": "tool_end",
+            "toolName": "calculator",
+            "toolCallId": "c1",
+            "result": '{"error": "interrupted"}',
+            "isError": True,
+            "durationMs": 0,
+        },
+        {
+            "type": "error",
+            "code": "INTERRUPTED",
+            "message": "The server running this run stopped before it finished.",
+            "detail": "runs.dead!x",
+        },
         {"type": "complete", "status": "interrupted"},
     ]
     assert (await sync_to_async(_run)(dead.pk)).status == "interrupted"
@@ -85,16 +108,27 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
     await registry.wait_idle()
 
     tool_events = await sync_to_async(_payloads)(run_tool.pk)
-    assert tool_events[len(MID_TOOL) + 1:] == [
-        {"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": '{"error": "interrupted"}',
-         "isError": True, "durationMs": 0},
-        {"type": "error", "code": "INTERRUPTED", "message": "The server running this run stopped before it finished.",
-         "detail": "runs.dead!x", "resumed": True},
+    assert tool_events[len(MID_TOOL) + 1 :] == [
+        {
+            "type": "tool_end",
+            "toolName": "calculator",
+            "toolCallId": "c1",
+            "result": '{"error": "interrupted"}',
+            "isError": True,
+            "durationMs": 0,
+        },
+        {
+            "type": "error",
+            "code": "INTERRUPTED",
+            "message": "The server running this run stopped before it finished.",
+            "detail": "runs.dead!x",
+            "resumed": True,
+        },
         {"type": "text", "content": "resumed: cut mid-tool"},
         {"type": "complete", "status": "succeeded"},
     ]
     answer_events = await sync_to_async(_payloads)(run_answer.pk)
-    assert [e["type"] for e in answer_events[len(MID_ANSWER) + 1:]] == ["error", "text", "complete"]
+    assert [e["type"] for e in answer_events[len(MID_ANSWER) + 1 :]] == ["error", "text", "complete"]
     for run in (run_tool, run_answer):
         stored = await sync_to_async(_run)(run.pk)
         assert (stored.status, stored.resumes, stored.worker) == ("succeeded", 1, registry.channel)
@@ -102,18 +136,38 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
     sent = {r["messages"][1]["content"]: r["messages"][1:] for r in llm_settings.requests}
     assert sent["cut mid-tool"] == [
         {"role": "user", "content": "cut mid-tool"},
-        {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}},
-            {"id": "c2", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "1"}'}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"expression": "1"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": '{"error": "interrupted"}'},
         {"role": "tool", "tool_call_id": "c2", "content": "1"},
     ]
     assert sent["cut mid-answer"] == [  # the dead attempt's half answer is not part of it
         {"role": "user", "content": "cut mid-answer"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "4"},
     ]
 
@@ -141,8 +195,7 @@ async def test_messages_arriving_together_start_in_one_group_and_all_run(make_us
     assert all(run.status == "succeeded" for run in runs)
 
 
-async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversation, registry, llm_settings,
-                                                                       settings):
+async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversation, registry, llm_settings, settings):
     settings.AGENT_HEARTBEAT_SECONDS = 0.1
     llm_settings.script(text_reply("slow words " * 40, piece=2, delay=0.05))
     run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
@@ -152,8 +205,9 @@ async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversa
     assert events[-2]["code"] == "CANCELLED" and events[-1] == {"type": "complete", "status": "cancelled"}
 
 
-async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_word(conversation, registry,
-                                                                                  llm_settings, settings):
+async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_word(
+    conversation, registry, llm_settings, settings
+):
     settings.AGENT_HEARTBEAT_SECONDS = 0.1
     llm_settings.script(text_reply("slow words " * 60, piece=2, delay=0.05))
     run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
@@ -168,7 +222,8 @@ async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_wor
 
 
 async def test_shutdown_hands_a_resumable_run_to_another_process_which_finishes_it(
-        conversation, registry, llm_settings, settings):
+    conversation, registry, llm_settings, settings
+):
     settings.AGENT_HEARTBEAT_TIMEOUT = 3600  # only the release can make the run stale
     answer = "".join(f"w{i} " for i in range(60))
     llm_settings.script(text_reply(answer, piece=3, delay=0.03), text_reply("Resumed answer."))
@@ -190,8 +245,8 @@ async def test_shutdown_hands_a_resumable_run_to_another_process_which_finishes_
     finally:
         await other.close()
     after = await sync_to_async(_payloads)(run.pk)
-    assert after[:len(before)] == before
-    assert [e["type"] for e in after[len(before):]] == ["error", "text", "complete"]
+    assert after[: len(before)] == before
+    assert [e["type"] for e in after[len(before) :]] == ["error", "text", "complete"]
     assert after[len(before)]["resumed"] is True and after[-2]["content"] == "Resumed answer."
     assert [e["type"] for e in after].count("complete") == 1
     assert (await sync_to_async(_run)(run.pk)).status == "succeeded"

@@ -16,8 +16,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
 
 def _start(conversation, content="hi"):
-    return services.run_start(conversation=conversation, user=conversation.owner, content=content, model="m",
-                              worker="w")
+    return services.run_start(
+        conversation=conversation, user=conversation.owner, content=content, model="m", worker="w"
+    )
 
 
 def _finish(run):
@@ -49,8 +50,9 @@ def test_another_users_or_a_missing_conversation_or_no_user_is_none(make_user):
 
 def test_events_after_pages_and_bounds_the_frames_in_order(conversation):
     run, first = _start(conversation)
-    stored = first + services.events_append(conversation_id=conversation.pk, run_id=run.pk,
-                                            payloads=[{"type": "text", "content": str(i)} for i in range(5)])
+    stored = first + services.events_append(
+        conversation_id=conversation.pk, run_id=run.pk, payloads=[{"type": "text", "content": str(i)} for i in range(5)]
+    )
     other = services.conversation_create(owner=conversation.owner)
     _start(other)
 
@@ -78,16 +80,17 @@ def test_a_runs_memory_is_its_conversations_finished_runs_and_its_own_events(mak
     alice = make_user("alice")
     conversation, other = (services.conversation_create(owner=alice) for _ in range(2))
     earlier, earlier_frames = _start(conversation, "first")
-    earlier_frames += services.events_append(conversation_id=conversation.pk, run_id=earlier.pk,
-                                             payloads=[{"type": "text", "content": "one"}])
+    earlier_frames += services.events_append(
+        conversation_id=conversation.pk, run_id=earlier.pk, payloads=[{"type": "text", "content": "one"}]
+    )
     _finish(earlier)
     current, current_frames = _start(conversation, "second")
-    current_frames += services.events_append(conversation_id=conversation.pk, run_id=current.pk,
-                                             payloads=[{"type": "text", "content": "partial"}])
+    current_frames += services.events_append(
+        conversation_id=conversation.pk, run_id=current.pk, payloads=[{"type": "text", "content": "partial"}]
+    )
     elsewhere, _ = _start(other, "not mine")  # running, but another conversation's
 
     memory = selectors.runs_memory_events(runs={conversation.pk: current.pk, other.pk: elsewhere.pk})
 
     assert memory[conversation.pk] == earlier_frames + current_frames
     assert [f["content"] for f in memory[other.pk]] == ["not mine"]
-

@@ -17,12 +17,15 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
 
 def _start(conversation, content="hi", worker=""):
-    return services.run_start(conversation=conversation, user=conversation.owner, content=content, model="m",
-                              worker=worker)
+    return services.run_start(
+        conversation=conversation, user=conversation.owner, content=content, model="m", worker=worker
+    )
 
 
 def _starts(pairs, worker="w"):
-    return [services.RunStart(conversation, conversation.owner, content, "m", worker) for conversation, content in pairs]
+    return [
+        services.RunStart(conversation, conversation.owner, content, "m", worker) for conversation, content in pairs
+    ]
 
 
 def _payloads(run):
@@ -31,6 +34,7 @@ def _payloads(run):
 
 # -- events ----------------------------------------------------------------------------
 
+
 def test_concurrent_writers_get_gap_free_unique_seqs(conversation):
     run, _ = _start(conversation)
     errors = []
@@ -38,8 +42,9 @@ def test_concurrent_writers_get_gap_free_unique_seqs(conversation):
     def write(n):
         try:
             for _ in range(20):
-                services.events_append(conversation_id=conversation.pk, run_id=run.pk,
-                                       payloads=[{"type": "text", "content": str(n)}] * 3)
+                services.events_append(
+                    conversation_id=conversation.pk, run_id=run.pk, payloads=[{"type": "text", "content": str(n)}] * 3
+                )
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -67,20 +72,40 @@ def test_a_group_of_batches_is_stored_in_one_transaction_each_with_its_frames(ma
     gone_pk = gone.pk
     Conversation.objects.filter(pk=gone_pk).delete()
     record = services.ToolRecordData("c1", "calculator", "{}", "4", False, timezone.now(), 3)
-    outcome = services.RunOutcome(status="succeeded", iterations=2, prompt_tokens=5, completion_tokens=7,
-                                  total_tokens=12)
+    outcome = services.RunOutcome(
+        status="succeeded", iterations=2, prompt_tokens=5, completion_tokens=7, total_tokens=12
+    )
 
-    results = services.events_append_many(batches=[
-        services.EventBatch(first.pk, run_1.pk, [{"type": "text", "content": "a"}, {"type": "text", "content": "b"}]),
-        services.EventBatch(gone_pk, run_gone.pk, [{"type": "text", "content": "lost"}]),
-        services.EventBatch(second.pk, run_2.pk,
-                            [{"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": "4",
-                              "isError": False, "durationMs": 3}, {"type": "complete", "status": "succeeded"}],
-                            [record], outcome),
-    ])
+    results = services.events_append_many(
+        batches=[
+            services.EventBatch(
+                first.pk, run_1.pk, [{"type": "text", "content": "a"}, {"type": "text", "content": "b"}]
+            ),
+            services.EventBatch(gone_pk, run_gone.pk, [{"type": "text", "content": "lost"}]),
+            services.EventBatch(
+                second.pk,
+                run_2.pk,
+                [
+                    {
+                        "type": "tool_end",
+                        "toolName": "calculator",
+                        "toolCallId": "c1",
+                        "result": "4",
+                        "isError": False,
+                        "durationMs": 3,
+                    },
+                    {"type": "complete", "status": "succeeded"},
+                ],
+                [record],
+                outcome,
+            ),
+        ]
+    )
 
-    assert results[0] == [{"type": "text", "content": "a", "seq": 2, "runId": str(run_1.pk)},
-                          {"type": "text", "content": "b", "seq": 3, "runId": str(run_1.pk)}]
+    assert results[0] == [
+        {"type": "text", "content": "a", "seq": 2, "runId": str(run_1.pk)},
+        {"type": "text", "content": "b", "seq": 3, "runId": str(run_1.pk)},
+    ]
     assert results[1] is None  # its conversation is gone: nothing stored, the others are
     assert [f["seq"] for f in results[2]] == [2, 3]
     assert [e.to_frame() for e in Event.objects.filter(run=run_2).order_by("seq")][1:] == results[2]
@@ -102,6 +127,7 @@ def test_events_append_into_a_deleted_conversation_raises(conversation):
 
 
 # -- starting runs -------------------------------------------------------------------------
+
 
 def test_one_running_run_per_conversation(conversation):
     _start(conversation, "a")
@@ -125,13 +151,24 @@ def test_starting_a_group_gives_each_message_its_own_answer(make_user, settings)
     b1 = services.conversation_create(owner=bob, title="kept")
     busy = services.conversation_create(owner=carol)
     _start(busy, "earlier")
-    services.events_append(conversation_id=busy.pk, run_id=Run.objects.get(conversation=busy).pk,
-                           payloads=[{"type": "text", "content": "x"}])
+    services.events_append(
+        conversation_id=busy.pk,
+        run_id=Run.objects.get(conversation=busy).pk,
+        payloads=[{"type": "text", "content": "x"}],
+    )
 
-    results = services.runs_start(starts=_starts([
-        (a1, "  first   message  "), (a1, "same conversation again"), (a2, "second"), (a3, "third: over the limit"),
-        (b1, "bob"), (busy, "while running"),
-    ]))
+    results = services.runs_start(
+        starts=_starts(
+            [
+                (a1, "  first   message  "),
+                (a1, "same conversation again"),
+                (a2, "second"),
+                (a3, "third: over the limit"),
+                (b1, "bob"),
+                (busy, "while running"),
+            ]
+        )
+    )
 
     (run_a1, frames_a1), in_progress, (run_a2, _), limited, (run_b1, frames_b1), busy_result = results
     assert isinstance(in_progress, services.RunInProgress) and isinstance(busy_result, services.RunInProgress)
@@ -173,6 +210,7 @@ def test_a_single_start_is_a_batch_of_one_with_the_same_rules(make_user, setting
 
 # -- heartbeat, release, interruption -------------------------------------------------------
 
+
 def test_heartbeat_keeps_the_workers_runs_and_reports_cancels_and_lost_runs(conversation, make_user):
     run, _ = _start(conversation, worker="runs.me")
     other = services.conversation_create(owner=conversation.owner)
@@ -203,13 +241,23 @@ def test_release_makes_only_the_workers_running_runs_stale_at_once(conversation)
 
 def _dead_run(conversation, *, age: float = 60):
     run, _ = _start(conversation, worker="runs.dead!x")
-    services.events_append(conversation_id=conversation.pk, run_id=run.pk, payloads=[
-        {"type": "text", "content": "Let me check."},
-        {"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": "{}"},
-        {"type": "tool_start", "toolName": "current_time", "toolCallId": "c2", "arguments": "{}"},
-        {"type": "tool_end", "toolName": "current_time", "toolCallId": "c2", "result": "now", "isError": False,
-         "durationMs": 1},
-    ])
+    services.events_append(
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[
+            {"type": "text", "content": "Let me check."},
+            {"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": "{}"},
+            {"type": "tool_start", "toolName": "current_time", "toolCallId": "c2", "arguments": "{}"},
+            {
+                "type": "tool_end",
+                "toolName": "current_time",
+                "toolCallId": "c2",
+                "result": "now",
+                "isError": False,
+                "durationMs": 1,
+            },
+        ],
+    )
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=age))
     return run
 
@@ -217,12 +265,18 @@ def _dead_run(conversation, *, age: float = 60):
 def test_interrupt_with_a_resume_left_hands_the_run_to_the_new_worker(conversation):
     run = _dead_run(conversation)
     cutoff = timezone.now() - timedelta(seconds=20)
-    taken = services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.new",
-                                   max_resumes=1)
+    taken = services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.new", max_resumes=1)
     assert taken.resumed
     assert [{k: v for k, v in f.items() if k != "runId"} for f in taken.frames] == [
-        {"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": '{"error": "interrupted"}',
-         "isError": True, "durationMs": 0, "seq": 6},
+        {
+            "type": "tool_end",
+            "toolName": "calculator",
+            "toolCallId": "c1",
+            "result": '{"error": "interrupted"}',
+            "isError": True,
+            "durationMs": 0,
+            "seq": 6,
+        },
         {"type": "error", "code": "INTERRUPTED", "message": "gone", "detail": "runs.dead!x", "resumed": True, "seq": 7},
     ]
     run.refresh_from_db()
@@ -230,16 +284,19 @@ def test_interrupt_with_a_resume_left_hands_the_run_to_the_new_worker(conversati
     record = ToolRecord.objects.get(run=run)  # the closed call is indexed like any other
     assert (record.tool_call_id, record.arguments, record.is_error) == ("c1", "{}", True)
     assert run.heartbeat_at > cutoff  # fresh: no other reaper takes it again
-    assert services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.third",
-                                  max_resumes=5) is None
+    assert (
+        services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.third", max_resumes=5)
+        is None
+    )
 
 
 def test_interrupt_without_resumes_left_completes_the_run_interrupted(conversation):
     run = _dead_run(conversation)
     Run.objects.filter(pk=run.pk).update(resumes=1)
     cutoff = timezone.now() - timedelta(seconds=20)
-    closed = services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.new",
-                                    max_resumes=1)
+    closed = services.run_interrupt(
+        run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.new", max_resumes=1
+    )
     assert not closed.resumed
     assert [f["type"] for f in closed.frames] == ["tool_end", "error", "complete"]
     assert "resumed" not in closed.frames[1] and closed.frames[2]["status"] == "interrupted"

@@ -17,8 +17,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 async def _running_conversation(owner_name, make_user):
     user = await sync_to_async(make_user)(owner_name)
     conversation = await sync_to_async(services.conversation_create)(owner=user)
-    run, _ = await sync_to_async(services.run_start)(conversation=conversation, user=user, content="hi", model="m",
-                                                   worker="")
+    run, _ = await sync_to_async(services.run_start)(
+        conversation=conversation, user=user, content="hi", model="m", worker=""
+    )
     return conversation, run
 
 

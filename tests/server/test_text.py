@@ -38,22 +38,32 @@ def test_good_text_passes_unchanged(text):
 def test_clean_keeps_the_rest_and_joins_split_pairs():
     assert clean("ok \ud800 and \x00 end") == f"ok {REPLACEMENT} and {REPLACEMENT} end"
     # unicode_escape decodes "\\ud83d\\ude00" to two code points: they are one character.
-    assert clean("\\ud83d\\ude00".encode().decode("unicode_escape")) == "😀"
+    assert clean(b"\\ud83d\\ude00".decode("unicode_escape")) == "😀"
     assert clean("\udc00\ud800") == REPLACEMENT * 2  # the wrong order is no pair
 
 
 def test_clean_value_reaches_nested_values_and_keys():
-    value = {"type": "reference", "references": [{"title": "t\ud800", "url": "u\x00", "snippet": ["\udfff", 3]}],
-             "k\x00": None, "n": 1.5, "b": True}
+    value = {
+        "type": "reference",
+        "references": [{"title": "t\ud800", "url": "u\x00", "snippet": ["\udfff", 3]}],
+        "k\x00": None,
+        "n": 1.5,
+        "b": True,
+    }
     cleaned = clean_value(value)
-    assert cleaned == {"type": "reference",
-                       "references": [{"title": "t\ufffd", "url": "u\ufffd", "snippet": ["\ufffd", 3]}],
-                       "k\ufffd": None, "n": 1.5, "b": True}
+    assert cleaned == {
+        "type": "reference",
+        "references": [{"title": "t\ufffd", "url": "u\ufffd", "snippet": ["\ufffd", 3]}],
+        "k\ufffd": None,
+        "n": 1.5,
+        "b": True,
+    }
     orjson.dumps(cleaned)  # sendable
     assert "\\u0000" not in json.dumps(cleaned)  # storable in PostgreSQL's jsonb
 
 
 # --- the one cleaning step in chat/services.py --------------------------------------------
+
 
 def is_clean(value) -> bool:
     return clean_value(value) == value
@@ -62,25 +72,39 @@ def is_clean(value) -> bool:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.services
 def test_events_tool_records_and_outcome_are_stored_clean(conversation):
-    from chat import selectors, services
-    from chat.models import Event, Run, ToolRecord
     from django.utils import timezone
 
-    run, _ = services.run_start(conversation=conversation, user=conversation.owner, content="hi",
-                                      model="m", worker="w")
+    from chat import selectors, services
+    from chat.models import Event, Run, ToolRecord
+
+    run, _ = services.run_start(conversation=conversation, user=conversation.owner, content="hi", model="m", worker="w")
     payloads = [
         {"type": "text", "content": "a\x00b\ud800c"},
         {"type": "reference", "references": [{"title": "t\ud800", "url": "https://x.example/\x00", "snippet": "s"}]},
         {"type": "tool_start", "toolName": "to\x00ol", "toolCallId": "c\ud8001", "arguments": '{"p": "\x00"}'},
-        {"type": "tool_end", "toolName": "to\x00ol", "toolCallId": "c\ud8001", "result": "r\x00\udfff",
-         "isError": False, "durationMs": 1},
+        {
+            "type": "tool_end",
+            "toolName": "to\x00ol",
+            "toolCallId": "c\ud8001",
+            "result": "r\x00\udfff",
+            "isError": False,
+            "durationMs": 1,
+        },
         {"type": "complete", "status": "failed"},
     ]
-    record = services.ToolRecordData(tool_call_id="c\ud8001", tool_name="to\x00ol", arguments='{"p": "\x00"}',
-                                     result="r\x00\udfff", is_error=False, started_at=timezone.now(), duration_ms=1)
+    record = services.ToolRecordData(
+        tool_call_id="c\ud8001",
+        tool_name="to\x00ol",
+        arguments='{"p": "\x00"}',
+        result="r\x00\udfff",
+        is_error=False,
+        started_at=timezone.now(),
+        duration_ms=1,
+    )
     outcome = services.RunOutcome(status="failed", error="LLM_CALL_FAILED: bad \x00 byte \ud800")
-    frames = services.events_append(conversation_id=conversation.pk, run_id=run.pk, payloads=payloads,
-                                    tool_records=[record], outcome=outcome)
+    frames = services.events_append(
+        conversation_id=conversation.pk, run_id=run.pk, payloads=payloads, tool_records=[record], outcome=outcome
+    )
 
     assert frames[0]["content"] == "a\ufffdb\ufffdc"
     assert frames[1]["references"][0] == {"title": "t\ufffd", "url": "https://x.example/\ufffd", "snippet": "s"}
@@ -91,7 +115,11 @@ def test_events_tool_records_and_outcome_are_stored_clean(conversation):
     assert all(is_clean(e.payload) for e in Event.objects.filter(conversation=conversation))
     stored = ToolRecord.objects.get(run=run)
     assert (stored.tool_call_id, stored.tool_name, stored.arguments, stored.result) == (
-        "c\ufffd1", "to\ufffdol", '{"p": "\ufffd"}', "r\ufffd\ufffd")
+        "c\ufffd1",
+        "to\ufffdol",
+        '{"p": "\ufffd"}',
+        "r\ufffd\ufffd",
+    )
     assert Run.objects.get(pk=run.pk).error == "LLM_CALL_FAILED: bad \ufffd byte \ufffd"
 
 
@@ -194,8 +222,13 @@ def bad_search(monkeypatch):
     from chat.tools import search
 
     body = b'{"results": [{"title": "Hit \\ud800", "url": "https://example.org/", "content": "nul \\u0000 \\udfff"}]}'
-    monkeypatch.setattr(search, "TRANSPORT", httpx2.MockTransport(
-        lambda request: httpx2.Response(200, content=body, headers={"content-type": "application/json"})))
+    monkeypatch.setattr(
+        search,
+        "TRANSPORT",
+        httpx2.MockTransport(
+            lambda request: httpx2.Response(200, content=body, headers={"content-type": "application/json"})
+        ),
+    )
 
 
 @pytest.fixture
@@ -286,13 +319,17 @@ async def test_a_conversation_stored_with_a_surrogate_opens_and_goes_on(conversa
     from tests.server.conftest import Socket
 
     def poison():
-        run, _ = services.run_start(conversation=conversation, user=conversation.owner, content="old", model="m",
-                                    worker="w")
+        run, _ = services.run_start(
+            conversation=conversation, user=conversation.owner, content="old", model="m", worker="w"
+        )
         # Written the way the old code wrote it: straight to the row, no cleaning.
         Event.objects.filter(run=run, seq=1).update(payload={"type": "user_message", "content": "old \ud800"})
-        services.events_append(conversation_id=conversation.pk, run_id=run.pk,
-                               payloads=[{"type": "complete", "status": "succeeded"}],
-                               outcome=services.RunOutcome(status="succeeded"))
+        services.events_append(
+            conversation_id=conversation.pk,
+            run_id=run.pk,
+            payloads=[{"type": "complete", "status": "succeeded"}],
+            outcome=services.RunOutcome(status="succeeded"),
+        )
 
     await sync_to_async(poison)()
     llm_settings.script(text_reply("fine"))

@@ -36,7 +36,10 @@ SECRET_HUNTS = [
 # Network: no route out, and the host's loopback services are not reachable.
 NETWORK = [
     ("dev-tcp-host-loopback", "echo hi > /dev/tcp/127.0.0.1/{port} && echo CONNECTED"),
-    ("python-socket", "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\""),
+    (
+        "python-socket",
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\"",
+    ),
     ("public-ip", "timeout 3 bash -c 'echo > /dev/tcp/1.1.1.1/80' && echo CONNECTED"),
 ]
 
@@ -51,7 +54,13 @@ RESOURCES = [
 # by RLIMIT_FSIZE): each must be killed by the measurement, never reach "DONE".
 WORKSPACE_FILLERS = [
     ("many-files", "for i in $(seq 100); do head -c 500K /dev/zero > f$i.bin; done; sleep 30; echo DONE"),
-    ("append-forever", "while true; do head -c 100K /dev/zero >> grow.bin || head -c 100K /dev/zero > grow$RANDOM; done"),
+    (
+        "append-forever",
+        "while true; do head -c 100K /dev/zero >> grow.bin || head -c 100K /dev/zero > grow$RANDOM; done",
+    ),
     ("background-writer", "(for i in $(seq 100); do head -c 500K /dev/zero > bg$i.bin; done) & sleep 30; echo DONE"),
-    ("python-files", "python3 -c \"\nfor i in range(100):\n    open(f'p{i}', 'wb').write(bytes(500_000))\n\"; sleep 30; echo DONE"),
+    (
+        "python-files",
+        "python3 -c \"\nfor i in range(100):\n    open(f'p{i}', 'wb').write(bytes(500_000))\n\"; sleep 30; echo DONE",
+    ),
 ]

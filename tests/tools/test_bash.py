@@ -55,8 +55,14 @@ def bash_context(context, workspace, monkeypatch):
         monkeypatch.setenv(key, value)
     configure(
         context,
-        bash={"timeout": 3, "cpu_seconds": 2, "memory_mb": 256, "file_size_mb": 5, "max_processes": 16,
-              "max_output_chars": 2000},
+        bash={
+            "timeout": 3,
+            "cpu_seconds": 2,
+            "memory_mb": 256,
+            "file_size_mb": 5,
+            "max_processes": 16,
+            "max_output_chars": 2000,
+        },
         search={"api_key": SECRETS["TAVILY_API_KEY"]},  # a key in the tool settings never reaches the command
     )
     return context
@@ -263,7 +269,9 @@ async def test_folders_nested_too_deep_count_as_over_the_quota(bash_context, wor
 
 async def test_the_in_memory_tmp_is_size_limited(bash_context, workspace):
     configure(bash_context, bash={"tmp_mb": 1, "timeout": 20})
-    result = await bash("head -c 3M /dev/zero > /tmp/fill; echo status=$?; stat -c %s /tmp/fill; df -k /tmp", bash_context)
+    result = await bash(
+        "head -c 3M /dev/zero > /tmp/fill; echo status=$?; stat -c %s /tmp/fill; df -k /tmp", bash_context
+    )
     assert "No space left on device" in result, result
     assert "status=1" in result, result
     written = int(re.search(r"^(\d+)$", result, re.MULTILINE).group(1))

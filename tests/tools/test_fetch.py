@@ -128,10 +128,19 @@ async def test_the_transport_refuses_them_too(url, message, connections):
     assert connections == []
 
 
-@pytest.mark.parametrize("target", ["http://10.0.0.1/", "http://169.254.169.254/latest/meta-data/",
-                                    "http://metadata.example/", "http://[fd00::1]/", "http://0xa9fea9fe/",
-                                    "http://[::ffff:10.0.0.1]/", "http://100.64.0.1/",
-                                    "file:///etc/passwd"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://10.0.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://metadata.example/",
+        "http://[fd00::1]/",
+        "http://0xa9fea9fe/",
+        "http://[::ffff:10.0.0.1]/",
+        "http://100.64.0.1/",
+        "file:///etc/passwd",
+    ],
+)
 async def test_redirect_from_an_allowed_host_to_a_refused_one(allow_local, base, site, connections, target):
     with pytest.raises(ToolError) as caught:
         await fetch_url(f"{base}/redirect?to={target}", allow_local)

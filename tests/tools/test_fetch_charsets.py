@@ -23,7 +23,7 @@ PAGES = {
     "/rot13": ("text/plain; charset=rot13", b"plain text"),
     "/base64": ("text/plain; charset=base64", b"plain text"),
     "/unknown": ("text/plain; charset=no-such-charset", "d\u00e9j\u00e0".encode()),
-    "/nul-name": ("text/plain; charset=\"utf-8\\x00\"", b"named oddly"),
+    "/nul-name": ('text/plain; charset="utf-8\\x00"', b"named oddly"),
     "/latin1": ("text/html; charset=ISO-8859-1", "<p>caf\u00e9 \u00bd</p>".encode("latin-1")),
     "/cp1252": ("text/plain; charset=windows-1252", "\u201cquoted\u201d \u20ac".encode("cp1252")),
     "/cyrillic": ("text/plain; charset=windows-1251", "\u043f\u0440\u0438\u0432\u0435\u0442".encode("cp1251")),
@@ -74,32 +74,40 @@ def fetch(site, context):
     return get
 
 
-@pytest.mark.parametrize("path, text", [
-    ("/utf7", "caf+AOk- +2AA- end"),  # read as UTF-8: the bytes as they are
-    ("/escape", "a \\ud800 b \\x00 c"),
-    ("/raw-escape", "a \\udfff b"),
-    ("/rot13", "plain text"),
-    ("/base64", "plain text"),
-    ("/unknown", "d\u00e9j\u00e0"),
-    ("/nul-name", "named oddly"),
-], ids=lambda value: value if isinstance(value, str) and value.startswith("/") else "")
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("/utf7", "caf+AOk- +2AA- end"),  # read as UTF-8: the bytes as they are
+        ("/escape", "a \\ud800 b \\x00 c"),
+        ("/raw-escape", "a \\udfff b"),
+        ("/rot13", "plain text"),
+        ("/base64", "plain text"),
+        ("/unknown", "d\u00e9j\u00e0"),
+        ("/nul-name", "named oddly"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and value.startswith("/") else "",
+)
 async def test_codecs_that_are_not_text_encodings_are_read_as_utf8(fetch, path, text):
     assert await fetch(path) == text
 
 
-@pytest.mark.parametrize("path, text", [
-    ("/latin1", "caf\u00e9 \u00bd"),
-    ("/cp1252", "\u201cquoted\u201d \u20ac"),
-    ("/cyrillic", "\u043f\u0440\u0438\u0432\u0435\u0442"),
-    ("/koi8", "\u043c\u0438\u0440"),
-    ("/sjis", "\u65e5\u672c\u8a9e"),
-    ("/gbk", "\u4e2d\u6587"),
-    ("/big5", "\u7e41\u9ad4"),
-    ("/euc-kr", "\ud55c\uad6d\uc5b4"),
-    ("/utf16-bom", "wide \u00e9"),
-    ("/utf16-be-declared", "big \u00e9"),
-    ("/utf8-bom-over-latin1", "\u00e9t\u00e9"),  # the byte order mark wins, as in browsers
-], ids=lambda value: value if isinstance(value, str) and value.startswith("/") else "")
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("/latin1", "caf\u00e9 \u00bd"),
+        ("/cp1252", "\u201cquoted\u201d \u20ac"),
+        ("/cyrillic", "\u043f\u0440\u0438\u0432\u0435\u0442"),
+        ("/koi8", "\u043c\u0438\u0440"),
+        ("/sjis", "\u65e5\u672c\u8a9e"),
+        ("/gbk", "\u4e2d\u6587"),
+        ("/big5", "\u7e41\u9ad4"),
+        ("/euc-kr", "\ud55c\uad6d\uc5b4"),
+        ("/utf16-bom", "wide \u00e9"),
+        ("/utf16-be-declared", "big \u00e9"),
+        ("/utf8-bom-over-latin1", "\u00e9t\u00e9"),  # the byte order mark wins, as in browsers
+    ],
+    ids=lambda value: value if isinstance(value, str) and value.startswith("/") else "",
+)
 async def test_real_text_encodings_are_decoded(fetch, path, text):
     assert await fetch(path) == text
 

@@ -18,7 +18,12 @@ RESULTS = {
     "query": "django channels",
     "answer": None,
     "results": [
-        {"title": "Channels docs", "url": "https://channels.readthedocs.io/", "content": "Channels  extends Django", "score": 0.9},
+        {
+            "title": "Channels docs",
+            "url": "https://channels.readthedocs.io/",
+            "content": "Channels  extends Django",
+            "score": 0.9,
+        },
         {"title": "", "url": "https://example.org/b", "content": "x" * 500, "score": 0.5},
         {"title": "no url"},
     ],
@@ -60,7 +65,11 @@ async def test_results_and_reference_event(context, tavily):
     (event,) = emitted
     assert isinstance(event, ReferenceEvent)
     refs = event.to_dict()["references"]
-    assert refs[0] == {"title": "Channels docs", "url": "https://channels.readthedocs.io/", "snippet": "Channels extends Django"}
+    assert refs[0] == {
+        "title": "Channels docs",
+        "url": "https://channels.readthedocs.io/",
+        "snippet": "Channels extends Django",
+    }
     assert len(refs[1]["snippet"]) == 300
 
 

@@ -27,7 +27,9 @@ def _records(user, count: int) -> None:
 
     conversation = services.conversation_create(owner=user, title="t")
     run = Run.objects.create(conversation=conversation, user=user, status="succeeded")
-    ToolRecord.objects.bulk_create(ToolRecord(run=run, tool_call_id=f"c{i}", tool_name="calculator") for i in range(count))
+    ToolRecord.objects.bulk_create(
+        ToolRecord(run=run, tool_call_id=f"c{i}", tool_name="calculator") for i in range(count)
+    )
 
 
 async def test_rate_limit_counts_stored_and_running_calls():

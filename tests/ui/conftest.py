@@ -111,8 +111,9 @@ class PageWatch:
 
     def _request(self, request) -> None:
         url = request.url
-        if not (url.startswith(self.base) or url.startswith(self.base.replace("http", "ws", 1))
-                or url.startswith("data:")):
+        if not (
+            url.startswith(self.base) or url.startswith(self.base.replace("http", "ws", 1)) or url.startswith("data:")
+        ):
             self.foreign_requests.append(url)
 
 
@@ -175,7 +176,12 @@ def seed_history(ui_env):
     def seed(username: str, events: int) -> str:
         result = subprocess.run(
             [sys.executable, "-m", "tests.ui.seed_history", username, str(events)],
-            cwd=ROOT, env=ui_env, check=True, capture_output=True, text=True, timeout=120,
+            cwd=ROOT,
+            env=ui_env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         return result.stdout.strip().splitlines()[-1]
 
@@ -189,7 +195,12 @@ def seed_conversations(ui_env):
     def seed(username: str, count: int) -> list[str]:
         result = subprocess.run(
             [sys.executable, "-m", "tests.ui.seed_conversations", username, str(count)],
-            cwd=ROOT, env=ui_env, check=True, capture_output=True, text=True, timeout=120,
+            cwd=ROOT,
+            env=ui_env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         return result.stdout.split()
 

@@ -26,13 +26,29 @@ def run_events(index: int) -> list[dict]:
     events = [{"type": "user_message", "content": f"Question number {index}: what is {index} * 6?"}]
     events += [{"type": "thinking", "content": part} for part in ("I should ", "use the ", "calculator.")]
     events += [
-        {"type": "tool_start", "toolName": "calculator", "toolCallId": f"c{index}a",
-         "arguments": f'{{"expression": "{index} * 6"}}'},
-        {"type": "tool_end", "toolName": "calculator", "toolCallId": f"c{index}a", "result": str(index * 6),
-         "isError": False, "durationMs": 3},
+        {
+            "type": "tool_start",
+            "toolName": "calculator",
+            "toolCallId": f"c{index}a",
+            "arguments": f'{{"expression": "{index} * 6"}}',
+        },
+        {
+            "type": "tool_end",
+            "toolName": "calculator",
+            "toolCallId": f"c{index}a",
+            "result": str(index * 6),
+            "isError": False,
+            "durationMs": 3,
+        },
         {"type": "tool_start", "toolName": "current_time", "toolCallId": f"c{index}b", "arguments": "{}"},
-        {"type": "tool_end", "toolName": "current_time", "toolCallId": f"c{index}b",
-         "result": "2026-01-01T00:00:00+00:00", "isError": False, "durationMs": 1},
+        {
+            "type": "tool_end",
+            "toolName": "current_time",
+            "toolCallId": f"c{index}b",
+            "result": "2026-01-01T00:00:00+00:00",
+            "isError": False,
+            "durationMs": 1,
+        },
     ]
     events += [{"type": "text", "content": part} for part in answer]
     events.append({"type": "complete", "status": "succeeded"})
@@ -59,8 +75,7 @@ def main() -> None:
         rows: list[Event] = []
         seq = 0
         for index in range(1, total // 20 + 1):
-            run = Run.objects.create(conversation=conversation, user=user, status=Run.Status.SUCCEEDED,
-                                     model="seed")
+            run = Run.objects.create(conversation=conversation, user=user, status=Run.Status.SUCCEEDED, model="seed")
             for payload in run_events(index):
                 seq += 1
                 rows.append(Event(conversation=conversation, run=run, seq=seq, type=payload["type"], payload=payload))

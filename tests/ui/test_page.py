@@ -69,8 +69,11 @@ def test_xss_payloads_render_inert(user_page, replies, shot):
     assert answer.locator("img").count() == 0  # remote and svg images are not loaded
     expect(answer.locator(".blocked-media")).to_have_count(3)
     # Every attribute in the rendered answer: no handlers, no inline style, no script URLs.
-    attributes = page.evaluate("""(root) => [...root.querySelectorAll('*')].flatMap(
-        (el) => [...el.attributes].map((a) => [el.tagName, a.name, a.value]))""", answer.element_handle())
+    attributes = page.evaluate(
+        """(root) => [...root.querySelectorAll('*')].flatMap(
+        (el) => [...el.attributes].map((a) => [el.tagName, a.name, a.value]))""",
+        answer.element_handle(),
+    )
     for tag, name, value in attributes:
         assert not name.startswith("on"), (tag, name, value)
         assert name != "style", (tag, name, value)
@@ -231,8 +234,11 @@ def test_phone_width_dark_and_keyboard(new_context, replies, shot, ui_server):
     page.watch = PageWatch(page, ui_server.base)
     sign_up(page)
     message = unique("Phone question")
-    replies.set(message, tool_call_reply(("current_time", {})),
-                text_reply("From a **phone**:\n\n```js\nconsole.log('hi')\n```", piece=6))
+    replies.set(
+        message,
+        tool_call_reply(("current_time", {})),
+        text_reply("From a **phone**:\n\n```js\nconsole.log('hi')\n```", piece=6),
+    )
     send(page, message)
     expect(last_turn(page).locator(".answer strong")).to_have_text("phone")
     width = page.evaluate("document.documentElement.scrollWidth")
@@ -277,9 +283,11 @@ def test_history_of_2000_events_renders_fast(user_page, seed_history, shot, reco
     record_property("history_2000_ms", history_ms)
     record_property("longest_task_ms", longest)
     record_property("history_2000_fetch_ms", fetch_ms)
-    print(f"2,000-event history: drawn {history_ms} ms after the script started ({fetch_ms} ms of it "
-          f"fetching), {page_ms:.0f} ms after navigation; "
-          f"longest task {longest:.0f} ms, {len(long_tasks)} long tasks")
+    print(
+        f"2,000-event history: drawn {history_ms} ms after the script started ({fetch_ms} ms of it "
+        f"fetching), {page_ms:.0f} ms after navigation; "
+        f"longest task {longest:.0f} ms, {len(long_tasks)} long tasks"
+    )
     last = last_turn(page)
     expect(last.locator(".answer")).to_contain_text("Done with question 100.")
     expect(last.locator("details.timeline")).not_to_have_attribute("open", "")
@@ -340,8 +348,11 @@ def test_an_invalid_conversation_id_in_the_url_is_ignored(user_page, bad):
     page.wait_for_load_state("networkidle")
     paths = [urlsplit(url).path for url in requested]
     # Only the page's own requests: the conversation list, no conversation, no socket, no admin.
-    assert not [p for p in paths if p.startswith(("/ws/", "/admin")) or
-                (p.startswith("/api/conversations/") and p != "/api/conversations/")], requested
+    assert not [
+        p
+        for p in paths
+        if p.startswith(("/ws/", "/admin")) or (p.startswith("/api/conversations/") and p != "/api/conversations/")
+    ], requested
     assert page.evaluate("window.agentsite.view") is None
 
 
@@ -349,8 +360,9 @@ def test_long_tool_payloads_are_folded(user_page, replies):
     page = user_page
     message = unique("Add a thousand ones")
     expression = "+".join(["1"] * 1200)
-    replies.set(message, tool_call_reply(("calculator", {"expression": expression})),
-                text_reply("The sum is 1200.", piece=5))
+    replies.set(
+        message, tool_call_reply(("calculator", {"expression": expression})), text_reply("The sum is 1200.", piece=5)
+    )
     send(page, message)
     turn = last_turn(page)
     expect(turn).not_to_have_class(re.compile("is-running"), timeout=15000)

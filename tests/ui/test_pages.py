@@ -42,8 +42,9 @@ def test_signup_logs_in_and_redirects(client):
     page = client.get(reverse("signup"))
     assert page.status_code == 200
     assert b'autocomplete="new-password"' in page.content
-    response = client.post(reverse("signup"), {"username": "newcomer", "password1": "a-Long-pass-123",
-                                               "password2": "a-Long-pass-123"})
+    response = client.post(
+        reverse("signup"), {"username": "newcomer", "password1": "a-Long-pass-123", "password2": "a-Long-pass-123"}
+    )
     assert response.status_code == 302 and response["Location"] == reverse("chat")
     assert get_user_model().objects.filter(username="newcomer").exists()
     assert client.get(reverse("chat")).status_code == 200

@@ -107,9 +107,13 @@ def test_message_thinking_tool_answer_and_fold(user_page, replies, shot):
     thinking = "The user wants a product. I will use the calculator to check."
     replies.set(
         message,
-        {"chunks": [
-            *[{"delta": {"reasoning_content": thinking[i:i + 3]}} for i in range(0, len(thinking), 3)],
-            *tool_call_reply(("calculator", {"expression": "6 * 7"}))["chunks"]], "delay": 0.03},
+        {
+            "chunks": [
+                *[{"delta": {"reasoning_content": thinking[i : i + 3]}} for i in range(0, len(thinking), 3)],
+                *tool_call_reply(("calculator", {"expression": "6 * 7"}))["chunks"],
+            ],
+            "delay": 0.03,
+        },
         slow_text_reply(ANSWER, chunks=40, delay=0.04),
     )
     expect(page.locator("#send-button")).to_be_disabled()  # nothing typed yet

@@ -64,7 +64,10 @@ class Command(BaseCommand):
                 mark = "failed" if event.is_error else "done"
                 out.write(f"[tool] {event.tool_name} {mark} in {event.duration_ms} ms: {event.result}")
             elif isinstance(event, ErrorEvent):
-                out.write(self.style.ERROR(f"[error {event.code}] {event.message}") + (f" - {event.detail}" if event.detail else ""))
+                out.write(
+                    self.style.ERROR(f"[error {event.code}] {event.message}")
+                    + (f" - {event.detail}" if event.detail else "")
+                )
             elif isinstance(event, ReferenceEvent):
                 for ref in event.references:
                     out.write(f"[source] {ref.title} <{ref.url}>")

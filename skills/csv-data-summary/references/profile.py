@@ -28,8 +28,10 @@ def main(path, delimiter=None):
         numbers = [n for n in map(number, present) if n is not None]
         missing = len(values) - len(present)
         if present and len(numbers) == len(present):
-            print(f"- {name}: number, missing {missing}, min {min(numbers):g}, max {max(numbers):g}, "
-                  f"mean {statistics.fmean(numbers):.4g}, median {statistics.median(numbers):g}")
+            print(
+                f"- {name}: number, missing {missing}, min {min(numbers):g}, max {max(numbers):g}, "
+                f"mean {statistics.fmean(numbers):.4g}, median {statistics.median(numbers):g}"
+            )
         else:
             counts = Counter(present)
             top = ", ".join(f"{v} ({c})" for v, c in counts.most_common(5))
