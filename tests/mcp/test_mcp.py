@@ -33,7 +33,10 @@ async def run(fake_llm, *calls, context: ToolContext | None = None) -> list:
 
 
 def ends(events) -> list[ToolEndEvent]:
-    return [event for event in events if isinstance(event, ToolEndEvent)]
+    """The tool_end events in the order their calls were started: parallel calls end in any order."""
+    started = [event.tool_call_id for event in events if isinstance(event, ToolStartEvent)]
+    ended = [event for event in events if isinstance(event, ToolEndEvent)]
+    return sorted(ended, key=lambda end: started.index(end.tool_call_id))
 
 
 def offered(request: dict) -> dict[str, dict]:
