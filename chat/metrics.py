@@ -8,7 +8,9 @@ aggregate query over the rows that are the truth anyway (Run, ToolRecord; ModelC
 it exists): any process answers the same numbers, and a restart loses nothing. Each
 series is one GROUP BY or one conditional-count aggregate (indexes on Run.status and
 ToolRecord(tool_name, is_error)), so a scrape costs a handful of queries, never a row
-loop in Python.
+loop in Python. Rows do get deleted (a conversation, a user): what they had counted is
+first folded into MetricTally rows and added back at scrape time, so that no counter
+ever goes down.
 
 The live gauges: active runs are the `running` rows. Open WebSockets exist only in a
 process's memory, so each process publishes its count to its ProcessGauge row on its
@@ -20,21 +22,26 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import os
 import socket
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
+from itertools import chain
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
+from django.db.models.signals import pre_delete
+from django.dispatch import receiver
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
 
-from .models import ProcessGauge, Run, ToolRecord
+from .models import Conversation, MetricTally, ProcessGauge, Run, ToolRecord
 
 logger = logging.getLogger(__name__)
 
@@ -159,9 +166,60 @@ class DatabaseCollector:
     """prometheus-client asks it for the families on every scrape."""
 
     def collect(self) -> Iterable[Metric]:
-        yield from run_families(Run.objects.all())
-        yield from tool_families(ToolRecord.objects.all())
+        tallies = {key: value for key, value in MetricTally.objects.values_list("series", "value")}
+        for family in chain(run_families(Run.objects.all()), tool_families(ToolRecord.objects.all())):
+            yield _with_tallies(family, tallies)
         yield websocket_family()
+
+
+# -- deleted rows ------------------------------------------------------------------------------
+_GROWING = ("counter", "histogram")
+
+
+def series_key(name: str, labels: dict[str, str]) -> str:
+    return name + json.dumps(labels, sort_keys=True, separators=(",", ":"))
+
+
+def _with_tallies(family: Metric, tallies: dict[str, float]) -> Metric:
+    if family.type not in _GROWING or not tallies:
+        return family
+    seen = set()
+    samples = []
+    for sample in family.samples:
+        key = series_key(sample.name, sample.labels)
+        seen.add(key)
+        samples.append(sample._replace(value=sample.value + tallies.get(key, 0)))
+    # Counter series only deleted rows had (a tool no longer called): histograms always
+    # have every bucket, so only `<name>_total` can be missing.
+    for key, value in tallies.items():
+        name, _, labels = key.partition("{")
+        if key not in seen and name == f"{family.name}_total":
+            samples.append(Sample(name, json.loads("{" + labels), value))
+    family.samples = samples
+    return family
+
+
+def retire(*, runs: QuerySet[Run], records: QuerySet[ToolRecord]) -> None:
+    """Fold what these rows count into MetricTally before they are deleted."""
+    for family in chain(run_families(runs), tool_families(records)):
+        if family.type not in _GROWING:
+            continue
+        for sample in family.samples:
+            if sample.value:
+                key = series_key(sample.name, sample.labels)
+                MetricTally.objects.get_or_create(series=key)
+                # An UPDATE that adds: concurrent deletions in other processes add up.
+                MetricTally.objects.filter(series=key).update(value=F("value") + sample.value)
+
+
+@receiver(pre_delete, sender=Conversation, dispatch_uid="chat.metrics.retire_before_delete")
+def _retire_conversation(sender, instance: Conversation, **kwargs) -> None:
+    # A receiver, not a step in the delete service: a user's deletion cascades to their
+    # conversations without the service, and Django sends pre_delete for those too.
+    retire(
+        runs=Run.objects.filter(conversation_id=instance.pk),
+        records=ToolRecord.objects.filter(run__conversation_id=instance.pk),
+    )
 
 
 _registry = CollectorRegistry(auto_describe=False)

@@ -127,6 +127,18 @@ class ToolRecord(models.Model):
         return f"{self.tool_name} ({self.tool_call_id})"
 
 
+class MetricTally(models.Model):
+    """What deleted rows had added to a counter or histogram series of /metrics (chat.metrics):
+    the series are derived from Run and ToolRecord rows, and without this, deleting a
+    conversation would make counters go down, which Prometheus reads as a reset."""
+
+    series = models.CharField(max_length=500, primary_key=True)  # name and labels (chat.metrics.series_key)
+    value = models.FloatField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.series} += {self.value}"
+
+
 class ProcessGauge(models.Model):
     """One server process's live gauges, published on its heartbeat (chat.metrics): open
     WebSockets exist only in a process's memory, and /metrics may be scraped from any process

@@ -9,6 +9,13 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
+            name="MetricTally",
+            fields=[
+                ("series", models.CharField(max_length=500, primary_key=True, serialize=False)),
+                ("value", models.FloatField(default=0)),
+            ],
+        ),
+        migrations.CreateModel(
             name="ProcessGauge",
             fields=[
                 ("process", models.CharField(max_length=200, primary_key=True, serialize=False)),

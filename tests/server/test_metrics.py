@@ -126,6 +126,56 @@ def test_the_run_duration_histogram_counts_each_run_in_its_buckets(conversation)
     assert samples[("agentsite_run_duration_seconds_sum", ())] == pytest.approx(951.2)
 
 
+def _finished_run(conversation, *, status: str, seconds: float, tokens: tuple[int, int], tools=()):
+    from chat.models import Run, ToolRecord
+
+    now = timezone.now()
+    run = Run.objects.create(
+        conversation=conversation,
+        user=conversation.owner,
+        status=status,
+        started_at=now - timedelta(seconds=seconds),
+        finished_at=now,
+        prompt_tokens=tokens[0],
+        completion_tokens=tokens[1],
+    )
+    for n, (tool, is_error) in enumerate(tools):
+        ToolRecord.objects.create(run=run, tool_call_id=f"c{n}", tool_name=tool, is_error=is_error)
+    return run
+
+
+def _growing(samples: dict) -> dict:
+    """The counter and histogram samples: what must never go down."""
+    return {key: value for key, value in samples.items() if key[0].endswith(("_total", "_bucket", "_count", "_sum"))}
+
+
+def test_deleting_conversations_and_users_never_lowers_a_counter(make_user):
+    from chat import services
+
+    alice, bob = make_user("alice"), make_user("bob")
+    kept = services.conversation_create(owner=alice)
+    gone = services.conversation_create(owner=alice)
+    bobs = services.conversation_create(owner=bob)
+    _finished_run(kept, status="succeeded", seconds=1, tokens=(5, 1), tools=[("calculator", False)])
+    _finished_run(gone, status="failed", seconds=30, tokens=(7, 2), tools=[("read_file", True)])
+    _finished_run(bobs, status="succeeded", seconds=3, tokens=(11, 3), tools=[("calculator", True)])
+    before = _growing(scrape())
+    assert before[("agentsite_tool_calls_total", (("outcome", "error"), ("tool", "read_file")))] == 1
+
+    services.conversation_delete(conversation=gone)
+    assert _growing(scrape()) == before
+    bob.delete()  # cascades to his conversations without the delete service
+    assert _growing(scrape()) == before
+
+    # New runs still count on top of what the deleted ones had counted.
+    _finished_run(kept, status="failed", seconds=2, tokens=(1, 1), tools=[("read_file", True)])
+    after = _growing(scrape())
+    assert after[("agentsite_runs_total", (("status", "failed"),))] == 2
+    assert after[("agentsite_tool_calls_total", (("outcome", "error"), ("tool", "read_file")))] == 2
+    assert after[("agentsite_tokens_total", (("kind", "prompt"),))] == 24
+    assert after[("agentsite_run_duration_seconds_count", ())] == 4
+
+
 def test_websocket_connections_sum_the_fresh_rows_of_the_other_processes(settings):
     settings.AGENT_HEARTBEAT_TIMEOUT = 20
     now = timezone.now()
