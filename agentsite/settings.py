@@ -301,6 +301,11 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_m
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
+# /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = env_optional("METRICS_TOKEN")
+# Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.tracing); the SDK reads
+# this and the other OTEL_* variables itself.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_optional("OTEL_EXPORTER_OTLP_ENDPOINT")
 
 # --- Production: HTTPS behind a reverse proxy, sign-in throttling, e-mail ---------------
 # Every variable here is in README "Production"; deploy/ holds the nginx site.

@@ -14,7 +14,9 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from . import metrics as metrics_series
 from . import selectors, services
 from .models import Conversation
 from .text import invalid_reason
@@ -154,6 +156,14 @@ def healthz(request):
         checks["channel_layer"] = f"error: {type(exc).__name__}"
     healthy = all(value == "ok" for value in checks.values())
     return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503)
+
+
+@require_http_methods(["GET"])
+def metrics(request):
+    # Anyone else gets the 404 of a page that does not exist: the endpoint is not advertised.
+    if not metrics_series.may_scrape(request):
+        return HttpResponse(status=404)
+    return HttpResponse(metrics_series.exposition(), content_type=CONTENT_TYPE_LATEST)
 
 
 async def _layer_roundtrip() -> None:

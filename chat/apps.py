@@ -8,6 +8,7 @@ class ChatConfig(AppConfig):
     def ready(self) -> None:
         from . import (  # noqa: F401 - register the system checks
             checks,
+            metrics,  # noqa: F401 - keeps the series of deleted conversations' runs
             origins,
             workspaces,  # noqa: F401 - removes a deleted conversation's workspace
         )

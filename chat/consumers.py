@@ -43,6 +43,11 @@ SESSION_RECHECK_SECONDS = 5.0
 _open_sockets: Counter = Counter()
 
 
+def open_socket_count() -> int:
+    """Open sockets in this process (chat.metrics publishes it)."""
+    return sum(_open_sockets.values())
+
+
 class ProtocolError(Exception):
     def __init__(self, code: str, message: str, detail: str = ""):
         super().__init__(message)

@@ -117,7 +117,36 @@ class ToolRecord(models.Model):
 
     class Meta:
         ordering = ["started_at"]
-        indexes = [models.Index(fields=["started_at"], name="toolrecord_started")]
+        indexes = [
+            models.Index(fields=["started_at"], name="toolrecord_started"),
+            # Covers the scrape's GROUP BY tool_name, is_error (chat.metrics): an index-only scan.
+            models.Index(fields=["tool_name", "is_error"], name="toolrecord_tool_outcome"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.tool_call_id})"
+
+
+class MetricTally(models.Model):
+    """What deleted rows had added to a counter or histogram series of /metrics (chat.metrics):
+    the series are derived from Run and ToolRecord rows, and without this, deleting a
+    conversation would make counters go down, which Prometheus reads as a reset."""
+
+    series = models.CharField(max_length=500, primary_key=True)  # name and labels (chat.metrics.series_key)
+    value = models.FloatField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.series} += {self.value}"
+
+
+class ProcessGauge(models.Model):
+    """One server process's live gauges, published on its heartbeat (chat.metrics): open
+    WebSockets exist only in a process's memory, and /metrics may be scraped from any process
+    (on any machine), so each process writes its own row and the scrape sums the fresh ones."""
+
+    process = models.CharField(max_length=200, primary_key=True)
+    websocket_connections = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.process}: {self.websocket_connections} sockets"

@@ -7,6 +7,7 @@ urlpatterns = [
     path("accounts/signup/", views.signup, name="signup"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", api.healthz, name="healthz"),
+    path("metrics", api.metrics, name="metrics"),
     path("api/conversations/", api.conversations, name="api-conversations"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),

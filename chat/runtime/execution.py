@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from chat import assistant, services
+from chat import assistant, services, tracing
 from chat.agent import AgentRun, CompleteEvent
 from chat.agent.events import ErrorCode, RunStatus
 from chat.frames import EventFrame
@@ -78,6 +78,7 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
         conversation_id=conversation_id, run_id=run_id, flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000
     )
     await publish(conversation_id, announce)
+    trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
         context = assistant.tool_context(
             conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id)
@@ -86,7 +87,10 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)
         async for event in agent_run:
-            await sink.add(event.to_dict(), outcome=_outcome(agent_run) if isinstance(event, CompleteEvent) else None)
+            data, outcome = event.to_dict(), _outcome(agent_run) if isinstance(event, CompleteEvent) else None
+            if trace is not None:
+                trace.observe(data, outcome)
+            await sink.add(data, outcome=outcome)
     except asyncio.CancelledError:  # abandoned
         sink.discard()
         if handle.agent_run is not None:
@@ -106,6 +110,9 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
         )
         if interruption is not None:
             await publish(conversation_id, interruption.frames)
+    finally:
+        if trace is not None:
+            trace.close()
 
 
 def _outcome(agent_run: AgentRun) -> services.RunOutcome:

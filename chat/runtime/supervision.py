@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from chat import selectors, services
 from chat.frames import EventFrame
+from chat.metrics import publish_process_gauges_forever
 
 from .doorbell import PROCESSES_GROUP, publish
 from .execution import CANCELLED, SHUT_DOWN
@@ -59,6 +60,7 @@ class Supervisor:
             asyncio.create_task(self._listen(), name="runs-listen"),
             asyncio.create_task(self._heartbeat(), name="runs-heartbeat"),
             asyncio.create_task(self._reap(), name="runs-reaper"),
+            asyncio.create_task(publish_process_gauges_forever(), name="process-gauges"),
         ]
 
     async def stop(self) -> None:
