@@ -379,3 +379,16 @@ def test_usage_api_gives_the_users_own_tokens_today_and_this_month(conversation,
     ]
     assert body["dailyTokenQuota"] == 1000
     assert client_for().get("/api/usage/").status_code == 401
+
+
+def test_the_run_admin_shows_its_model_calls_read_only(conversation, make_user):
+    run, _ = services.run_start(conversation=conversation, user=conversation.owner, content="hi", model="m", worker="w")
+    ModelCall.objects.create(
+        run=run, iteration=1, attempt=2, started_at=timezone.now(), error="HTTP 503: the fake is overloaded"
+    )
+    admin = make_user("admin")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    page = client_for(admin).get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    assert "HTTP 503: the fake is overloaded" in page
+    assert 'name="model_calls-0-error"' not in page  # shown, not editable
