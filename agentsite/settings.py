@@ -1,5 +1,6 @@
 """Settings for agentsite, read from the environment (PROTOCOL.md section 1)."""
 
+import json
 import os
 import sys
 import tempfile
@@ -37,6 +38,14 @@ def env_number(name: str, default: str, kind: type = int):
         raise ImproperlyConfigured(
             f"{name} must be a{'n integer' if kind is int else ' number'}, not {raw!r}"
         ) from None
+
+
+def env_json(name: str, default: str):
+    raw = os.environ.get(name, "").strip() or default
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be JSON, not {raw[:80]!r}") from None
 
 
 def env_optional(name: str) -> str | None:
@@ -264,6 +273,13 @@ AGENT_TOOL_CONCURRENCY = env_number("AGENT_TOOL_CONCURRENCY", "4")
 AGENT_MAX_TOOL_CALLS = env_number("AGENT_MAX_TOOL_CALLS", "50")
 # Messages (runs) one user may start per minute, across conversations (0: no limit).
 AGENT_MESSAGES_PER_MINUTE = env_number("AGENT_MESSAGES_PER_MINUTE", "20")
+# Tokens one user's model calls may use per UTC day before new runs are refused (0: no quota).
+AGENT_DAILY_TOKEN_QUOTA = env_number("AGENT_DAILY_TOKEN_QUOTA", "0")
+# {"model": {"input": $ per million prompt tokens, "output": $ per million completion tokens}}:
+# the run inspector's cost (checked by system check agentsite.E005).
+AGENT_MODEL_PRICES = env_json("AGENT_MODEL_PRICES", "{}")
+# Keep every model call's request messages with its record (large; they hold users' data).
+AGENT_TRACE_REQUESTS = env_bool("AGENT_TRACE_REQUESTS", False)
 # Seconds between a running run's heartbeats, and silence after which it is dead.
 AGENT_HEARTBEAT_SECONDS = env_number("AGENT_HEARTBEAT_SECONDS", "5", float)
 AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)

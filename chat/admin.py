@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from .models import Conversation, Event, Run, ToolRecord
+from .models import Conversation, Event, ModelCall, Run, ToolRecord
 from .workspaces import workspace_listing
 
 
@@ -55,6 +55,27 @@ class ToolRecordInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+class ModelCallInline(ReadOnlyInline):
+    model = ModelCall
+    show_change_link = False  # no admin page of its own: the run's is the place
+    fields = (
+        "iteration",
+        "attempt",
+        "started_at",
+        "first_token_ms",
+        "duration_ms",
+        "message_count",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+        "error",
+    )
+    readonly_fields = fields
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = (
@@ -73,7 +94,7 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ("id", "conversation__id", "conversation__title", "user__username", "error")
     readonly_fields = [f.name for f in Run._meta.fields]
     date_hierarchy = "started_at"
-    inlines = [ToolRecordInline]
+    inlines = [ModelCallInline, ToolRecordInline]
 
 
 @admin.register(Event)

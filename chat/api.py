@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -138,6 +139,23 @@ def conversation_events(request, conversation_id: uuid.UUID):
     except ValueError:
         return _error(400, "bad_request", "after must be an integer")
     return JsonResponse({"events": selectors.events_after(conversation_id=conversation.pk, after=max(0, after))})
+
+
+@require_http_methods(["GET"])
+def run_trace(request, run_id: uuid.UUID):
+    """The run inspector's data (PROTOCOL.md section 8): staff only; for anyone else, signed in
+    or not, the run does not exist, so ids leak nothing."""
+    trace = selectors.run_trace(run_id=run_id) if request.user.is_active and request.user.is_staff else None
+    if trace is None:
+        return _error(404, "not_found", "No such run.")
+    return JsonResponse(trace)
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def usage(request):
+    """The requesting user's own tokens today and this month (UTC), in all and per model."""
+    return JsonResponse(selectors.usage_for_user(user=request.user, now=timezone.now()))
 
 
 @require_http_methods(["GET"])

@@ -10,7 +10,7 @@ import openai
 from django.conf import settings
 
 from chat import mcp
-from chat.agent import Agent, ChatModel, ModelOptions, ToolContext
+from chat.agent import Agent, ChatModel, ModelCallObserver, ModelOptions, ToolContext
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
@@ -101,7 +101,8 @@ async def mcp_tools() -> list[Tool]:
     return await mcp.available_tools(settings.AGENT_MCP_CONFIG, timeout=settings.AGENT_MCP_TIMEOUT)
 
 
-def build_agent() -> Agent:
+def build_agent(*, observers: list[ModelCallObserver] | None = None) -> Agent:
+    """The agent of one run; `observers` are told of each model call attempt (chat.agent.trace)."""
     names = offered_tools()
     return Agent(
         build_chat_model(),
@@ -117,6 +118,8 @@ def build_agent() -> Agent:
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
         hooks=[MessageTrimmingHook(max_messages=80)],
         tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
+        observers=observers or [],
+        trace_requests=settings.AGENT_TRACE_REQUESTS,
     )
 
 

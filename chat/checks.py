@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
+from chat.pricing import price_problems
 from chat.tools import BUILTIN_TOOLS
 
 
@@ -35,6 +36,7 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_MAX_MESSAGE_CHARS": (settings.AGENT_MAX_MESSAGE_CHARS, 1),
         "AGENT_STREAM_FLUSH_MS": (settings.AGENT_STREAM_FLUSH_MS, 0),
         "AGENT_MAX_RESUMES": (settings.AGENT_MAX_RESUMES, 0),
+        "AGENT_DAILY_TOKEN_QUOTA": (settings.AGENT_DAILY_TOKEN_QUOTA, 0),
     }
     for name, (value, minimum) in numbers.items():
         if value < minimum:
@@ -46,6 +48,14 @@ def check_agent_settings(app_configs, **kwargs):
                 float(value)
         except (TypeError, ValueError):
             errors.append(checks.Error(f"{name} must be a number, not {value!r}.", id="agentsite.E004"))
+    errors += [
+        checks.Error(
+            f"AGENT_MODEL_PRICES: {problem}.",
+            hint='For example {"gpt-4o-mini": {"input": 0.15, "output": 0.6}} ($ per million tokens).',
+            id="agentsite.E005",
+        )
+        for problem in price_problems(settings.AGENT_MODEL_PRICES)
+    ]
     return errors
 
 

@@ -176,6 +176,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
         except services.RateLimited as exc:
             raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
+        except services.QuotaExceeded as exc:
+            raise ProtocolError(
+                "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
+            ) from None
         except services.ConversationGone:
             raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
 

@@ -4,8 +4,8 @@ Why from the database: runs move between processes (a dead process's run is resu
 by another), processes may live on several machines, and /metrics may be answered by
 any of them. prometheus-client's own multiprocess mode sums files in a directory shared
 by the processes of one machine only, so instead every counter and histogram here is an
-aggregate query over the rows that are the truth anyway (Run, ToolRecord; ModelCall once
-it exists): any process answers the same numbers, and a restart loses nothing. Each
+aggregate query over the rows that are the truth anyway (Run, ToolRecord, ModelCall):
+any process answers the same numbers, and a restart loses nothing. Each
 series is one GROUP BY or one conditional-count aggregate (indexes on Run.status and
 ToolRecord(tool_name, is_error)), so a scrape costs a handful of queries, never a row
 loop in Python. Rows do get deleted (a conversation, a user): what they had counted is
@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
 
-from .models import Conversation, MetricTally, ProcessGauge, Run, ToolRecord
+from .models import Conversation, MetricTally, ModelCall, ProcessGauge, Run, ToolRecord
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,11 @@ class DatabaseCollector:
 
     def collect(self) -> Iterable[Metric]:
         tallies = {key: value for key, value in MetricTally.objects.values_list("series", "value")}
-        for family in chain(run_families(Run.objects.all()), tool_families(ToolRecord.objects.all())):
+        for family in chain(
+            run_families(Run.objects.all()),
+            tool_families(ToolRecord.objects.all()),
+            model_call_families(ModelCall.objects.all()),
+        ):
             yield _with_tallies(family, tallies)
         yield websocket_family()
 
@@ -199,9 +203,9 @@ def _with_tallies(family: Metric, tallies: dict[str, float]) -> Metric:
     return family
 
 
-def retire(*, runs: QuerySet[Run], records: QuerySet[ToolRecord]) -> None:
+def retire(*, runs: QuerySet[Run], records: QuerySet[ToolRecord], calls: QuerySet[ModelCall]) -> None:
     """Fold what these rows count into MetricTally before they are deleted."""
-    for family in chain(run_families(runs), tool_families(records)):
+    for family in chain(run_families(runs), tool_families(records), model_call_families(calls)):
         if family.type not in _GROWING:
             continue
         for sample in family.samples:
@@ -219,6 +223,7 @@ def _retire_conversation(sender, instance: Conversation, **kwargs) -> None:
     retire(
         runs=Run.objects.filter(conversation_id=instance.pk),
         records=ToolRecord.objects.filter(run__conversation_id=instance.pk),
+        calls=ModelCall.objects.filter(run__conversation_id=instance.pk),
     )
 
 

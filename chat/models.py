@@ -3,7 +3,8 @@
 The event log is the single source of truth: what a user saw, what the admin
 inspects and what the model is sent as memory (chat.history derives the model's
 messages from the events) all come from `Event` rows. `ToolRecord` is a
-queryable index of the tool calls, written from the same tool_end events.
+queryable index of the tool calls, written from the same tool_end events;
+`ModelCall` records each model call attempt (the run inspector's timings and tokens).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .frames import EventFrame, event_frame
+from .frames import EventFrame, event_frame, frame_time
 
 # The partial unique index that allows one running run per conversation.
 RUNNING_RUN_CONSTRAINT = "one_running_run_per_conversation"
@@ -102,7 +103,7 @@ class Event(models.Model):
         return f"#{self.seq} {self.type}"
 
     def to_frame(self) -> EventFrame:
-        return event_frame(self.payload, seq=self.seq, run_id=self.run_id)
+        return event_frame(self.payload, seq=self.seq, run_id=self.run_id, ts=frame_time(self.created_at))
 
 
 class ToolRecord(models.Model):
@@ -150,3 +151,30 @@ class ProcessGauge(models.Model):
 
     def __str__(self) -> str:
         return f"{self.process}: {self.websocket_connections} sockets"
+
+
+class ModelCall(models.Model):
+    """One model call attempt of a run, failed ones included (chat.agent.trace.ModelCallRecord)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    iteration = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    message_count = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    finish_reason = models.CharField(max_length=64, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    # The messages sent, only with AGENT_TRACE_REQUESTS (they may be large and hold user data).
+    request_messages = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        # Per-user token sums by day (quota, usage API) start from the time.
+        indexes = [models.Index(fields=["started_at"], name="modelcall_started")]
+
+    def __str__(self) -> str:
+        return f"model call {self.iteration}.{self.attempt}"

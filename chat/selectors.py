@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from datetime import UTC, datetime
+from typing import Any
 
-from .frames import EventFrame, event_frame
-from .models import Conversation, Event, Run
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+
+from .frames import EventFrame, event_frame, frame_time
+from .models import Conversation, Event, ModelCall, Run, ToolRecord
 from .paging import page_of
+from .pricing import cost
 
 EVENT_PAGE = 5_000
 CONVERSATION_PAGE = 50
@@ -38,10 +43,22 @@ def events_after(
     rows = Event.objects.filter(conversation_id=conversation_id, seq__gt=after)
     if until is not None:
         rows = rows.filter(seq__lte=until)
-    rows = rows.order_by("seq").values_list("seq", "run_id", "payload")
+    rows = rows.order_by("seq").values_list("seq", "run_id", "payload", "created_at")
     if limit is not None:
         rows = rows[:limit]
-    return [event_frame(payload, seq=seq, run_id=run_id) for seq, run_id, payload in rows]
+    return _frames(rows)
+
+
+def _frames(rows) -> list[EventFrame]:
+    """Frames of (seq, run_id, payload, created_at) rows; a batch's events share their time, so
+    its `ts` is formatted once."""
+    frames: list[EventFrame] = []
+    last_time, ts = None, ""
+    for seq, run_id, payload, created_at in rows:
+        if created_at != last_time:
+            last_time, ts = created_at, frame_time(created_at)
+        frames.append(event_frame(payload, seq=seq, run_id=run_id, ts=ts))
+    return frames
 
 
 def running_run(*, conversation_id) -> Run | None:
@@ -56,13 +73,122 @@ def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:
         Event.objects.filter(conversation_id__in=list(runs))
         .filter(Q(run_id__in=list(runs.values())) | ~Q(run__status=Run.Status.RUNNING))
         .order_by("conversation_id", "seq")
-        .values_list("conversation_id", "seq", "run_id", "payload")
+        .values_list("conversation_id", "seq", "run_id", "payload", "created_at")
     )
     out: dict = {key: [] for key in runs}
-    for conversation_id, seq, run_id, payload in rows:
-        out[conversation_id].append(event_frame(payload, seq=seq, run_id=run_id))
+    for conversation_id, seq, run_id, payload, created_at in rows:
+        out[conversation_id].append(event_frame(payload, seq=seq, run_id=run_id, ts=frame_time(created_at)))
     return out
 
 
 def stale_runs(*, older_than) -> list[Run]:
     return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=older_than))
+
+
+def _ms(start: datetime | None, end: datetime | None) -> int | None:
+    return None if start is None or end is None else int((end - start).total_seconds() * 1000)
+
+
+def _time(moment: datetime | None) -> str | None:
+    return None if moment is None else frame_time(moment)
+
+
+def _usage(prompt: int, completion: int, total: int) -> dict[str, int]:
+    return {"promptTokens": prompt, "completionTokens": completion, "totalTokens": total}
+
+
+def run_trace(*, run_id) -> dict[str, Any] | None:
+    """Everything the run inspector shows of one run (PROTOCOL.md section 8), or None when there
+    is no such run. Staff only: the caller checks (this reads any user's run)."""
+    run = Run.objects.filter(pk=run_id).select_related("user").first()
+    if run is None:
+        return None
+    model_calls = [
+        {
+            "iteration": call.iteration,
+            "attempt": call.attempt,
+            "startedAt": frame_time(call.started_at),
+            "firstTokenMs": call.first_token_ms,
+            "durationMs": call.duration_ms,
+            "promptTokens": call.prompt_tokens,
+            "completionTokens": call.completion_tokens,
+            "finishReason": call.finish_reason or None,
+            "error": call.error or None,
+            "messageCount": call.message_count,
+            **({"requestMessages": call.request_messages} if call.request_messages is not None else {}),
+        }
+        for call in ModelCall.objects.filter(run=run).order_by("started_at", "id")
+    ]
+    tool_calls = [
+        {
+            "toolCallId": record.tool_call_id,
+            "toolName": record.tool_name,
+            "arguments": record.arguments,
+            "result": record.result,
+            "isError": record.is_error,
+            "startedAt": frame_time(record.started_at),
+            "durationMs": record.duration_ms,
+        }
+        for record in ToolRecord.objects.filter(run=run).order_by("started_at", "id")
+    ]
+    events = _frames(
+        Event.objects.filter(run=run).order_by("seq").values_list("seq", "run_id", "payload", "created_at")
+    )
+    return {
+        "run": {
+            "id": str(run.pk),
+            "conversationId": str(run.conversation_id),
+            "user": run.user.get_username(),
+            "status": run.status,
+            "model": run.model,
+            "startedAt": frame_time(run.started_at),
+            "finishedAt": _time(run.finished_at),
+            "durationMs": _ms(run.started_at, run.finished_at),
+            "usage": _usage(run.prompt_tokens, run.completion_tokens, run.total_tokens),
+            "iterations": run.iterations,
+            "error": run.error or None,
+            "cost": cost(
+                settings.AGENT_MODEL_PRICES,
+                model=run.model,
+                prompt_tokens=run.prompt_tokens,
+                completion_tokens=run.completion_tokens,
+            ),
+        },
+        "modelCalls": model_calls,
+        "toolCalls": tool_calls,
+        "events": events,
+    }
+
+
+def usage_for_user(*, user, now: datetime) -> dict[str, Any]:
+    """The user's tokens today and this month (UTC), in all and per model, from their model calls."""
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    month = today.replace(day=1)
+    rows = (
+        ModelCall.objects.filter(run__user=user, started_at__gte=month)
+        .values("run__model")
+        .annotate(
+            p=Sum("prompt_tokens"),
+            c=Sum("completion_tokens"),
+            t=Sum("total_tokens"),
+            pd=Sum("prompt_tokens", filter=Q(started_at__gte=today)),
+            cd=Sum("completion_tokens", filter=Q(started_at__gte=today)),
+            td=Sum("total_tokens", filter=Q(started_at__gte=today)),
+        )
+        .order_by("run__model")
+        .values_list("run__model", "p", "c", "t", "pd", "cd", "td")
+    )
+    zero = (0, 0, 0)
+    day_total, month_total = list(zero), list(zero)
+    models = []
+    for model, *sums in rows:
+        month_sums, day_sums = [n or 0 for n in sums[:3]], [n or 0 for n in sums[3:]]
+        day_total = [a + b for a, b in zip(day_total, day_sums)]
+        month_total = [a + b for a, b in zip(month_total, month_sums)]
+        models.append({"model": model, "today": _usage(*day_sums), "month": _usage(*month_sums)})
+    return {
+        "today": _usage(*day_total),
+        "month": _usage(*month_total),
+        "models": models,
+        "dailyTokenQuota": settings.AGENT_DAILY_TOKEN_QUOTA or None,
+    }

@@ -14,14 +14,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Count, F, Value, When
+from django.db.models import Case, Count, F, Sum, Value, When
 from django.utils import timezone
 
 from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
 from chat.agent.tools import error_result
 
-from .frames import EventFrame, event_frame
-from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Run, ToolRecord
+from .frames import EventFrame, event_frame, frame_time
+from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, ModelCall, Run, ToolRecord
 from .text import clean, clean_value
 
 TITLE_MAX = 200
@@ -33,6 +33,10 @@ class RunInProgress(Exception):
 
 class RateLimited(Exception):
     pass
+
+
+class QuotaExceeded(Exception):
+    """The user's tokens today (UTC) reached AGENT_DAILY_TOKEN_QUOTA."""
 
 
 class ConversationGone(Exception):
@@ -51,12 +55,30 @@ class ToolRecordData:
 
 
 @dataclass(frozen=True)
+class ModelCallData:
+    """A ModelCall row to be (chat.agent.trace.ModelCallRecord, its time made a datetime)."""
+
+    iteration: int
+    attempt: int
+    started_at: datetime
+    first_token_ms: int | None
+    duration_ms: int
+    message_count: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    finish_reason: str
+    error: str
+    request_messages: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
 class RunOutcome:
+    """How a run ended. Its tokens are not here: they are summed from its ModelCall rows, which
+    count every attempt, those of a process that died before a resume included."""
+
     status: str
     iterations: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
     error: str = ""
 
 
@@ -77,14 +99,15 @@ def conversation_delete(*, conversation: Conversation) -> None:
 
 @dataclass(frozen=True)
 class EventBatch:
-    """A run's events to store together, with the tool records that ended in them and, for
-    the batch holding `complete`, the run's outcome."""
+    """A run's events to store together, with the tool records that ended in them, the model
+    calls made meanwhile and, for the batch holding `complete`, the run's outcome."""
 
     conversation_id: Any
     run_id: Any
     payloads: list[dict[str, Any]]
     tool_records: list[ToolRecordData] = ()
     outcome: RunOutcome | None = None
+    model_calls: list[ModelCallData] = ()
 
 
 def events_append(
@@ -120,11 +143,17 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     results: list[list[EventFrame] | None] = [None] * len(batches)
     events: list[Event] = []
     now = timezone.now()
+    ts = frame_time(now)  # every event of the round shares `now`: formatted once
     counts: dict[Any, int] = {}
     for batch in batches:
         key = _conversation_key(batch.conversation_id)
         counts[key] = counts.get(key, 0) + len(batch.payloads)
     next_seq = {key: last - counts[key] + 1 for key, last in _allocate_seqs(counts, now).items()}
+    live = [batch for batch in batches if _conversation_key(batch.conversation_id) in next_seq]
+    calls = [ModelCall(run_id=b.run_id, **clean_value(vars(call))) for b in live for call in b.model_calls]
+    if calls:
+        ModelCall.objects.bulk_create(calls)
+    completions = _completions([b.run_id for b in live if b.payloads and b.payloads[-1]["type"] == "complete"], now)
     for index, batch in enumerate(batches):
         key = _conversation_key(batch.conversation_id)
         if key not in next_seq:
@@ -134,6 +163,9 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         # The one place every event and tool record becomes a row (and so a frame): text the
         # database, orjson or msgpack would refuse (NUL, lone surrogates) is cleaned here.
         payloads = [clean_value(p) for p in batch.payloads]
+        completion = completions.get(str(batch.run_id)) if payloads and payloads[-1]["type"] == "complete" else None
+        if completion is not None:
+            payloads[-1] = {**payloads[-1], **completion.fields()}
         events += (
             Event(
                 conversation_id=batch.conversation_id,
@@ -146,24 +178,60 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
             for i, p in enumerate(payloads)
         )
         run_id = str(batch.run_id)
-        results[index] = [event_frame(p, seq=first + i, run_id=run_id) for i, p in enumerate(payloads)]
+        results[index] = [event_frame(p, seq=first + i, run_id=run_id, ts=ts) for i, p in enumerate(payloads)]
         if batch.tool_records:
             ToolRecord.objects.bulk_create(
                 ToolRecord(run_id=batch.run_id, **clean_value(vars(record))) for record in batch.tool_records
             )
+        run_fields: dict[str, Any] = {}
+        if completion is not None:  # the run's totals: every attempt, over resumes too
+            run_fields.update(finished_at=now, **completion.usage)
         if batch.outcome is not None:
             outcome = batch.outcome
-            Run.objects.filter(pk=batch.run_id).update(
-                status=outcome.status,
-                finished_at=timezone.now(),
-                iterations=outcome.iterations,
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                total_tokens=outcome.total_tokens,
-                error=clean(outcome.error),
-            )
+            run_fields.update(status=outcome.status, iterations=outcome.iterations, error=clean(outcome.error))
+            run_fields.setdefault("finished_at", now)
+        if run_fields:
+            Run.objects.filter(pk=batch.run_id).update(**run_fields)
     Event.objects.bulk_create(events)
     return results
+
+
+@dataclass(frozen=True)
+class _Completion:
+    duration_ms: int
+    usage: dict[str, int]  # prompt_tokens, completion_tokens, total_tokens
+
+    def fields(self) -> dict[str, Any]:
+        """What `complete` carries (PROTOCOL.md section 4)."""
+        u = self.usage
+        return {
+            "durationMs": self.duration_ms,
+            "usage": {
+                "promptTokens": u["prompt_tokens"],
+                "completionTokens": u["completion_tokens"],
+                "totalTokens": u["total_tokens"],
+            },
+        }
+
+
+def _completions(run_ids: list, now: datetime) -> dict[str, _Completion]:
+    """For the runs completing in this round, keyed by str(run id): their duration from start to
+    `now` and their tokens summed over their model calls. Two queries for the whole round."""
+    if not run_ids:
+        return {}
+    started = dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "started_at"))
+    sums = {
+        run: {"prompt_tokens": p or 0, "completion_tokens": c or 0, "total_tokens": t or 0}
+        for run, p, c, t in ModelCall.objects.filter(run_id__in=run_ids)
+        .values("run")
+        .annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"), t=Sum("total_tokens"))
+        .values_list("run", "p", "c", "t")
+    }
+    zero = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {
+        str(pk): _Completion(max(0, int((now - start).total_seconds() * 1000)), sums.get(pk, zero))
+        for pk, start in started.items()
+    }
 
 
 def _conversation_key(conversation_id):
@@ -225,7 +293,8 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
     """Start a run for each message: its running Run and user_message frames, or the exception
     that kept it from starting: RunInProgress when the conversation already has a running run
     (a partial unique index makes that hold across processes too), RateLimited when the user
-    started AGENT_MESSAGES_PER_MINUTE runs in the last minute.
+    started AGENT_MESSAGES_PER_MINUTE runs in the last minute, QuotaExceeded when the user's
+    tokens today (UTC) reached AGENT_DAILY_TOKEN_QUOTA.
 
     When hundreds of messages arrive together, run starts queue on the ORM thread, which
     must win the GIL back from the busy event loop after every statement: a handful of
@@ -261,6 +330,8 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             .annotate(n=Count("pk"))
             .values_list("user", "n")
         )
+    quota = settings.AGENT_DAILY_TOKEN_QUOTA
+    spent = tokens_today(user_ids={s.user.pk for s in starts}, now=now) if quota else {}
     keys = {_conversation_key(s.conversation.pk) for s in starts}
     busy = set(
         Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING).values_list("conversation", flat=True)
@@ -270,6 +341,8 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         key = _conversation_key(start.conversation.pk)
         if limit and recent.get(start.user.pk, 0) >= limit:
             results[index] = RateLimited(f"at most {limit} messages per minute")
+        elif quota and spent.get(start.user.pk, 0) >= quota:
+            results[index] = QuotaExceeded(f"{spent[start.user.pk]} of {quota} tokens used today (UTC)")
         elif key in busy:
             results[index] = RunInProgress(str(key))
         else:
@@ -310,6 +383,18 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         for (index, run), run_frames in zip(accepted, frames):
             results[index] = (run, run_frames)
     return results
+
+
+def tokens_today(*, user_ids, now: datetime) -> dict[Any, int]:
+    """{user id: tokens of the user's model calls since midnight UTC} (users with none left out).
+    Read here, where runs start, rather than in selectors: the quota is part of the start."""
+    midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return dict(
+        ModelCall.objects.filter(run__user__in=user_ids, started_at__gte=midnight)
+        .values("run__user")
+        .annotate(n=Sum("total_tokens"))
+        .values_list("run__user", "n")
+    )
 
 
 def runs_heartbeat(*, run_ids: list, worker: str) -> tuple[set, set]:

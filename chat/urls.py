@@ -11,4 +11,6 @@ urlpatterns = [
     path("api/conversations/", api.conversations, name="api-conversations"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
+    path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
+    path("api/usage/", api.usage, name="api-usage"),
 ]

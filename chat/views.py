@@ -16,8 +16,11 @@ from .forms import SignupForm
 # page needs no JavaScript catalogue view. tests/ui/test_strings.py keeps this list whole.
 JS_STRINGS = (
     gettext_noop("%s errors"),
+    gettext_noop("%s s"),
+    gettext_noop("%s tokens"),
     gettext_noop("%s tool calls"),
     gettext_noop("1 error"),
+    gettext_noop("1 token"),
     gettext_noop("1 tool call"),
     gettext_noop("Arguments"),
     gettext_noop("Connecting…"),

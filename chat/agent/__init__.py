@@ -19,6 +19,7 @@ from .hooks import AgentHook, ModelInterceptor, ToolInterceptor
 from .llm import ChatModel, ModelOptions
 from .loop import Agent, AgentResult, AgentRun
 from .tools import ToolContext, ToolRecord, ToolRegistry
+from .trace import ModelCallObserver, ModelCallRecord
 
 __all__ = [
     "Agent",
@@ -29,6 +30,8 @@ __all__ = [
     "ChatModel",
     "CompleteEvent",
     "ErrorEvent",
+    "ModelCallObserver",
+    "ModelCallRecord",
     "ModelInterceptor",
     "ModelOptions",
     "ReferenceEvent",

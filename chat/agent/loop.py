@@ -55,6 +55,7 @@ from .tools import (
     error_result,
     result_to_text,
 )
+from .trace import ModelCallObserver, ModelCallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ class Agent:
         model_interceptors: Sequence[ModelInterceptor] = (),
         tool_interceptors: Sequence[ToolInterceptor] = (),
         response_format: Any = None,
+        observers: Sequence[ModelCallObserver] = (),
+        trace_requests: bool = False,
     ):
         self.model = model
         self.tools = tools or ToolRegistry()
@@ -154,6 +157,9 @@ class Agent:
         self.tool_interceptors = list(tool_interceptors)
         self.response_format = response_format
         self._response_format = _response_format(response_format)
+        # Called with a ModelCallRecord after every model call attempt (chat.agent.trace).
+        self.observers = list(observers)
+        self.trace_requests = trace_requests  # records carry the messages sent (large: off by default)
 
     def stream(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> AgentRun:
         if isinstance(messages, str):
@@ -188,6 +194,7 @@ class AgentRun:
         self._tools = agent.tools  # with the tool sources' tools once the run starts
         self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
         self._ended = False
+        self._first_delta_at: float | None = None  # of the model call under way (monotonic)
         self.result = AgentResult(status="running", text="")
 
     # -- consumer side --------------------------------------------------------
@@ -354,9 +361,13 @@ class AgentRun:
                 response_format=agent._response_format,
             )
             text_before = len(self._text)
+            attempt = failures + 1
+            started_at, t0 = time.time(), time.monotonic()
+            self._first_delta_at = None
             try:
-                return await call_model(request)
+                turn = await call_model(request)
             except ModelCallError as exc:
+                self._observe(request, state.iteration, attempt, started_at, t0, error=exc.detail)
                 # The failed attempt's partial text is not part of the answer (its
                 # events are already out; the retry streams the answer anew).
                 del self._text[text_before:]
@@ -384,6 +395,48 @@ class AgentRun:
                     )
                 )
                 await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                self._observe(request, state.iteration, attempt, started_at, t0, error="cancelled")
+                raise
+            else:
+                self._observe(request, state.iteration, attempt, started_at, t0, turn=turn)
+                return turn
+
+    def _observe(
+        self,
+        request: ModelRequest,
+        iteration: int,
+        attempt: int,
+        started_at: float,
+        t0: float,
+        *,
+        turn: ModelTurn | None = None,
+        error: str = "",
+    ) -> None:
+        """Tell the observers how one model call attempt went."""
+        if not self.agent.observers:
+            return
+        first = self._first_delta_at
+        usage = (turn.usage if turn else None) or Usage()
+        record = ModelCallRecord(
+            iteration=iteration,
+            attempt=attempt,
+            started_at=started_at,
+            first_token_ms=None if first is None else int((first - t0) * 1000),
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            message_count=len(request.messages),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+            finish_reason=(turn.finish_reason or "") if turn else "",
+            error=error,
+            messages=list(request.messages) if self.agent.trace_requests else None,
+        )
+        for observer in self.agent.observers:
+            try:
+                observer(record)
+            except Exception:  # watching a run must never break it
+                logger.exception("a model call observer failed")
 
     def _log_failure(self, exc: ModelCallError, outcome: str) -> None:
         """One line per failed model call, for operators: which run and model, and why."""
@@ -402,6 +455,8 @@ class AgentRun:
             if isinstance(item, ModelTurn):
                 turn = item
             else:
+                if self._first_delta_at is None:
+                    self._first_delta_at = time.monotonic()
                 self._emit(item)
         assert turn is not None  # ChatModel.stream always ends with a turn or raises
         return turn

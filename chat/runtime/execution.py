@@ -83,7 +83,8 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
         context = assistant.tool_context(
             conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id)
         )
-        handle.agent_run = agent_run = assistant.build_agent().stream(messages_from_events(events), context=context)
+        agent = assistant.build_agent(observers=[sink.add_model_call])
+        handle.agent_run = agent_run = agent.stream(messages_from_events(events), context=context)
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)
         async for event in agent_run:
@@ -121,8 +122,5 @@ def _outcome(agent_run: AgentRun) -> services.RunOutcome:
     return services.RunOutcome(
         status=result.status,
         iterations=result.iterations,
-        prompt_tokens=result.usage.prompt_tokens,
-        completion_tokens=result.usage.completion_tokens,
-        total_tokens=result.usage.total_tokens,
         error=f"{error.code}: {error.message}" if error else "",
     )

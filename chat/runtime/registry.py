@@ -94,7 +94,7 @@ class RunRegistry:
 
     # -- starting and stopping runs ------------------------------------------------------
     async def start(self, *, conversation, user, content: str) -> Run:
-        """Start a run for a user message. Raises services.RunInProgress / RateLimited."""
+        """Start a run for a user message. Raises services.RunInProgress / RateLimited / QuotaExceeded."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
         return await self._starts.submit(services.RunStart(conversation, user, content, model, self.channel))

@@ -10,12 +10,13 @@ commits: a frame a client received is always in the database.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from chat import services
+from chat.agent import ModelCallRecord
 
 from .clock import get_clock
 from .doorbell import publish
@@ -31,6 +32,7 @@ class EventSink:
         self._clock = get_clock(flush_seconds) if flush_seconds > 0 else None
         self._pending: list[dict[str, Any]] = []
         self._records: list[services.ToolRecordData] = []
+        self._model_calls: list[services.ModelCallData] = []
         self._tool_arguments: dict[str, str] = {}
         # Held from taking a batch until it is published: one run's batches go out in order.
         self._lock = asyncio.Lock()
@@ -59,6 +61,29 @@ class EventSink:
             self._records.append(self._record(payload))
         self._pending.append(payload)
         await self.flush(outcome=outcome)
+
+    def add_model_call(self, record: ModelCallRecord) -> None:
+        """The agent's observer (chat.agent.trace): the attempt is stored with the next batch, in
+        its transaction; the run always has one more (at least `complete`)."""
+        if self._discarded:
+            return
+        self._model_calls.append(
+            services.ModelCallData(
+                iteration=record.iteration,
+                attempt=record.attempt,
+                started_at=datetime.fromtimestamp(record.started_at, UTC),
+                first_token_ms=record.first_token_ms,
+                duration_ms=record.duration_ms,
+                message_count=record.message_count,
+                prompt_tokens=record.prompt_tokens,
+                completion_tokens=record.completion_tokens,
+                # An endpoint that reports the parts only still counts against quotas.
+                total_tokens=record.total_tokens or record.prompt_tokens + record.completion_tokens,
+                finish_reason=record.finish_reason,
+                error=record.error,
+                request_messages=record.messages,
+            )
+        )
 
     async def flush(self, *, outcome: services.RunOutcome | None = None) -> None:
         """Store and publish what waits (with the run's outcome, for the batch holding `complete`)."""
@@ -101,7 +126,7 @@ class EventSink:
     def discard(self) -> None:
         """Drop what waits and store nothing more: the run was handed to another process."""
         self._discarded = True
-        self._pending, self._records = [], []
+        self._pending, self._records, self._model_calls = [], [], []
 
     def _record(self, payload: dict[str, Any]) -> services.ToolRecordData:
         duration = int(payload.get("durationMs", 0))
@@ -117,10 +142,11 @@ class EventSink:
 
     def _take(self, outcome: services.RunOutcome | None) -> services.EventBatch | None:
         batch, self._pending = self._pending, []
-        records, self._records = self._records, []
         if not batch:
-            return None
-        return services.EventBatch(self.conversation_id, self.run_id, batch, records, outcome)
+            return None  # model calls wait for the next events (there always are some)
+        records, self._records = self._records, []
+        calls, self._model_calls = self._model_calls, []
+        return services.EventBatch(self.conversation_id, self.run_id, batch, records, outcome, calls)
 
     def _raise_failure(self) -> None:
         if self._failure is not None:

@@ -10,7 +10,7 @@
 import { h } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
-import { statusMessage, turnSummary } from "./turn-labels.js";
+import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
 import { t } from "./i18n.js";
 
 // --- markdown re-rendering, batched per animation frame ---------------------------------
@@ -45,6 +45,7 @@ export class Turn {
     this.text = "";
     this.attemptStart = 0; // where the current model call's text began
     this.status = null; // null while running, else the complete event's status
+    this.stats = null; // complete's durationMs and usage
     this.hasError = false;
     this.el = null;
     this.renderedText = null;
@@ -105,6 +106,7 @@ export class Turn {
         break;
       case "complete":
         this.status = frame.status || "succeeded";
+        this.stats = { durationMs: frame.durationMs, usage: frame.usage };
         if (this.status === "failed" || this.status === "interrupted") this.hasError = true;
         for (const tool of this.tools.values()) tool.interrupt();
         if (this.el) {
@@ -140,9 +142,10 @@ export class Turn {
     this.timeline.open = this.running || this.hasError;
     this.answer = h("div", { className: "answer markdown" });
     this.statusLine = h("div", { className: "turn-status", role: "status" });
+    this.footer = h("div", { className: "turn-footer" });
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       h("div", { className: "msg msg-user" }, h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble),
-      h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine));
+      h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine, this.footer));
     this.updateSummary();
     this.updateStatus();
     this.renderAnswer();
@@ -164,6 +167,8 @@ export class Turn {
     this.statusLine.textContent = message;
     this.statusLine.hidden = !message;
     this.statusLine.dataset.status = this.status || "running";
+    this.footer.textContent = turnFooter(this);
+    this.footer.hidden = !this.footer.textContent;
   }
 
   renderAnswer() {

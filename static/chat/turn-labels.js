@@ -1,5 +1,6 @@
 // The words that sum a turn up: its timeline summary (icon, label, counts) while it runs and
-// after it ends, and the status line under a run that did not succeed. Reads a Turn, draws nothing.
+// after it ends, the status line under a run that did not succeed, and the footer with its
+// time and tokens. Reads a Turn, draws nothing.
 import { t, tf } from "./i18n.js";
 
 /** The summary line of a turn's timeline: the status icon's kind, the label and the counts. */
@@ -41,4 +42,21 @@ export function statusMessage(status) {
     interrupted: t("Interrupted: the server stopped during this run."),
   };
   return Object.hasOwn(messages, status) ? messages[status] : "";
+}
+
+/** "12.3 s · 1,234 tokens" from complete's durationMs and usage; "" while running, or for a run
+ * stored before complete carried them. Numbers in the page's language. */
+export function turnFooter(turn) {
+  const stats = turn.stats;
+  if (turn.running || !stats || typeof stats.durationMs !== "number") return "";
+  const lang = document.documentElement.lang || undefined;
+  const seconds = new Intl.NumberFormat(lang, { minimumFractionDigits: 1, maximumFractionDigits: 1 })
+    .format(stats.durationMs / 1000);
+  const parts = [tf("%s s", [seconds])];
+  const tokens = stats.usage && Number(stats.usage.totalTokens);
+  if (tokens > 0) {
+    const count = new Intl.NumberFormat(lang).format(tokens);
+    parts.push(tokens === 1 ? t("1 token") : tf("%s tokens", [count]));
+  }
+  return parts.join(" · ");
 }

@@ -98,6 +98,12 @@ async def test_the_series_after_succeeded_failed_tool_error_and_cancelled_runs(
     assert after[("agentsite_tokens_total", (("kind", "prompt"),))] == 30
     assert after[("agentsite_tokens_total", (("kind", "completion"),))] == 5
     assert after[("agentsite_run_duration_seconds_count", ())] == 4
+    # Model call attempts: two each for runs 1 and 3, three failed for run 2, one cut by the cancel.
+    assert after[("agentsite_model_calls_total", (("outcome", "ok"),))] == 4
+    assert after[("agentsite_model_calls_total", (("outcome", "error"),))] == 4
+    # A first token is a text or thinking delta: the two answers and the cancelled stream (the
+    # tool-call turns stream none, the failed attempts never got that far).
+    assert after[("agentsite_model_first_token_seconds_count", ())] == 3
     assert after[("agentsite_run_duration_seconds_bucket", (("le", "+Inf"),))] == 4
     assert after[("agentsite_run_duration_seconds_sum", ())] > 0
     buckets = [value for (name, _), value in sorted(after.items()) if name == "agentsite_run_duration_seconds_bucket"]

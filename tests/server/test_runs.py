@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from unittest.mock import ANY
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -16,6 +17,9 @@ from chat.runtime.registry import RunRegistry
 from tests.fakellm import text_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+# The fake model reports no usage unless a reply holds a usage chunk.
+NO_USAGE = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}
 
 
 def _payloads(run_id) -> list[dict]:
@@ -88,7 +92,7 @@ async def test_the_reaper_closes_dead_runs_without_resumes_and_spares_live_ones(
             "message": "The server running this run stopped before it finished.",
             "detail": "runs.dead!x",
         },
-        {"type": "complete", "status": "interrupted"},
+        {"type": "complete", "status": "interrupted", "durationMs": ANY, "usage": NO_USAGE},
     ]
     assert (await sync_to_async(_run)(dead.pk)).status == "interrupted"
     assert (await sync_to_async(_run)(live.pk)).status == "running"
@@ -125,7 +129,7 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
             "resumed": True,
         },
         {"type": "text", "content": "resumed: cut mid-tool"},
-        {"type": "complete", "status": "succeeded"},
+        {"type": "complete", "status": "succeeded", "durationMs": ANY, "usage": NO_USAGE},
     ]
     answer_events = await sync_to_async(_payloads)(run_answer.pk)
     assert [e["type"] for e in answer_events[len(MID_ANSWER) + 1 :]] == ["error", "text", "complete"]
@@ -202,7 +206,12 @@ async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversa
     await sync_to_async(services.run_request_cancel)(run_id=run.pk)  # the cancel message got lost
     await registry.wait_idle()
     events = await sync_to_async(_payloads)(run.pk)
-    assert events[-2]["code"] == "CANCELLED" and events[-1] == {"type": "complete", "status": "cancelled"}
+    assert events[-2]["code"] == "CANCELLED" and events[-1] == {
+        "type": "complete",
+        "status": "cancelled",
+        "durationMs": ANY,
+        "usage": NO_USAGE,
+    }
 
 
 async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_word(
@@ -259,7 +268,12 @@ async def test_shutdown_closes_a_run_without_resumes_as_interrupted(conversation
     await asyncio.sleep(0.2)
     await registry.shutdown()
     events = await sync_to_async(_payloads)(run.pk)
-    assert events[-2]["code"] == "INTERRUPTED" and events[-1] == {"type": "complete", "status": "interrupted"}
+    assert events[-2]["code"] == "INTERRUPTED" and events[-1] == {
+        "type": "complete",
+        "status": "interrupted",
+        "durationMs": ANY,
+        "usage": NO_USAGE,
+    }
     assert (await sync_to_async(_run)(run.pk)).status == "interrupted"
 
 
@@ -273,4 +287,4 @@ async def test_a_model_that_stalls_is_stopped_by_the_llm_timeout(conversation, r
     events = await sync_to_async(_payloads)(run.pk)
     errors = [e for e in events if e["type"] == "error"]
     assert errors and "did not finish within 0.5 s" in errors[0]["detail"]
-    assert events[-1] == {"type": "complete", "status": "failed"}
+    assert events[-1] == {"type": "complete", "status": "failed", "durationMs": ANY, "usage": NO_USAGE}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from types import SimpleNamespace
+from unittest.mock import ANY
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
@@ -61,7 +62,7 @@ def test_events_after_pages_and_bounds_the_frames_in_order(conversation):
     assert selectors.events_after(conversation_id=conversation.pk, after=1, until=3) == stored[1:3]
     assert selectors.events_after(conversation_id=conversation.pk, after=1, limit=2) == stored[1:3]
     assert selectors.events_after(conversation_id=conversation.pk, after=6) == []
-    assert stored[3] == {"type": "text", "content": "2", "seq": 4, "runId": str(run.pk)}
+    assert stored[3] == {"type": "text", "content": "2", "seq": 4, "runId": str(run.pk), "ts": ANY}
 
 
 def test_running_run_and_stale_runs(conversation):

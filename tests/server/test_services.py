@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from unittest.mock import ANY
 
 import pytest
 from django.db import connection
@@ -14,6 +15,9 @@ from chat import services
 from chat.models import Conversation, Event, Run, ToolRecord
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+# The fake model reports no usage unless a reply holds a usage chunk.
+NO_USAGE = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}
 
 
 def _start(conversation, content="hi", worker=""):
@@ -72,9 +76,8 @@ def test_a_group_of_batches_is_stored_in_one_transaction_each_with_its_frames(ma
     gone_pk = gone.pk
     Conversation.objects.filter(pk=gone_pk).delete()
     record = services.ToolRecordData("c1", "calculator", "{}", "4", False, timezone.now(), 3)
-    outcome = services.RunOutcome(
-        status="succeeded", iterations=2, prompt_tokens=5, completion_tokens=7, total_tokens=12
-    )
+    call = services.ModelCallData(2, 1, timezone.now(), 40, 90, 3, 5, 7, 12, "stop", "")
+    outcome = services.RunOutcome(status="succeeded", iterations=2)
 
     results = services.events_append_many(
         batches=[
@@ -98,16 +101,20 @@ def test_a_group_of_batches_is_stored_in_one_transaction_each_with_its_frames(ma
                 ],
                 [record],
                 outcome,
+                [call],
             ),
         ]
     )
 
     assert results[0] == [
-        {"type": "text", "content": "a", "seq": 2, "runId": str(run_1.pk)},
-        {"type": "text", "content": "b", "seq": 3, "runId": str(run_1.pk)},
+        {"type": "text", "content": "a", "seq": 2, "runId": str(run_1.pk), "ts": ANY},
+        {"type": "text", "content": "b", "seq": 3, "runId": str(run_1.pk), "ts": ANY},
     ]
     assert results[1] is None  # its conversation is gone: nothing stored, the others are
     assert [f["seq"] for f in results[2]] == [2, 3]
+    # complete carries the run's time and its tokens, summed over its model calls
+    assert results[2][-1]["usage"] == {"promptTokens": 5, "completionTokens": 7, "totalTokens": 12}
+    assert results[2][-1]["durationMs"] >= 0
     assert [e.to_frame() for e in Event.objects.filter(run=run_2).order_by("seq")][1:] == results[2]
     assert len({e.created_at for e in Event.objects.exclude(type="user_message")}) == 1  # one round
     run_2.refresh_from_db()
@@ -173,7 +180,9 @@ def test_starting_a_group_gives_each_message_its_own_answer(make_user, settings)
     (run_a1, frames_a1), in_progress, (run_a2, _), limited, (run_b1, frames_b1), busy_result = results
     assert isinstance(in_progress, services.RunInProgress) and isinstance(busy_result, services.RunInProgress)
     assert isinstance(limited, services.RateLimited)
-    assert frames_a1 == [{"type": "user_message", "content": "  first   message  ", "seq": 1, "runId": str(run_a1.pk)}]
+    assert frames_a1 == [
+        {"type": "user_message", "content": "  first   message  ", "seq": 1, "runId": str(run_a1.pk), "ts": ANY}
+    ]
     assert frames_b1[0]["seq"] == 1 and frames_b1[0]["runId"] == str(run_b1.pk)
     assert {r.conversation_id for r in Run.objects.filter(status="running")} == {a1.pk, a2.pk, b1.pk, busy.pk}
     assert run_a1.worker == "w" and run_a1.resumes == 0
@@ -200,7 +209,7 @@ def test_a_single_start_is_a_batch_of_one_with_the_same_rules(make_user, setting
     settings.AGENT_MESSAGES_PER_MINUTE = 1
     conversation = services.conversation_create(owner=make_user("dora"))
     run, frames = _start(conversation, "hello  there")
-    assert frames == [{"type": "user_message", "content": "hello  there", "seq": 1, "runId": str(run.pk)}]
+    assert frames == [{"type": "user_message", "content": "hello  there", "seq": 1, "runId": str(run.pk), "ts": ANY}]
     conversation.refresh_from_db()
     assert conversation.title == "hello there"
     Run.objects.filter(pk=run.pk).update(status="succeeded")
@@ -267,7 +276,7 @@ def test_interrupt_with_a_resume_left_hands_the_run_to_the_new_worker(conversati
     cutoff = timezone.now() - timedelta(seconds=20)
     taken = services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.new", max_resumes=1)
     assert taken.resumed
-    assert [{k: v for k, v in f.items() if k != "runId"} for f in taken.frames] == [
+    assert [{k: v for k, v in f.items() if k not in ("runId", "ts")} for f in taken.frames] == [
         {
             "type": "tool_end",
             "toolName": "calculator",
@@ -300,7 +309,7 @@ def test_interrupt_without_resumes_left_completes_the_run_interrupted(conversati
     assert not closed.resumed
     assert [f["type"] for f in closed.frames] == ["tool_end", "error", "complete"]
     assert "resumed" not in closed.frames[1] and closed.frames[2]["status"] == "interrupted"
-    assert _payloads(run)[-1] == {"type": "complete", "status": "interrupted"}
+    assert _payloads(run)[-1] == {"type": "complete", "status": "interrupted", "durationMs": ANY, "usage": NO_USAGE}
     run.refresh_from_db()
     assert run.status == "interrupted" and run.error == "INTERRUPTED: gone" and run.finished_at is not None
 

@@ -310,3 +310,18 @@ def test_reconnect_after_the_socket_drops(user_page, replies, shot):
     assert after > 1, sockets[-1].url
     assert page.locator("article.turn").count() == 1
     assert_clean(page)
+
+
+def test_a_finished_turn_shows_its_time_and_tokens(user_page, replies):
+    page = user_page
+    message = unique("How long and how much?")
+    reply = text_reply("Counted.", piece=4)
+    usage = {"prompt_tokens": 1200, "completion_tokens": 34, "total_tokens": 1234}
+    replies.set(message, {**reply, "chunks": [*reply["chunks"], {"usage": usage}]})
+    send(page, message)
+    turn = last_turn(page)
+    footer = turn.locator(".turn-footer")
+    expect(footer).to_have_text(re.compile(r"^\d+\.\d s · 1,234 tokens$"), timeout=15000)
+    page.reload()  # the same from the stored complete
+    expect(last_turn(page).locator(".turn-footer")).to_have_text(footer.inner_text(), timeout=15000)
+    assert_clean(page)
