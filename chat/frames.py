@@ -16,6 +16,10 @@ class EventFrame(TypedDict, total=False):
     runId: Required[str]
     # user_message, text, thinking
     content: str
+    # user_message: its place among the versions (PROTOCOL section 6)
+    parentSeq: int | None
+    edits: int
+    regenerates: int
     # tool_start, tool_end
     toolName: str
     toolCallId: str
