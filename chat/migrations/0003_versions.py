@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0002_run_resumes'),
+        ("chat", "0002_run_resumes"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(condition=models.Q(('type', 'user_message')), fields=['conversation', 'seq'], name='event_user_message'),
+            model_name="event",
+            index=models.Index(
+                condition=models.Q(("type", "user_message")), fields=["conversation", "seq"], name="event_user_message"
+            ),
         ),
     ]

@@ -173,7 +173,9 @@ def test_starting_a_group_gives_each_message_its_own_answer(make_user, settings)
     (run_a1, frames_a1), in_progress, (run_a2, _), limited, (run_b1, frames_b1), busy_result = results
     assert isinstance(in_progress, services.RunInProgress) and isinstance(busy_result, services.RunInProgress)
     assert isinstance(limited, services.RateLimited)
-    assert frames_a1 == [{"type": "user_message", "content": "  first   message  ", "parentSeq": None, "seq": 1, "runId": str(run_a1.pk)}]
+    assert frames_a1 == [
+        {"type": "user_message", "content": "  first   message  ", "parentSeq": None, "seq": 1, "runId": str(run_a1.pk)}
+    ]
     assert frames_b1[0]["seq"] == 1 and frames_b1[0]["runId"] == str(run_b1.pk)
     assert {r.conversation_id for r in Run.objects.filter(status="running")} == {a1.pk, a2.pk, b1.pk, busy.pk}
     assert run_a1.worker == "w" and run_a1.resumes == 0
