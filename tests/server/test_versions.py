@@ -215,7 +215,9 @@ def test_old_conversations_without_parent_seq_are_one_linear_branch(conversation
         run, frames = services.run_start(
             conversation=conversation, user=conversation.owner, content=content, model="m", worker=""
         )
-        Event.objects.filter(conversation=conversation, seq=frames[0]["seq"]).update(payload={"type": "user_message", "content": content})
+        Event.objects.filter(conversation=conversation, seq=frames[0]["seq"]).update(
+            payload={"type": "user_message", "content": content}
+        )
         services.events_append(
             conversation_id=conversation.pk,
             run_id=run.pk,
