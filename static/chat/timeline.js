@@ -13,7 +13,7 @@ import { h } from "./dom.js";
 import { copyText, renderMarkdown } from "./markdown.js";
 import { ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { statusMessage, turnSummary } from "./turn-labels.js";
-import { t, tf } from "./i18n.js";
+import { t } from "./i18n.js";
 
 // --- markdown re-rendering, batched per animation frame ---------------------------------
 const dirtyTurns = new Set();
@@ -238,7 +238,7 @@ export class Turn {
 
   updateVersions() {
     this.versionNav.hidden = this.versions < 2;
-    this.versionLabel.textContent = tf("%s / %s", [this.version, this.versions]);
+    this.versionLabel.textContent = `${this.version} / ${this.versions}`;
     this.prevVersion.disabled = this.version <= 1;
     this.nextVersion.disabled = this.version >= this.versions;
     // Without a stored user_message (cannot happen) there is nothing to edit or answer again.
