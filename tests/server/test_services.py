@@ -202,7 +202,9 @@ def test_a_single_start_is_a_batch_of_one_with_the_same_rules(make_user, setting
     settings.AGENT_MESSAGES_PER_MINUTE = 1
     conversation = services.conversation_create(owner=make_user("dora"))
     run, frames = _start(conversation, "hello  there")
-    assert frames == [{"type": "user_message", "content": "hello  there", "parentSeq": None, "seq": 1, "runId": str(run.pk)}]
+    assert frames == [
+        {"type": "user_message", "content": "hello  there", "parentSeq": None, "seq": 1, "runId": str(run.pk)}
+    ]
     conversation.refresh_from_db()
     assert conversation.title == "hello there"
     Run.objects.filter(pk=run.pk).update(status="succeeded")
