@@ -159,7 +159,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._revoke()
                 return
             if kind == "message":
-                await self._start_run(_message_content(frame))
+                await self._start_run(_message_content(frame), parent_seq=_seq_field(frame, "parentSeq", optional=True))
+            elif kind == "edit":
+                await self._start_run(_message_content(frame), edits=_seq_field(frame, "seq"))
+            elif kind == "regenerate":
+                await self._start_run("", regenerates=_seq_field(frame, "seq"))
             elif kind == "cancel":
                 await get_registry().cancel(conversation_id=self.conversation.pk)
             elif kind == "ping":
@@ -169,9 +173,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ProtocolError as exc:
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
-    async def _start_run(self, content: str) -> None:
+    async def _start_run(self, content: str, **version: int | None) -> None:
         try:
-            await get_registry().start(conversation=self.conversation, user=self.user, content=content)
+            await get_registry().start(conversation=self.conversation, user=self.user, content=content, **version)
+        except services.NotAUserMessage as exc:
+            raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
         except services.RunInProgress:
             raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
         except services.RateLimited as exc:
@@ -252,9 +258,22 @@ def _parse(text_data: str | None) -> dict[str, Any]:
         raise ProtocolError("BAD_REQUEST", "The frame has no type.", "missing field: type")
     if not isinstance(kind, str):
         raise ProtocolError("BAD_REQUEST", "The frame type must be a string.", "wrong type: type")
-    if kind not in ("message", "cancel", "ping"):
+    if kind not in ("message", "edit", "regenerate", "cancel", "ping"):
         raise ProtocolError("BAD_REQUEST", f"Unknown frame type {kind[:50]!r}.", "unknown type")
     return frame
+
+
+def _seq_field(frame: dict[str, Any], name: str, *, optional: bool = False) -> int | None:
+    """A field naming an event by its seq (PROTOCOL section 6); whether it is a user_message of
+    the conversation is checked when the run starts."""
+    value = frame.get(name)
+    if value is None and optional:
+        return None
+    if name not in frame:
+        raise ProtocolError("BAD_REQUEST", f"The frame needs a {name} field.", f"missing field: {name}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**63:
+        raise ProtocolError("BAD_REQUEST", f"{name} must be the seq of a message.", f"wrong type: {name}")
+    return value
 
 
 def _message_content(frame: dict[str, Any]) -> str:

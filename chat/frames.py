@@ -18,6 +18,10 @@ class EventFrame(TypedDict, total=False):
     ts: Required[str]  # when the event was stored: its row's created_at (see frame_time)
     # user_message, text, thinking
     content: str
+    # user_message: its place among the versions (PROTOCOL section 6)
+    parentSeq: int | None
+    edits: int
+    regenerates: int
     # tool_start, tool_end
     toolName: str
     toolCallId: str

@@ -76,3 +76,39 @@ def messages_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     for _, run_events in groupby(events, key=lambda e: e["runId"]):
         messages.extend(_run_messages(list(run_events)))
     return messages
+
+
+# -- branches (PROTOCOL section 6) ---------------------------------------------------------
+# A user_message row of the branch walk: (seq, runId, parentSeq, whether the payload has
+# parentSeq at all). Messages stored before versions existed have none: they follow the
+# user_message before them, so an old conversation is one linear branch.
+UserMessageRow = tuple[int, Any, int | None, bool]
+
+
+def parents_of(rows: Sequence[UserMessageRow]) -> dict[int, int | None]:
+    """{seq: parentSeq} of a conversation's user_messages, given in seq order."""
+    parents: dict[int, int | None] = {}
+    previous: int | None = None
+    for seq, _, parent, has_parent in rows:
+        if not has_parent:
+            parent = previous
+        elif not isinstance(parent, int) or isinstance(parent, bool):
+            parent = None  # not a seq (an imported or damaged log): a first turn
+        parents[seq] = parent
+        previous = seq
+    return parents
+
+
+def branch_run_ids(rows: Sequence[UserMessageRow], *, run_id: Any) -> list[Any]:
+    """The runs of the branch that leads to `run_id`, oldest first: its user_message, then the
+    turn before it on its branch, and so on back to the first turn. A parent that is not an
+    earlier user_message (a damaged or forged log) ends the walk instead of looping."""
+    parents = parents_of(rows)
+    runs = {seq: rid for seq, rid, _, _ in rows}
+    seq = next((s for s, rid, _, _ in reversed(rows) if str(rid) == str(run_id)), None)
+    branch: list[Any] = []
+    while seq is not None and seq in runs:
+        branch.append(runs[seq])
+        parent = parents[seq]
+        seq = parent if parent is not None and parent < seq else None
+    return branch[::-1]

@@ -97,7 +97,11 @@ class Event(models.Model):
             # Also the index behind "events of a conversation after seq N".
             models.UniqueConstraint(fields=["conversation", "seq"], name="event_seq_unique_per_conversation")
         ]
-        indexes = [models.Index(fields=["run", "seq"], name="event_run_seq")]
+        indexes = [
+            models.Index(fields=["run", "seq"], name="event_run_seq"),
+            # The turns of a conversation, walked for its branches (versions) on every run start.
+            models.Index(fields=["conversation", "seq"], condition=Q(type="user_message"), name="event_user_message"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum
 
+from . import history
 from .frames import EventFrame, event_frame, frame_time
 from .models import Conversation, Event, ModelCall, Run, ToolRecord
 from .paging import page_of
@@ -66,18 +67,41 @@ def running_run(*, conversation_id) -> Run | None:
 
 
 def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:
-    """For running runs, {conversation_id: run_id}: the events each one's memory is made of, its
-    conversation's finished runs and its own events so far (chat.history makes the model's
-    messages of them); one query for them all."""
-    rows = (
-        Event.objects.filter(conversation_id__in=list(runs))
-        .filter(Q(run_id__in=list(runs.values())) | ~Q(run__status=Run.Status.RUNNING))
+    """For running runs, {conversation_id: run_id}: the events each one's memory is made of, the
+    runs of the branch that leads to it (PROTOCOL section 6) and its own events so far
+    (chat.history makes the model's messages of them). Two queries for them all: the
+    user_messages (seq and parentSeq only, through their own index) to walk the branches, then
+    the events of the runs on them; never the turns of other branches."""
+    branches: dict = {key: [] for key in runs}
+    rows = user_message_rows(conversation_ids=list(runs))
+    for conversation_id, run_id in runs.items():
+        branches[conversation_id] = history.branch_run_ids(rows.get(conversation_id, []), run_id=run_id)
+        if not branches[conversation_id]:
+            branches[conversation_id] = [run_id]  # its user_message is not stored (cannot be): its own events
+    wanted = [run_id for run_ids in branches.values() for run_id in run_ids]
+    out: dict = {key: [] for key in runs}
+    events = (
+        Event.objects.filter(run_id__in=wanted)
         .order_by("conversation_id", "seq")
         .values_list("conversation_id", "seq", "run_id", "payload", "created_at")
     )
-    out: dict = {key: [] for key in runs}
-    for conversation_id, seq, run_id, payload, created_at in rows:
-        out[conversation_id].append(event_frame(payload, seq=seq, run_id=run_id, ts=frame_time(created_at)))
+    for conversation_id, seq, run_id, payload, created_at in events:
+        if conversation_id in out:
+            out[conversation_id].append(event_frame(payload, seq=seq, run_id=run_id, ts=frame_time(created_at)))
+    return out
+
+
+def user_message_rows(*, conversation_ids: list) -> dict[object, list[history.UserMessageRow]]:
+    """Each conversation's user_messages as (seq, runId, parentSeq, has parentSeq), in seq order."""
+    rows = (
+        Event.objects.filter(conversation_id__in=conversation_ids, type="user_message")
+        .annotate(has_parent=ExpressionWrapper(Q(payload__has_key="parentSeq"), output_field=BooleanField()))
+        .order_by("conversation_id", "seq")
+        .values_list("conversation_id", "seq", "run_id", "payload__parentSeq", "has_parent")
+    )
+    out: dict[object, list[history.UserMessageRow]] = {}
+    for conversation_id, seq, run_id, parent, has_parent in rows:
+        out.setdefault(conversation_id, []).append((seq, run_id, parent, bool(has_parent)))
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Count, F, Sum, Value, When
+from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
 from django.utils import timezone
 
 from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
@@ -41,6 +41,10 @@ class QuotaExceeded(Exception):
 
 class ConversationGone(Exception):
     """The conversation was deleted while something was writing to it."""
+
+
+class NotAUserMessage(ValueError):
+    """A message, edit or regenerate named a seq that is not a user_message of its conversation."""
 
 
 @dataclass(frozen=True)
@@ -274,16 +278,36 @@ class RunStart:
 
     conversation: Conversation
     user: Any
-    content: str
+    content: str  # "" for a regenerate: the content of the message it repeats
     model: str
     worker: str
+    # At most one of these (PROTOCOL section 6), each the seq of a user_message of the
+    # conversation: the turn a message follows (None: the newest), the message an edit
+    # replaces, the message a regenerate answers again.
+    parent_seq: int | None = None
+    edits: int | None = None
+    regenerates: int | None = None
+
+    @property
+    def named_seq(self) -> int | None:
+        return next((s for s in (self.parent_seq, self.edits, self.regenerates) if s is not None), None)
 
 
 def run_start(
-    *, conversation: Conversation, user, content: str, model: str, worker: str
+    *,
+    conversation: Conversation,
+    user,
+    content: str,
+    model: str,
+    worker: str,
+    parent_seq: int | None = None,
+    edits: int | None = None,
+    regenerates: int | None = None,
 ) -> tuple[Run, list[EventFrame]]:
-    """runs_start for one message: (run, frames), or its RunInProgress / RateLimited raised."""
-    (result,) = runs_start(starts=[RunStart(conversation, user, content, model, worker)])
+    """runs_start for one message: (run, frames), or its RunInProgress / RateLimited /
+    NotAUserMessage raised."""
+    start = RunStart(conversation, user, content, model, worker, parent_seq, edits, regenerates)
+    (result,) = runs_start(starts=[start])
     if isinstance(result, Exception):
         raise result
     return result
@@ -291,7 +315,8 @@ def run_start(
 
 def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] | Exception]:
     """Start a run for each message: its running Run and user_message frames, or the exception
-    that kept it from starting: RunInProgress when the conversation already has a running run
+    that kept it from starting: NotAUserMessage when it names a seq that is not a user_message
+    of its conversation, RunInProgress when the conversation already has a running run
     (a partial unique index makes that hold across processes too), RateLimited when the user
     started AGENT_MESSAGES_PER_MINUTE runs in the last minute, QuotaExceeded when the user's
     tokens today (UTC) reached AGENT_DAILY_TOKEN_QUOTA.
@@ -333,13 +358,16 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     quota = settings.AGENT_DAILY_TOKEN_QUOTA
     spent = tokens_today(user_ids={s.user.pk for s in starts}, now=now) if quota else {}
     keys = {_conversation_key(s.conversation.pk) for s in starts}
+    turns = _turns_of(starts)
     busy = set(
         Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING).values_list("conversation", flat=True)
     )
     accepted: list[tuple[int, Run]] = []
     for index, start in enumerate(starts):
         key = _conversation_key(start.conversation.pk)
-        if limit and recent.get(start.user.pk, 0) >= limit:
+        if isinstance(turns[index], Exception):
+            results[index] = turns[index]
+        elif limit and recent.get(start.user.pk, 0) >= limit:
             results[index] = RateLimited(f"at most {limit} messages per minute")
         elif quota and spent.get(start.user.pk, 0) >= quota:
             results[index] = QuotaExceeded(f"{spent[start.user.pk]} of {quota} tokens used today (UTC)")
@@ -364,7 +392,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     if accepted:
         Run.objects.bulk_create([run for _, run in accepted])
         titles = {
-            run.conversation_id: _title_of(starts[index].content)
+            run.conversation_id: _title_of(turns[index]["content"])
             for index, run in accepted
             if not starts[index].conversation.title
         }
@@ -372,12 +400,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             Conversation.objects.filter(pk__in=titles, title="").update(
                 title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
             )
-        frames = _append_batches(
-            [
-                EventBatch(run.conversation_id, run.pk, [UserMessageEvent(starts[index].content).to_dict()])
-                for index, run in accepted
-            ]
-        )
+        frames = _append_batches([EventBatch(run.conversation_id, run.pk, [turns[index]]) for index, run in accepted])
         if any(f is None for f in frames):
             raise ConversationGone("a conversation was deleted")  # -> one by one
         for (index, run), run_frames in zip(accepted, frames):
@@ -395,6 +418,67 @@ def tokens_today(*, user_ids, now: datetime) -> dict[Any, int]:
         .annotate(n=Sum("total_tokens"))
         .values_list("run__user", "n")
     )
+
+
+def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
+    """Each start's user_message payload, with its place among the versions (PROTOCOL section 6):
+    `parentSeq` always, `edits` / `regenerates` when it is one; or NotAUserMessage. Two queries
+    for the group whatever its size (the user_messages it names, the newest of each conversation
+    whose message follows the newest), and one more per edit of a message stored before
+    versions existed."""
+    named = [(_conversation_key(s.conversation.pk), s.named_seq) for s in starts if s.named_seq is not None]
+    found: dict[tuple[Any, int], dict[str, Any]] = {}
+    if named:
+        where = Q()
+        for key, seq in named:
+            where |= Q(conversation_id=key, seq=seq)
+        found = {
+            (conversation_id, seq): payload
+            for conversation_id, seq, payload in Event.objects.filter(where, type="user_message").values_list(
+                "conversation_id", "seq", "payload"
+            )
+        }
+    following = {_conversation_key(s.conversation.pk) for s in starts if s.named_seq is None}
+    newest: dict[Any, int] = {}
+    if following:
+        newest = dict(
+            Event.objects.filter(conversation_id__in=following, type="user_message")
+            .values("conversation_id")
+            .annotate(newest=Max("seq"))
+            .values_list("conversation_id", "newest")
+        )
+    out: list[dict[str, Any] | Exception] = []
+    for start in starts:
+        key, seq = _conversation_key(start.conversation.pk), start.named_seq
+        if seq is None:
+            out.append(_user_message(start.content, parent_seq=newest.get(key)))
+            continue
+        named_payload = found.get((key, seq))
+        if named_payload is None:
+            out.append(NotAUserMessage(f"seq {seq} is not a user_message of this conversation"))
+        elif start.parent_seq is not None:
+            out.append(_user_message(start.content, parent_seq=seq))
+        else:
+            # An edit or regenerate takes the place of the named message: it follows the same turn.
+            version = {"edits": seq} if start.edits is not None else {"regenerates": seq}
+            content = start.content if start.edits is not None else named_payload.get("content", "")
+            out.append(_user_message(content, parent_seq=_parent_of(key, seq, named_payload), **version))
+    return out
+
+
+def _user_message(content: str, *, parent_seq: int | None, **version: int) -> dict[str, Any]:
+    return {**UserMessageEvent(content).to_dict(), "parentSeq": parent_seq, **version}
+
+
+def _parent_of(conversation_key, seq: int, payload: dict[str, Any]) -> int | None:
+    """The parentSeq of a stored user_message; one stored before versions existed follows the
+    user_message before it (an old conversation is one linear branch)."""
+    if "parentSeq" in payload:
+        parent = payload["parentSeq"]
+        return parent if isinstance(parent, int) and not isinstance(parent, bool) else None
+    return Event.objects.filter(conversation_id=conversation_key, type="user_message", seq__lt=seq).aggregate(
+        previous=Max("seq")
+    )["previous"]
 
 
 def runs_heartbeat(*, run_ids: list, worker: str) -> tuple[set, set]:

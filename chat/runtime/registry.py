@@ -93,11 +93,22 @@ class RunRegistry:
         handle.task.add_done_callback(lambda _: self._handles.pop(key, None))
 
     # -- starting and stopping runs ------------------------------------------------------
-    async def start(self, *, conversation, user, content: str) -> Run:
-        """Start a run for a user message. Raises services.RunInProgress / RateLimited / QuotaExceeded."""
+    async def start(
+        self,
+        *,
+        conversation,
+        user,
+        content: str,
+        parent_seq: int | None = None,
+        edits: int | None = None,
+        regenerates: int | None = None,
+    ) -> Run:
+        """Start a run for a user message, an edit or a regenerate (services.RunStart). Raises
+        services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
-        return await self._starts.submit(services.RunStart(conversation, user, content, model, self.channel))
+        start = services.RunStart(conversation, user, content, model, self.channel, parent_seq, edits, regenerates)
+        return await self._starts.submit(start)
 
     async def _start_group(self, starts: list[services.RunStart]) -> list[Run | Exception]:
         results = await sync_to_async(_start_with_memory)(starts)
@@ -159,10 +170,10 @@ def _start_with_memory(
     starts: list[services.RunStart],
 ) -> list[tuple[Run, list[EventFrame], list[EventFrame]] | Exception]:
     """Start the runs, then read the events each one's memory is made of: one trip to the ORM
-    thread for the whole group (the first message of a conversation, seq 1, is its own memory)."""
+    thread for the whole group (a first turn, whose parentSeq is null, is its own memory)."""
     started = services.runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
-    older = {run.conversation_id: run.pk for run, frames in runs if frames[0]["seq"] > 1}
+    older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
     memory = selectors.runs_memory_events(runs=older) if older else {}
     return [
         result if isinstance(result, Exception) else (*result, memory.get(result[0].conversation_id, result[1]))

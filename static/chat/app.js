@@ -3,7 +3,7 @@
 // page's ?c= address, history), starting a conversation from a draft, keeping the list fresh.
 import { api } from "./api.js";
 import { Composer } from "./composer.js";
-import { ConversationState } from "./conversation-state.js";
+import { ConversationState, State } from "./conversation-state.js";
 import { ConversationView } from "./conversation.js";
 import { showConnection } from "./connection.js";
 import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
@@ -133,6 +133,15 @@ function openConversation(id, { push, firstMessage = null }) {
       refreshList();
     },
     onScroll: (force) => scrollToEnd(force),
+    // An edit or regenerate from a turn's buttons: sent when a message could be sent now.
+    onVersionFrame: (frame, text) => {
+      if (state.view !== view) return false;
+      if (state.name !== State.IDLE || composer.blockReason()) {
+        showNotice(composer.blockReason() || t("Wait for the current answer."));
+        return false;
+      }
+      return state.sendVersion(frame, text);
+    },
   });
   state.open(view, firstMessage);
   clearTurns();

@@ -105,6 +105,16 @@ export class ConversationState extends EventTarget {
     return true;
   }
 
+  /** Sends an edit or regenerate frame (a new version of a turn) when a message could be sent
+   * now; `text` is what the composer gets back if the server refuses it. False when not sent. */
+  sendVersion(frame, text) {
+    if (this.name !== State.IDLE || !this.live) return false;
+    const previous = this.name;
+    if (!this.trySend(text, frame)) return false;
+    this.changed(previous);
+    return true;
+  }
+
   /** The server refused what this socket sent (a transient error frame). */
   refused() {
     if (this.name === State.SENDING) this.enter(State.IDLE);
@@ -115,8 +125,8 @@ export class ConversationState extends EventTarget {
   }
 
   // --- internals ---------------------------------------------------------------------------
-  trySend(content) {
-    if (!this.view || !this.view.send(content)) return false;
+  trySend(content, frame = null) {
+    if (!this.view || !(frame ? this.view.sendFrame(frame) : this.view.send(content))) return false;
     this.lastSent = content;
     this.turnsAtSend = this.facts ? this.facts.turns : 0;
     this.queued = null;

@@ -5,6 +5,14 @@
 // while the missing ones are fetched over HTTP (the server fills gaps too; this is the
 // page's own safety net). History is fetched first and drawn in batches, newest turns
 // first; the socket then resumes with ?after=<lastSeq>, so nothing is missed or doubled.
+//
+// Versions (edits, regenerated answers) are derived from the user_messages alone, the same
+// way in every tab and after every reconnect: each turn follows the turn of its `parentSeq`
+// (an old user_message without one follows the one before it); turns with the same parent
+// are versions of one another, in seq order. Every turn stays in the DOM in seq order and the
+// ones off the branch being viewed are hidden. The viewed branch runs through `target` (the
+// newest turn, or the version the user switched to) and below it through the newest turns;
+// a new turn becomes the target, and a message sent continues the branch being viewed.
 import { api, ApiError } from "./api.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
@@ -36,6 +44,17 @@ export class ConversationView {
     this.abort = new AbortController();
     this.socket = null;
     this.historyMs = null;
+    // The version tree: user_message seq -> turn, parent seq (0 for the first turns) -> its turns.
+    this.bySeq = new Map();
+    this.children = new Map();
+    this.lastUserSeq = null;
+    this.target = null;
+    this.treeChanged = false;
+    this.turnActions = {
+      edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
+      regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
+      showVersion: (turn, step) => this.showVersion(turn, step),
+    };
   }
 
   get running() {
@@ -167,6 +186,7 @@ export class ConversationView {
       applied += 1;
     }
     if (this.pending.size > 0 && !this.filling) this.fillGap();
+    if (this.treeChanged) this.layoutBranch();
     if (applied && this.mounted) {
       this.emitState();
       this.hooks.onScroll(false);
@@ -178,9 +198,10 @@ export class ConversationView {
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);
     if (!turn) {
-      turn = new Turn(runId);
+      turn = new Turn(runId, this.turnActions);
       this.turns.set(runId, turn);
       this.order.push(turn);
+      if (frame.type === "user_message") this.placeTurn(turn, frame);
       if (this.mounted) {
         this.container.append(turn.mount());
         turn.apply(frame, live);
@@ -189,6 +210,63 @@ export class ConversationView {
       }
     }
     turn.apply(frame, live && this.mounted);
+  }
+
+  /** A new turn's place in the version tree; it becomes the one viewed. */
+  placeTurn(turn, frame) {
+    let parent = Object.hasOwn(frame, "parentSeq") ? frame.parentSeq : this.lastUserSeq;
+    // A parent that is not an earlier turn (a damaged log): a first turn, as the server reads it.
+    if (!Number.isInteger(parent) || parent >= frame.seq || !this.bySeq.has(parent)) parent = 0;
+    turn.seq = frame.seq;
+    turn.parentSeq = parent;
+    turn.newest = frame.seq; // the newest seq in its subtree
+    this.lastUserSeq = frame.seq;
+    this.bySeq.set(frame.seq, turn);
+    if (!this.children.has(parent)) this.children.set(parent, []);
+    this.children.get(parent).push(turn);
+    for (let up = this.bySeq.get(parent); up; up = this.bySeq.get(up.parentSeq)) up.newest = frame.seq;
+    this.target = frame.seq;
+    this.treeChanged = true;
+  }
+
+  /** Shows the branch through `target`, hides the others, and tells each turn its version. */
+  layoutBranch() {
+    this.treeChanged = false;
+    const shown = new Set();
+    let turn = this.bySeq.get(this.target);
+    for (let up = turn; up; up = this.bySeq.get(up.parentSeq)) shown.add(up);
+    while (turn) {
+      const below = this.children.get(turn.seq);
+      turn = below ? below.reduce((a, b) => (b.newest > a.newest ? b : a)) : null;
+      if (turn) shown.add(turn);
+    }
+    for (const each of this.order) {
+      if (each.seq === null) {
+        each.place({ shown: true, version: 1, versions: 1 }); // no user_message: outside the tree
+        continue;
+      }
+      const versions = this.children.get(each.parentSeq);
+      each.place({ shown: shown.has(each), version: versions.indexOf(each) + 1, versions: versions.length });
+    }
+  }
+
+  /** Switches a turn to its previous (-1) or next (+1) version, without a reload. */
+  showVersion(turn, step) {
+    const versions = this.children.get(turn.parentSeq) || [];
+    const other = versions[versions.indexOf(turn) + step];
+    if (!other) return;
+    this.target = other.seq;
+    this.layoutBranch();
+    this.emitState();
+  }
+
+  /** The seq of the last turn of the branch being viewed (what a new message follows). */
+  get viewedLeafSeq() {
+    for (let i = this.order.length - 1; i >= 0; i -= 1) {
+      const turn = this.order[i];
+      if (turn.seq !== null && turn.shown) return turn.seq;
+    }
+    return null;
   }
 
   async fillGap() {
@@ -241,9 +319,15 @@ export class ConversationView {
     }
   }
 
+  /** Sends a message that continues the branch being viewed. */
   send(content) {
+    const parentSeq = this.viewedLeafSeq;
+    return this.sendFrame(parentSeq === null ? { type: "message", content } : { type: "message", content, parentSeq });
+  }
+
+  sendFrame(frame) {
     if (!this.socket || !this.socket.isOpen) return false;
-    return this.socket.send({ type: "message", content });
+    return this.socket.send(frame);
   }
 
   cancel() {

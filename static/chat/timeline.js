@@ -1,14 +1,16 @@
 // One assistant turn = one run: the user's message, a timeline of what the agent did
 // (thinking, tool calls, errors, sources) and the Markdown answer under it. This module owns
-// the Turn (applying events, drawing the turn) and the per-frame answer re-rendering; the
-// steps are in timeline-items.js, the summary and status words in turn-labels.js.
+// the Turn (applying events, drawing the turn, its buttons: edit, versions ‹ n / m ›, copy
+// answer, regenerate) and the per-frame answer re-rendering; the steps are in
+// timeline-items.js, the summary and status words in turn-labels.js. Which version is shown
+// is decided by the conversation (conversation.js); a Turn only draws what it is told.
 //
 // A Turn keeps its state apart from its DOM: events can be applied before the turn is
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns. The answer's Markdown is re-rendered at
 // most once per animation frame, however many text deltas arrive.
 import { h } from "./dom.js";
-import { renderMarkdown } from "./markdown.js";
+import { copyText, renderMarkdown } from "./markdown.js";
 import { ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
 import { t } from "./i18n.js";
@@ -37,8 +39,20 @@ function scheduleAnswer(turn) {
 
 // --- the turn ------------------------------------------------------------------------------
 export class Turn {
-  constructor(runId) {
+  /**
+   * @param {string} runId
+   * @param {object} actions  edit(turn, content) and regenerate(turn): true when sent;
+   *                          showVersion(turn, step): step -1 / +1 among the turn's versions
+   */
+  constructor(runId, actions = null) {
     this.runId = runId;
+    this.actions = actions;
+    // Its place among the versions (set by the conversation from the user_message).
+    this.seq = null;
+    this.parentSeq = null;
+    this.shown = true;
+    this.version = 1;
+    this.versions = 1;
     this.userText = null;
     this.items = [];
     this.tools = new Map();
@@ -143,18 +157,102 @@ export class Turn {
     this.answer = h("div", { className: "answer markdown" });
     this.statusLine = h("div", { className: "turn-status", role: "status" });
     this.footer = h("div", { className: "turn-footer" });
+    this.userMsg = h("div", { className: "msg msg-user" },
+      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.mountUserActions());
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
-      h("div", { className: "msg msg-user" }, h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble),
-      h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine, this.footer));
+      this.userMsg,
+      h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine, this.footer,
+        this.mountAnswerActions()));
+    this.el.hidden = !this.shown;
+    this.updateVersions();
     this.updateSummary();
     this.updateStatus();
     this.renderAnswer();
     return this.el;
   }
 
+  mountUserActions() {
+    const button = (action, label, text, onClick) => {
+      const el = h("button", { type: "button", className: "turn-action", dataset: { action }, "aria-label": label, title: label, text });
+      el.addEventListener("click", onClick);
+      return el;
+    };
+    this.prevVersion = button("previous-version", t("Previous version"), "‹", () => this.actions?.showVersion(this, -1));
+    this.nextVersion = button("next-version", t("Next version"), "›", () => this.actions?.showVersion(this, 1));
+    this.versionLabel = h("span", { className: "version-label" });
+    this.versionNav = h("div", { className: "versions", role: "group", "aria-label": t("Versions of this message") },
+      this.prevVersion, this.versionLabel, this.nextVersion);
+    this.editButton = button("edit", t("Edit this message"), t("Edit"), () => this.startEdit());
+    return h("div", { className: "msg-actions" }, this.versionNav, this.editButton);
+  }
+
+  mountAnswerActions() {
+    const copy = h("button", { type: "button", className: "turn-action", dataset: { action: "copy-answer" }, title: t("Copy the answer as Markdown"), text: t("Copy") });
+    copy.addEventListener("click", async () => {
+      const ok = await copyText(this.answerText);
+      copy.textContent = ok ? t("Copied") : t("Copy failed");
+      setTimeout(() => {
+        if (copy.isConnected) copy.textContent = t("Copy");
+      }, 1500);
+    });
+    const regenerate = h("button", { type: "button", className: "turn-action", dataset: { action: "regenerate" }, title: t("Answer this message again"), text: t("Regenerate") });
+    regenerate.addEventListener("click", () => this.actions?.regenerate(this));
+    this.answerActions = h("div", { className: "answer-actions" }, copy, regenerate);
+    return this.answerActions;
+  }
+
+  /** The user's message becomes a text box; saving sends an edit (a new version of this turn). */
+  startEdit() {
+    if (this.editor || !this.el) return;
+    const input = h("textarea", { className: "edit-input", rows: "3", "aria-label": t("Edit your message") });
+    input.value = this.userText ?? "";
+    const save = h("button", { type: "submit", className: "btn btn-primary", text: t("Send") });
+    const cancel = h("button", { type: "button", className: "btn", text: t("Cancel") });
+    this.editor = h("form", { className: "edit-form" }, input, h("div", { className: "edit-buttons" }, cancel, save));
+    this.editor.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const content = input.value.trim();
+      if (content && this.actions?.edit(this, content)) this.stopEdit();
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") this.stopEdit();
+    });
+    cancel.addEventListener("click", () => this.stopEdit());
+    this.userMsg.classList.add("is-editing");
+    this.userBubble.after(this.editor);
+    input.focus();
+  }
+
+  stopEdit() {
+    if (!this.editor) return;
+    this.editor.remove();
+    this.editor = null;
+    this.userMsg.classList.remove("is-editing");
+  }
+
+  /** Shown or hidden (a version on another branch), and which version of its turn it is. */
+  place({ shown, version, versions }) {
+    this.shown = shown;
+    this.version = version;
+    this.versions = versions;
+    if (!this.el) return;
+    this.el.hidden = !shown;
+    this.updateVersions();
+  }
+
+  updateVersions() {
+    this.versionNav.hidden = this.versions < 2;
+    this.versionLabel.textContent = `${this.version} / ${this.versions}`;
+    this.prevVersion.disabled = this.version <= 1;
+    this.nextVersion.disabled = this.version >= this.versions;
+    // Without a stored user_message (cannot happen) there is nothing to edit or answer again.
+    this.editButton.hidden = this.seq === null;
+  }
+
   updateSummary() {
     const summary = turnSummary(this);
     this.el.classList.toggle("is-running", this.running);
+    this.answerActions.hidden = this.running || this.seq === null;
     this.timeline.dataset.state = this.running ? "running" : this.hasError ? "error" : "done";
     this.timeline.hidden = !this.running && this.items.length === 0;
     this.summaryIcon.className = `status-icon ${summary.icon}`;

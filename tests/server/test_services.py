@@ -181,7 +181,14 @@ def test_starting_a_group_gives_each_message_its_own_answer(make_user, settings)
     assert isinstance(in_progress, services.RunInProgress) and isinstance(busy_result, services.RunInProgress)
     assert isinstance(limited, services.RateLimited)
     assert frames_a1 == [
-        {"type": "user_message", "content": "  first   message  ", "seq": 1, "runId": str(run_a1.pk), "ts": ANY}
+        {
+            "type": "user_message",
+            "content": "  first   message  ",
+            "parentSeq": None,
+            "seq": 1,
+            "runId": str(run_a1.pk),
+            "ts": ANY,
+        }
     ]
     assert frames_b1[0]["seq"] == 1 and frames_b1[0]["runId"] == str(run_b1.pk)
     assert {r.conversation_id for r in Run.objects.filter(status="running")} == {a1.pk, a2.pk, b1.pk, busy.pk}
@@ -209,7 +216,16 @@ def test_a_single_start_is_a_batch_of_one_with_the_same_rules(make_user, setting
     settings.AGENT_MESSAGES_PER_MINUTE = 1
     conversation = services.conversation_create(owner=make_user("dora"))
     run, frames = _start(conversation, "hello  there")
-    assert frames == [{"type": "user_message", "content": "hello  there", "seq": 1, "runId": str(run.pk), "ts": ANY}]
+    assert frames == [
+        {
+            "type": "user_message",
+            "content": "hello  there",
+            "parentSeq": None,
+            "seq": 1,
+            "runId": str(run.pk),
+            "ts": ANY,
+        }
+    ]
     conversation.refresh_from_db()
     assert conversation.title == "hello there"
     Run.objects.filter(pk=run.pk).update(status="succeeded")
