@@ -8,6 +8,8 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", api.healthz, name="healthz"),
     path("api/conversations/", api.conversations, name="api-conversations"),
+    path("api/conversations/import/", api.conversation_import, name="api-conversation-import"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
+    path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
 ]
