@@ -28,6 +28,8 @@ from django.db.models.expressions import RawSQL
 MAX_TERMS = 8
 MAX_TERM_CHARS = 64
 SNIPPET_CHARS = 160
+# Context kept before the first hit: short, so that the hit shows in a narrow sidebar.
+SNIPPET_LEAD = 30
 
 # Words as both tokenisers see them: letters and digits; underscores and the rest separate.
 _WORD = re.compile(r"[^\W_]+")
@@ -165,7 +167,7 @@ def _excerpt(text: str, terms: list[str]) -> str:
     lowered = text.lower()
     found = [i for i in (lowered.find(term) for term in terms if term) if i >= 0]
     at = min(found) if found else 0
-    start = max(0, at - SNIPPET_CHARS // 3)
+    start = max(0, at - SNIPPET_LEAD)
     if start:
         # Start at a word boundary, not inside a word.
         space = text.find(" ", start)
