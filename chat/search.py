@@ -56,36 +56,39 @@ def run_text(payloads: Iterable[dict[str, Any]]) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-def documents_write(*, run_ids: Sequence[Any], runs=None, events=None, documents=None) -> None:
-    """Store (or replace) the search documents of the given finished runs: one query for their
-    events, one insert. The model classes can be passed for a migration's historical models."""
+def documents_write(*, run_ids: Sequence[Any], runs=None, events=None, documents=None, chunk: int = 500) -> None:
+    """Store (or replace) the search documents of the given finished runs: per `chunk` runs one
+    query for their events and one insert (chunks keep `IN` lists under SQLite's limit on
+    parameters, for an import of many runs). The model classes can be passed for a
+    migration's historical models."""
     if runs is None:
-        from .models import Event, Run, SearchDocument
+        from .models import Event, SearchDocument
 
-        runs, events, documents = Run, Event, SearchDocument
-    if not run_ids:
-        return
+        events, documents = Event, SearchDocument
+    for start in range(0, len(run_ids), chunk):
+        _documents_write(list(run_ids[start : start + chunk]), events, documents)
+
+
+def _documents_write(run_ids: list[Any], events, documents) -> None:
     rows = (
-        events.objects.filter(run_id__in=list(run_ids), type__in=("user_message", "text", "error", "tool_start"))
+        events.objects.filter(run_id__in=run_ids, type__in=("user_message", "text", "error", "tool_start"))
         .order_by("run_id", "seq")
         .values_list("run_id", "conversation_id", "payload")
     )
     grouped: dict[Any, tuple[Any, list[dict[str, Any]]]] = {}
     for run_id, conversation_id, payload in rows:
         grouped.setdefault(run_id, (conversation_id, []))[1].append(payload)
-    documents.objects.filter(run_id__in=list(run_ids)).delete()
+    documents.objects.filter(run_id__in=run_ids).delete()
     documents.objects.bulk_create(
         documents(run_id=run_id, conversation_id=conversation_id, body=run_text(payloads))
         for run_id, (conversation_id, payloads) in grouped.items()
     )
 
 
-def documents_rebuild(*, runs, events, documents, chunk: int = 500) -> None:
+def documents_rebuild(*, runs, events, documents) -> None:
     """Index every finished run (migration 0003 on an existing database)."""
-    finished = runs.objects.exclude(status="running").values_list("pk", flat=True).order_by("pk")
-    ids = list(finished)
-    for start in range(0, len(ids), chunk):
-        documents_write(run_ids=ids[start : start + chunk], runs=runs, events=events, documents=documents)
+    finished = list(runs.objects.exclude(status="running").values_list("pk", flat=True).order_by("pk"))
+    documents_write(run_ids=finished, runs=runs, events=events, documents=documents)
 
 
 def query_terms(q: str) -> list[str]:

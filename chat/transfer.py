@@ -246,7 +246,7 @@ def _pretty(arguments: str) -> tuple[str, str]:
 
 
 def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
-    title = conversation.title or "Conversation"
+    title = " ".join(conversation.title.split()) or "Conversation"
     out = [f"# {title}", "", f"*Exported from agentsite; started {conversation.created_at:%Y-%m-%d %H:%M} UTC.*"]
     text: list[str] = []
     thinking: list[str] = []

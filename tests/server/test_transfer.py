@@ -253,3 +253,19 @@ def test_foreign_ids_are_not_trusted(api, alice, make_user):
 def test_import_requires_login_and_post(api):
     assert Client().post("/api/conversations/import/", b"{}", content_type="application/json").status_code == 401
     assert api.get("/api/conversations/import/").status_code == 405
+
+
+def test_import_of_many_runs_indexes_every_one(api):
+    """Runs are indexed in chunks (an import may hold more runs than SQLite takes parameters in
+    one statement): every chunk is written."""
+    events = []
+    for i in range(1200):
+        run_id = f"run-{i}"
+        events += [
+            {"seq": 2 * i + 1, "runId": run_id, "type": "user_message", "content": f"question {i} token{i}"},
+            {"seq": 2 * i + 2, "runId": run_id, "type": "complete", "status": "succeeded"},
+        ]
+    response = post_import(api, {"conversation": {"title": "many"}, "events": events})
+    assert response.status_code == 201, response.content
+    assert SearchDocument.objects.filter(conversation_id=response.json()["id"]).count() == 1200
+    assert [c["title"] for c in api.get("/api/conversations/", {"q": "token1199"}).json()["conversations"]] == ["many"]
