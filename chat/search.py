@@ -25,6 +25,8 @@ from django.db import connection
 from django.db.models import BooleanField, F, Func, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 
+from .text import clean
+
 MAX_TERMS = 8
 MAX_TERM_CHARS = 64
 SNIPPET_CHARS = 160
@@ -80,7 +82,9 @@ def _documents_write(run_ids: list[Any], events, documents) -> None:
         grouped.setdefault(run_id, (conversation_id, []))[1].append(payload)
     documents.objects.filter(run_id__in=run_ids).delete()
     documents.objects.bulk_create(
-        documents(run_id=run_id, conversation_id=conversation_id, body=run_text(payloads))
+        # Cleaned: a row stored before chat.text existed may hold a lone surrogate, which must
+        # not keep the run's `complete` from being stored.
+        documents(run_id=run_id, conversation_id=conversation_id, body=clean(run_text(payloads)))
         for run_id, (conversation_id, payloads) in grouped.items()
     )
 
