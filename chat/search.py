@@ -80,6 +80,8 @@ def _documents_write(run_ids: list[Any], events, documents) -> None:
     grouped: dict[Any, tuple[Any, list[dict[str, Any]]]] = {}
     for run_id, conversation_id, payload in rows:
         grouped.setdefault(run_id, (conversation_id, []))[1].append(payload)
+    # A run completes once, but a document left by anything else must not make the unique
+    # run column refuse the insert, and with it the transaction that stores `complete`.
     documents.objects.filter(run_id__in=run_ids).delete()
     documents.objects.bulk_create(
         # Cleaned: a row stored before chat.text existed may hold a lone surrogate, which must
