@@ -3,6 +3,7 @@
 python -m bench                 # everything (about 5-8 minutes on 2 cores)
 python -m bench --quick         # smaller numbers, the SQLite stacks only (about a minute)
 python -m bench --only relay,replay --stacks sqlite-daphne
+python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import asyncio
 import sys
 import time
 import traceback
+from pathlib import Path
 
-from . import concurrency, idle, relay, replay, report, writes
+from . import concurrency, idle, relay, replay, report, search, writes
 from .pool import Pool
 from .procs import raise_fd_limit
 from .server import FakeModel, Stack
 
 MEASUREMENTS = ("relay", "concurrency", "idle", "replay", "writes")
+# Not in the default run: seeding its volume takes minutes per database (bench/search.py).
+OPT_IN = ("search",)
 STACKS = {
     "sqlite-daphne": dict(database="sqlite", server="daphne", processes=1),
     "sqlite-uvicorn": dict(database="sqlite", server="uvicorn", processes=1),
@@ -32,7 +36,9 @@ def parse() -> argparse.Namespace:
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small numbers, SQLite stacks only")
-    parser.add_argument("--only", default=",".join(MEASUREMENTS), help=f"comma list of {', '.join(MEASUREMENTS)}")
+    parser.add_argument(
+        "--only", default=",".join(MEASUREMENTS), help=f"comma list of {', '.join(MEASUREMENTS + OPT_IN)}"
+    )
     parser.add_argument("--stacks", default=None, help=f"comma list of {', '.join(STACKS)}")
     parser.add_argument("--levels", default=None, help="concurrency levels, e.g. 50,100,200,400")
     parser.add_argument("--flush-ms", type=int, default=None, help="AGENT_STREAM_FLUSH_MS for the servers")
@@ -102,7 +108,7 @@ async def main() -> int:
     args = parse()
     raise_fd_limit()
     only = {x.strip() for x in args.only.split(",") if x.strip()}
-    unknown = only - set(MEASUREMENTS)
+    unknown = only - set(MEASUREMENTS) - set(OPT_IN)
     if unknown:
         sys.exit(f"unknown measurement(s): {', '.join(sorted(unknown))}")
     names = (
@@ -112,16 +118,24 @@ async def main() -> int:
     model = FakeModel()
     results = {"args": vars(args), "stacks": []}
     try:
-        for name in names:
+        for name in names if only - set(OPT_IN) else []:
             results["stacks"].append(await run_stack(name, args, model, only))
     finally:
         model.stop()
+    if "search" in only:
+        size = dict(conversations=1000, events=100_000) if args.quick else {}
+        databases = dict.fromkeys(STACKS[name]["database"] for name in names)
+        results["search"] = [await asyncio.to_thread(search.run, database=db, **size) for db in databases]
+        for result in results["search"]:
+            print(search.table(result))
+        if not results["stacks"]:  # search alone: keep the suite's latest.json as it is
+            if args.out:
+                report.write(results, Path(args.out))
+            return 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))
     print()
     print(report.summary(results))
-    from pathlib import Path
-
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
     return 1 if any("error" in s for s in results["stacks"]) else 0

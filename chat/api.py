@@ -11,6 +11,7 @@ from functools import wraps
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
@@ -18,10 +19,11 @@ from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import metrics as metrics_series
-from . import selectors, services
+from . import selectors, services, transfer
 from .models import Conversation
 from .text import invalid_reason
 
+MAX_QUERY_CHARS = 200
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
 
 
@@ -70,13 +72,16 @@ def _title(body: dict, *, required: bool) -> str | None:
 
 
 def conversation_json(conversation: Conversation, *, running: bool | None = None) -> dict:
-    return {
+    out = {
         "id": str(conversation.pk),
         "title": conversation.title,
         "created_at": conversation.created_at.isoformat(),
         "updated_at": conversation.updated_at.isoformat(),
         "running": bool(getattr(conversation, "running", False) if running is None else running),
     }
+    if hasattr(conversation, "snippet"):  # a search hit
+        out["snippet"] = conversation.snippet
+    return out
 
 
 @require_http_methods(["GET", "POST"])
@@ -94,15 +99,21 @@ def conversations(request):
 
 def _conversation_list(request) -> JsonResponse:
     """A page (PROTOCOL.md section 6): `limit` (default 50, at most 200) and `before`, the `next`
-    cursor of the previous page."""
+    cursor of the previous page; `q` keeps the conversations that match it, each with a `snippet`."""
     limit = request.GET.get("limit", "")
     if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 9 and int(limit) >= 1):
         return _error(400, "bad_request", "limit must be a whole number from 1 (at most 200 are sent)")
+    q = request.GET.get("q", "")
+    if len(q) > MAX_QUERY_CHARS:
+        return _error(400, "bad_request", f"q is longer than {MAX_QUERY_CHARS} characters")
+    if invalid_reason(q):
+        return _error(400, "bad_request", f"q contains text that cannot be searched: {invalid_reason(q)}")
     try:
         page, cursor = selectors.conversations_page(
             user=request.user,
             limit=int(limit) if limit else selectors.CONVERSATION_PAGE,
             before=request.GET.get("before") or None,
+            q=q,
         )
     except ValueError as exc:
         return _error(400, "bad_request", str(exc))
@@ -156,6 +167,54 @@ def run_trace(request, run_id: uuid.UUID):
 def usage(request):
     """The requesting user's own tokens today and this month (UTC), in all and per model."""
     return JsonResponse(selectors.usage_for_user(user=request.user, now=timezone.now()))
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def conversation_export(request, conversation_id: uuid.UUID):
+    conversation = selectors.conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    kind = request.GET.get("format", "json")
+    if kind not in ("json", "markdown"):
+        return _error(400, "bad_request", "format must be json or markdown")
+    frames = selectors.events_for_export(conversation_id=conversation.pk)
+    if kind == "json":
+        body, content_type, suffix = (
+            transfer.export_json(conversation=conversation, frames=frames),
+            "application/json",
+            "json",
+        )
+    else:
+        body = transfer.export_markdown(conversation=conversation, frames=frames).encode()
+        content_type, suffix = "text/markdown; charset=utf-8", "md"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.{suffix}"'
+    return response
+
+
+@require_http_methods(["POST"])
+@api_login_required
+def conversation_import(request):
+    """The JSON of an export, as the body: a new conversation of this user (201), or 400/413
+    with nothing created."""
+    limit = settings.AGENT_MAX_IMPORT_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _error(413, "too_large", f"the file is larger than {limit} bytes")
+    # Read the stream ourselves: request.body would stop at DATA_UPLOAD_MAX_MEMORY_SIZE.
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        return _error(413, "too_large", f"the file is larger than {limit} bytes")
+    try:
+        imported = transfer.parse_import(raw)
+    except transfer.ImportRefused as exc:
+        return _error(exc.status, "bad_request", str(exc))
+    conversation = services.conversation_import(owner=request.user, imported=imported)
+    return JsonResponse(conversation_json(conversation, running=False), status=201)
 
 
 @require_http_methods(["GET"])

@@ -182,3 +182,20 @@ class ModelCall(models.Model):
 
     def __str__(self) -> str:
         return f"model call {self.iteration}.{self.attempt}"
+
+
+class SearchDocument(models.Model):
+    """What a finished run shows as text (its user message and its answer), for `?q=` search.
+
+    One row per run, written once when the run completes (and at import), never per delta:
+    the event writer's hot path stays as it was. The full-text index over `body` is the
+    database's own (chat.search): a GIN over to_tsvector on PostgreSQL, an FTS5 table kept by
+    triggers on SQLite, both created by migration 0003.
+    """
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="search_document")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="search_documents")
+    body = models.TextField()
+
+    def __str__(self) -> str:
+        return f"Search document of run {str(self.run_id)[:8]}"

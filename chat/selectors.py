@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum
 
-from . import history
+from . import history, search
 from .frames import EventFrame, event_frame, frame_time
 from .models import Conversation, Event, ModelCall, Run, ToolRecord
 from .paging import page_of
@@ -24,10 +24,34 @@ def conversations_for_user(*, user) -> QuerySet[Conversation]:
     return Conversation.objects.filter(owner=user).annotate(running=Exists(running)).order_by("-updated_at")
 
 
-def conversations_page(*, user, limit: int = CONVERSATION_PAGE, before: str | None = None) -> tuple[list, str | None]:
+def conversations_page(
+    *, user, limit: int = CONVERSATION_PAGE, before: str | None = None, q: str = ""
+) -> tuple[list, str | None]:
     """One page of the user's conversations, newest first, and the cursor of the next page (None on
-    the last); BadCursor (a ValueError) for a `before` this list did not hand out."""
-    return page_of(conversations_for_user(user=user), limit=min(limit, CONVERSATION_PAGE_MAX), before=before)
+    the last); BadCursor (a ValueError) for a `before` this list did not hand out. With a query `q`,
+    only the conversations that match it (chat.search), each with a `snippet` attribute."""
+    rows = conversations_for_user(user=user)
+    if q.strip():
+        rows = search.conversations_matching(rows, q=q, owner=user)
+    page, cursor = page_of(rows, limit=min(limit, CONVERSATION_PAGE_MAX), before=before)
+    if q.strip():
+        found = search.snippets(conversations=page, q=q)
+        for conversation in page:
+            conversation.snippet = found.get(conversation.pk, "")
+    return page, cursor
+
+
+def events_for_export(*, conversation_id) -> list[EventFrame]:
+    """Every event frame of a conversation, in order, as sent (with `ts`, when it was stored)."""
+    rows = (
+        Event.objects.filter(conversation_id=conversation_id)
+        .order_by("seq")
+        .values_list("seq", "run_id", "payload", "created_at")
+    )
+    return [
+        event_frame(payload, seq=seq, run_id=run_id, ts=frame_time(created_at))
+        for seq, run_id, payload, created_at in rows
+    ]
 
 
 def conversation_for_user(*, user, conversation_id) -> Conversation | None:

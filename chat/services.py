@@ -20,9 +20,11 @@ from django.utils import timezone
 from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
 from chat.agent.tools import error_result
 
+from . import search
 from .frames import EventFrame, event_frame, frame_time
 from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, ModelCall, Run, ToolRecord
 from .text import clean, clean_value
+from .transfer import Imported
 
 TITLE_MAX = 200
 
@@ -197,6 +199,15 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         if run_fields:
             Run.objects.filter(pk=batch.run_id).update(**run_fields)
     Event.objects.bulk_create(events)
+    # A run is indexed for search once, with the batch that completes it (`complete` is a
+    # run's last event): no work per delta.
+    finished = [
+        batch.run_id
+        for batch, frames in zip(batches, results)
+        if frames is not None and batch.payloads and batch.payloads[-1]["type"] == "complete"
+    ]
+    if finished:
+        search.documents_write(run_ids=finished)
     return results
 
 
@@ -561,3 +572,77 @@ def run_interrupt(
         if frames is None:
             raise ConversationGone(str(run.conversation_id))
     return Interruption(run, frames, resumed)
+
+
+def conversation_import(*, owner, imported: Imported) -> Conversation:
+    """A new conversation of `owner` holding an import's events (parsed and checked by
+    chat.transfer): new conversation and run ids, every seq and field kept, each event's
+    time its `ts` when it has one. One transaction: nothing is left of a failed import."""
+    now = timezone.now()
+    moments = [ts for run in imported.runs for _, _, ts in run.events if ts is not None]
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=owner,
+            title=imported.title,
+            created_at=min(moments, default=now),
+            updated_at=now,
+            last_seq=sum(len(run.events) for run in imported.runs),
+        )
+        runs, events, records = [], [], []
+        for imported_run in imported.runs:
+            first, last = imported_run.events[0], imported_run.events[-1]
+            usage = last[1].get("usage") if isinstance(last[1].get("usage"), dict) else {}
+            run = Run(
+                conversation=conversation,
+                user=owner,
+                status=imported_run.status,
+                started_at=first[2] or now,
+                finished_at=last[2] or now,
+                heartbeat_at=now,
+                **{
+                    column: value
+                    for column, key in _USAGE_COLUMNS.items()
+                    if isinstance(value := usage.get(key), int) and not isinstance(value, bool) and 0 <= value < 2**31
+                },
+            )
+            runs.append(run)
+            starts: dict[str, dict[str, Any]] = {}
+            for seq, payload, ts in imported_run.events:
+                events.append(
+                    Event(
+                        conversation=conversation,
+                        run=run,
+                        seq=seq,
+                        type=payload["type"],
+                        payload=payload,
+                        created_at=ts or now,
+                    )
+                )
+                if payload["type"] == "tool_start":
+                    starts[payload["toolCallId"]] = payload
+                elif payload["type"] == "tool_end":
+                    start = starts.get(payload["toolCallId"], {})
+                    records.append(
+                        ToolRecord(
+                            run=run,
+                            tool_call_id=payload["toolCallId"],
+                            tool_name=payload["toolName"],
+                            arguments=start.get("arguments", ""),
+                            result=payload["result"],
+                            is_error=payload["isError"],
+                            started_at=ts or now,
+                            duration_ms=payload["durationMs"],
+                        )
+                    )
+        Run.objects.bulk_create(runs)
+        Event.objects.bulk_create(events)
+        ToolRecord.objects.bulk_create(records)
+        search.documents_write(run_ids=[run.pk for run in runs])
+    return conversation
+
+
+_USAGE_COLUMNS = {
+    "prompt_tokens": "promptTokens",
+    "completion_tokens": "completionTokens",
+    "total_tokens": "totalTokens",
+}

@@ -88,7 +88,9 @@ class RunTrace:
         self.tool_spans: dict[str, Any] = {}
 
     # -- events --------------------------------------------------------------------------
-    def observe(self, event: dict[str, Any], outcome=None) -> None:
+    def observe(self, event: dict[str, Any], outcome=None, usage=None) -> None:
+        """One event of the run; with `complete`, the run's outcome and this process's usage
+        (chat.agent.llm.Usage: the tokens of the model calls it made)."""
         kind = event.get("type")
         if kind in ("text", "thinking", "reference"):
             self._model_span()
@@ -117,7 +119,7 @@ class RunTrace:
         elif kind == "error":
             self._on_error(event)
         elif kind == "complete":
-            self._complete(event, outcome)
+            self._complete(event, outcome, usage)
 
     def _on_error(self, event: dict[str, Any]) -> None:
         code = event.get("code", "")
@@ -137,15 +139,16 @@ class RunTrace:
         else:  # MAX_ITERATIONS and the like come between model calls
             self._end_model_call(discard=True)
 
-    def _complete(self, event: dict[str, Any], outcome) -> None:
+    def _complete(self, event: dict[str, Any], outcome, usage) -> None:
         # Still waiting for a sign of a model call here means none was made (the retries ran out).
         self._end_model_call(discard=True)
         run = self.run_span
         status = event.get("status", "")
         run.set_attribute("agentsite.run.status", status)
+        if usage is not None:
+            run.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+            run.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
         if outcome is not None:
-            run.set_attribute("gen_ai.usage.input_tokens", outcome.prompt_tokens)
-            run.set_attribute("gen_ai.usage.output_tokens", outcome.completion_tokens)
             run.set_attribute("agentsite.run.iterations", outcome.iterations)
         if status == RunStatus.FAILED:
             self._fail(run, "run_failed", outcome.error if outcome is not None else "")

@@ -9,8 +9,10 @@ urlpatterns = [
     path("healthz", api.healthz, name="healthz"),
     path("metrics", api.metrics, name="metrics"),
     path("api/conversations/", api.conversations, name="api-conversations"),
+    path("api/conversations/import/", api.conversation_import, name="api-conversation-import"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
+    path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
 ]

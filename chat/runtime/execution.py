@@ -90,7 +90,7 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
         async for event in agent_run:
             data, outcome = event.to_dict(), _outcome(agent_run) if isinstance(event, CompleteEvent) else None
             if trace is not None:
-                trace.observe(data, outcome)
+                trace.observe(data, outcome, usage=agent_run.result.usage if outcome is not None else None)
             await sink.add(data, outcome=outcome)
     except asyncio.CancelledError:  # abandoned
         sink.discard()

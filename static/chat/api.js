@@ -14,14 +14,14 @@ function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
-async function request(method, path, { body, signal } = {}) {
+async function request(method, path, { body, raw, signal } = {}) {
   const headers = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (body !== undefined || raw !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
   const response = await fetch(path, {
     method,
     headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body: raw !== undefined ? raw : body === undefined ? undefined : JSON.stringify(body),
     credentials: "same-origin",
     signal,
   });
@@ -45,9 +45,18 @@ async function request(method, path, { body, signal } = {}) {
 }
 
 export const api = {
-  /** One page of the list, newest first: {conversations, next}; `before` is the previous page's `next`. */
-  conversationPage: (before, signal) =>
-    request("GET", `/api/conversations/${before ? `?before=${encodeURIComponent(before)}` : ""}`, { signal }),
+  /** One page of the list, newest first: {conversations, next}; `before` is the previous page's `next`;
+   * with a `query`, only the conversations that match it, each with a `snippet`. */
+  conversationPage: (before, signal, query = "") => {
+    const params = new URLSearchParams();
+    if (query) params.set("q", query);
+    if (before) params.set("before", before);
+    const search = params.toString();
+    return request("GET", `/api/conversations/${search ? `?${search}` : ""}`, { signal });
+  },
+  /** The text of a JSON export: a new conversation of this user (PROTOCOL.md section 6). */
+  importConversation: (text) => request("POST", "/api/conversations/import/", { raw: text }),
+  exportUrl: (id, format) => `/api/conversations/${id}/export/?format=${format}`,
   createConversation: (title) => request("POST", "/api/conversations/", { body: title ? { title } : {} }),
   getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),
   renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),

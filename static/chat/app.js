@@ -9,6 +9,7 @@ import { showConnection } from "./connection.js";
 import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
 import { handleCopyButtons } from "./markdown.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
+import { watchSearchBox } from "./search.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
 import { t, tf } from "./i18n.js";
 
@@ -24,7 +25,13 @@ const els = {
   empty: $("empty-state"),
   loading: $("loading-state"),
   newChat: $("new-chat"),
+  search: $("conversation-search"),
+  exportActions: $("export-actions"),
+  exportJson: $("export-json"),
+  exportMarkdown: $("export-markdown"),
+  importFile: $("import-file"),
 };
+let query = ""; // the sidebar's search; "" lists every conversation
 
 const state = new ConversationState();
 const composer = new Composer(state, { startConversation });
@@ -54,12 +61,15 @@ const sidebar = new Sidebar($("conversation-list"), {
     sidebar.remove(id);
     if (state.view && state.view.id === id) startDraft({ push: true });
   },
-  loadPage: (before) => api.conversationPage(before),
+  loadPage: (before) => api.conversationPage(before, undefined, query),
 });
 
 async function refreshList() {
   try {
-    sidebar.setFirstPage(await api.conversationPage(null));
+    const asked = query;
+    const page = await api.conversationPage(null, undefined, asked);
+    if (asked !== query) return; // the search changed meanwhile: its own fetch fills the list
+    sidebar.setFirstPage(page);
     if (state.view) {
       sidebar.setActive(state.view.id);
       if (state.facts && state.facts.loaded) sidebar.setRunning(state.view.id, state.facts.running);
@@ -108,6 +118,7 @@ function startDraft({ push }) {
   els.empty.hidden = false;
   els.loading.hidden = true;
   els.app.dataset.conversation = "";
+  els.exportActions.hidden = true;
   composer.focus();
 }
 
@@ -153,6 +164,9 @@ function openConversation(id, { push, firstMessage = null }) {
   els.empty.hidden = true;
   els.loading.hidden = false;
   els.app.dataset.conversation = id;
+  els.exportJson.href = api.exportUrl(id, "json");
+  els.exportMarkdown.href = api.exportUrl(id, "markdown");
+  els.exportActions.hidden = false;
   followLatest();
   view.open();
   if (!conversation) {
@@ -180,6 +194,27 @@ async function startConversation(content) {
     showNotice(tf("Could not start the conversation: %s", [error.message]));
   }
 }
+
+// --- search, import ------------------------------------------------------------------------
+watchSearchBox(els.search, (text) => {
+  query = text;
+  sidebar.setQuery(text);
+  refreshList();
+});
+
+els.importFile.addEventListener("change", async () => {
+  const file = els.importFile.files[0];
+  els.importFile.value = "";
+  if (!file) return;
+  try {
+    const conversation = await api.importConversation(await file.text());
+    sidebar.upsert({ running: false, ...conversation });
+    announce(tf("Imported “%s”.", [conversationTitle(conversation)]));
+    openConversation(conversation.id, { push: true });
+  } catch (error) {
+    showNotice(tf("Could not import: %s", [error.message]));
+  }
+});
 
 // --- start ---------------------------------------------------------------------------------
 handleCopyButtons(els.turns);

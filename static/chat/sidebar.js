@@ -1,9 +1,11 @@
 // The list of the user's conversations: newest first, a mark on running ones,
 // rename in place, delete after confirmation, switch without reloading. The server sends
 // it in pages (PROTOCOL.md section 6); older pages load as the list is scrolled to its end.
+// While a search is on, the list holds its hits instead, each with its snippet, the words marked.
 import { h } from "./dom.js";
 import { icon } from "./icons.js";
 import { t, tf } from "./i18n.js";
+import { highlighted, queryTerms } from "./search.js";
 
 export function conversationTitle(conversation) {
   return (conversation && conversation.title && conversation.title.trim()) || t("New conversation");
@@ -33,6 +35,7 @@ export class Sidebar {
     this.next = null; // the cursor of the page after the ones shown; null: nothing older
     this.extended = false; // pages past the first are shown
     this.loading = false;
+    this.terms = []; // the words of the search shown; none: the whole list
     list.addEventListener("click", (event) => this.onClick(event));
     // Scrolling near the end of the list loads the next page.
     this.sentinel = h("div", { className: "conv-more", "aria-hidden": "true", dataset: { state: "end" } });
@@ -59,6 +62,15 @@ export class Sidebar {
     }
     this.render();
     this.watchEnd();
+  }
+
+  /** A new search (or none, ""): the next first page replaces the whole list. */
+  setQuery(query) {
+    this.terms = queryTerms(query);
+    this.list.dataset.searching = String(Boolean(query));
+    this.extended = false;
+    this.next = null;
+    this.signature = null;
   }
 
   async loadMore() {
@@ -134,7 +146,7 @@ export class Sidebar {
     if (this.editingId) return; // do not pull the input away from the user's typing
     // The list is refreshed every few seconds: redraw only when something changed, and
     // give keyboard focus back to the same control of the same conversation.
-    const signature = JSON.stringify([this.activeId, this.conversations.map((c) => [c.id, c.title, Boolean(c.running)])]);
+    const signature = JSON.stringify([this.activeId, this.terms, this.conversations.map((c) => [c.id, c.title, Boolean(c.running), c.snippet])]);
     if (signature === this.signature) return;
     this.signature = signature;
     const focused = this.list.contains(document.activeElement) ? document.activeElement : null;
@@ -155,7 +167,11 @@ export class Sidebar {
     const title = conversationTitle(conversation);
     const link = h("a", { className: "conv-link", href: `/?c=${encodeURIComponent(conversation.id)}`, dataset: { id: conversation.id } },
       icon("chat", "icon conv-icon"),
-      h("span", { className: "conv-title", text: title }),
+      h("span", { className: "conv-text" },
+        h("span", { className: "conv-title" }, highlighted(title, this.terms)),
+        typeof conversation.snippet === "string" && conversation.snippet !== title
+          ? h("span", { className: "conv-snippet" }, highlighted(conversation.snippet, this.terms))
+          : null),
       h("span", { className: "running-dot", title: t("Running"), "aria-hidden": "true" }),
       h("span", { className: "visually-hidden running-label", text: ` (${t("running")})` }));
     const rename = h("button", { type: "button", className: "icon-btn", dataset: { action: "rename" },
