@@ -23,10 +23,11 @@ from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, T
 from chat.agent.tools import error_result
 
 from .frames import EventFrame, event_frame
-from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Run, ToolRecord
+from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Feedback, Run, ToolRecord
 from .text import clean, clean_value
 
 TITLE_MAX = 200
+FEEDBACK_COMMENT_MAX = 2000
 
 logger = logging.getLogger(__name__)
 
@@ -407,3 +408,11 @@ def run_interrupt(
             raise ConversationGone(str(run.conversation_id))
     return Interruption(run, frames, resumed)
 
+
+def feedback_set(*, run: Run, user, rating: int, comment: str = "") -> Feedback:
+    """The user's rating of a run's answer: one per run, the newest replacing the one before."""
+    feedback, _ = Feedback.objects.update_or_create(
+        run=run,
+        defaults={"user": user, "rating": rating, "comment": clean(comment.strip()), "updated_at": timezone.now()},
+    )
+    return feedback

@@ -10,4 +10,6 @@ urlpatterns = [
     path("api/conversations/", api.conversations, name="api-conversations"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
+    path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
+    path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),
 ]
