@@ -3,9 +3,10 @@
 // page's ?c= address, history), starting a conversation from a draft, keeping the list fresh.
 import { api } from "./api.js";
 import { Composer } from "./composer.js";
-import { ConversationState } from "./conversation-state.js";
+import { ConversationState, State } from "./conversation-state.js";
 import { ConversationView } from "./conversation.js";
 import { showConnection } from "./connection.js";
+import { setUpDemoBanner } from "./banner.js";
 import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
 import { handleCopyButtons } from "./markdown.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
@@ -75,6 +76,8 @@ async function refreshList() {
 state.addEventListener("change", () => {
   if (!state.facts || !state.facts.loaded) return;
   els.loading.hidden = true;
+  // A conversation with no message yet (opened by its address, say) invites one like a draft.
+  els.empty.hidden = !(state.facts.turns === 0 && state.name === State.IDLE);
   sidebar.setRunning(state.view.id, state.facts.running);
 });
 
@@ -174,6 +177,7 @@ async function startConversation(content) {
 
 // --- start ---------------------------------------------------------------------------------
 handleCopyButtons(els.turns);
+setUpDemoBanner();
 els.newChat.addEventListener("click", () => {
   closeDrawer();
   startDraft({ push: true });
