@@ -126,9 +126,10 @@ export class Turn {
    * Logs stored before the field existed keep such text in the answer. */
   discard(frame, item) {
     if (!Number.isInteger(frame.discards)) return;
-    const kept = this.parts.filter((part) => !(part.seq >= frame.discards && part.seq < frame.seq));
+    const discarded = (part) => part.seq >= frame.discards && part.seq < frame.seq;
+    const kept = this.parts.filter((part) => !discarded(part));
     if (kept.length === this.parts.length) return;
-    item.discarded = this.parts.filter((part) => !kept.includes(part)).map((part) => part.content).join("");
+    item.discarded = this.parts.filter(discarded).map((part) => part.content).join("");
     this.parts = kept;
     this.text = kept.map((part) => part.content).join("");
     if (this.el) scheduleAnswer(this);
