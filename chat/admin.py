@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from .models import Conversation, Event, ModelCall, Run, ToolRecord
+from .models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .workspaces import workspace_listing
 
 
@@ -112,3 +112,15 @@ class ToolRecordAdmin(ReadOnlyAdmin):
     list_filter = ("tool_name", "is_error")
     search_fields = ("tool_call_id", "tool_name", "run__id")
     readonly_fields = [f.name for f in ToolRecord._meta.fields]
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(ReadOnlyAdmin):
+    """What users thought of the answers: staff read it, nobody edits it in their name."""
+
+    list_display = ("updated_at", "rating", "user", "run", "comment")
+    list_filter = ("rating", "updated_at")
+    search_fields = ("comment", "user__username", "run__id", "run__conversation__id")
+    readonly_fields = [f.name for f in Feedback._meta.fields]
+    list_select_related = ("user", "run")
+    date_hierarchy = "updated_at"

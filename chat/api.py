@@ -25,6 +25,7 @@ from .text import invalid_reason
 
 MAX_QUERY_CHARS = 200
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
+RUN_NOT_FOUND = {"error": "not_found", "message": "No such run."}
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
@@ -150,6 +151,61 @@ def conversation_events(request, conversation_id: uuid.UUID):
     except ValueError:
         return _error(400, "bad_request", "after must be an integer")
     return JsonResponse({"events": selectors.events_after(conversation_id=conversation.pk, after=max(0, after))})
+
+
+def feedback_json(feedback) -> dict:
+    return {
+        "runId": str(feedback.run_id),
+        "rating": feedback.rating,
+        "comment": feedback.comment,
+        "updatedAt": feedback.updated_at.isoformat(),
+    }
+
+
+def _feedback_fields(body: dict) -> tuple[int, str]:
+    rating = body.get("rating")
+    # bool is an int in Python: `true` is not a rating.
+    if type(rating) is not int or rating not in (1, -1):
+        raise ValueError("rating must be 1 or -1")
+    comment = body.get("comment", "")
+    if comment is None:
+        comment = ""
+    if not isinstance(comment, str):
+        raise ValueError("comment must be a string")
+    if len(comment) > services.FEEDBACK_COMMENT_MAX:
+        raise ValueError(f"comment is longer than {services.FEEDBACK_COMMENT_MAX} characters")
+    reason = invalid_reason(comment)
+    if reason:
+        raise ValueError(f"comment contains text that cannot be stored: {reason}")
+    return rating, comment
+
+
+@require_http_methods(["POST"])
+@api_login_required
+def run_feedback(request, run_id: uuid.UUID):
+    """The owner rates a finished run's answer; posting again replaces the rating (PROTOCOL section 6)."""
+    run = selectors.run_for_user(user=request.user, run_id=run_id)
+    if run is None:
+        return JsonResponse(RUN_NOT_FOUND, status=404)
+    try:
+        rating, comment = _feedback_fields(_json_body(request))
+    except ValueError as exc:
+        return _error(400, "bad_request", str(exc))
+    if run.status == run.Status.RUNNING:
+        return _error(409, "run_in_progress", "The answer is not finished yet.")
+    feedback = services.feedback_set(run=run, user=request.user, rating=rating, comment=comment)
+    return JsonResponse(feedback_json(feedback))
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def conversation_feedback(request, conversation_id: uuid.UUID):
+    """The ratings given in a conversation, so that a page shows them after a reload."""
+    conversation = selectors.conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    feedback = selectors.feedback_of_conversation(conversation_id=conversation.pk)
+    return JsonResponse({"feedback": [feedback_json(f) for f in feedback]})
 
 
 @require_http_methods(["GET"])

@@ -34,6 +34,7 @@ class EventFrame(TypedDict, total=False):
     message: str
     detail: str
     resumed: bool  # error INTERRUPTED: the run goes on (section 9)
+    discards: int  # error ending a failed attempt: seq of the first text event it takes out of the answer
     # complete
     status: str
     usage: dict[str, int]  # and durationMs

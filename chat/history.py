@@ -3,10 +3,9 @@
 A conversation's earlier runs become OpenAI chat messages: the user message,
 each tool round as an assistant message with its tool_calls followed by the
 tool results (in call order), and the answer. Thinking is left out: providers
-such as DeepSeek refuse reasoning sent back as input. Text that a failed model
-call had streamed before an LLM_CALL_FAILED error is left out too: the retry
-answers again from the start; so is the text of an attempt whose process died
-before a resume (error INTERRUPTED with `resumed: true`).
+such as DeepSeek refuse reasoning sent back as input. The text of a failed
+attempt (a failed model call, or one whose process died before a resume) is left
+out too, as chat.agent.answer decides: the retry answered again from the start.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import groupby
 from typing import Any
+
+from chat.agent.answer import without_discarded
 
 
 def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -47,7 +48,7 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             messages.append({"role": "assistant", "content": "".join(text)})
         text, calls, results = [], [], {}
 
-    for event in events:
+    for event in without_discarded(events):
         kind = event["type"]
         if kind == "user_message":
             close_round()
@@ -62,10 +63,6 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             calls.append(event)
         elif kind == "tool_end":
             results[event["toolCallId"]] = event["result"]
-        elif kind == "error" and event.get("code") == "LLM_CALL_FAILED" and not calls:
-            text = []  # the failed attempt's partial answer; the retry streams it anew
-        elif kind == "error" and event.get("resumed") and not calls:
-            text = []  # likewise the answer a dead process had begun: the resumed run answers anew
     close_round()
     return messages
 

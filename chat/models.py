@@ -199,3 +199,26 @@ class SearchDocument(models.Model):
 
     def __str__(self) -> str:
         return f"Search document of run {str(self.run_id)[:8]}"
+
+
+class Feedback(models.Model):
+    """The owner's thumbs up or down on one answer (a run), with an optional comment; one per run,
+    replaced when the owner changes their mind."""
+
+    class Rating(models.IntegerChoices):
+        UP = 1
+        DOWN = -1
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="feedback")
+    rating = models.SmallIntegerField(choices=Rating.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["rating", "-updated_at"], name="feedback_rating_recent")]
+
+    def __str__(self) -> str:
+        return f"{'+1' if self.rating > 0 else '-1'} on run {str(self.run_id)[:8]}"

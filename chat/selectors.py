@@ -10,7 +10,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from . import history, search
 from .frames import EventFrame, event_frame, frame_time
-from .models import Conversation, Event, ModelCall, Run, ToolRecord
+from .models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .paging import page_of
 from .pricing import cost
 
@@ -59,6 +59,17 @@ def conversation_for_user(*, user, conversation_id) -> Conversation | None:
     if not getattr(user, "is_authenticated", False):
         return None
     return conversations_for_user(user=user).filter(pk=conversation_id).first()
+
+
+def run_for_user(*, user, run_id) -> Run | None:
+    """The run if it belongs to one of the user's conversations; None otherwise (404 alike)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Run.objects.filter(pk=run_id, conversation__owner=user).first()
+
+
+def feedback_of_conversation(*, conversation_id) -> list[Feedback]:
+    return list(Feedback.objects.filter(run__conversation_id=conversation_id).order_by("updated_at"))
 
 
 def events_after(

@@ -7,6 +7,7 @@ conversation across processes, so seqs are gap-free and committed in order.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,16 +18,20 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
 from django.utils import timezone
 
+from chat.agent.answer import Answer
 from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
 from chat.agent.tools import error_result
 
 from . import search
 from .frames import EventFrame, event_frame, frame_time
-from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, ModelCall, Run, ToolRecord
+from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .text import clean, clean_value
 from .transfer import Imported
 
 TITLE_MAX = 200
+FEEDBACK_COMMENT_MAX = 2000
+
+logger = logging.getLogger(__name__)
 
 
 class RunInProgress(Exception):
@@ -543,24 +548,34 @@ def run_interrupt(
         run = runs.select_for_update().first()
         if run is None:
             return None
-        ended = set(Event.objects.filter(run_id=run_id, type="tool_end").values_list("payload__toolCallId", flat=True))
         # Whole payloads: SQLite would decode an `arguments` string that holds JSON.
+        logged = [
+            {**payload, "seq": seq}
+            for seq, payload in Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "payload")
+        ]
+        ended = {e["toolCallId"] for e in logged if e["type"] == "tool_end"}
         open_calls = [
-            (start["toolCallId"], start["toolName"], start["arguments"])
-            for start in Event.objects.filter(run_id=run_id, type="tool_start")
-            .order_by("seq")
-            .values_list("payload", flat=True)
-            if start["toolCallId"] not in ended
+            (e["toolCallId"], e["toolName"], e["arguments"])
+            for e in logged
+            if e["type"] == "tool_start" and e["toolCallId"] not in ended
         ]
         result, now = error_result("interrupted"), timezone.now()
         payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
         records = [
             ToolRecordData(call_id, name, arguments, result, True, now, 0) for call_id, name, arguments in open_calls
         ]
-        error = ErrorEvent(ErrorCode.INTERRUPTED, message, run.worker).to_dict()
+        # The dead worker's channel name is for operators (the log), not for the user's timeline.
+        logger.info("run %s interrupted: its worker %s is gone", run_id, run.worker or "(released)")
+        error = ErrorEvent(ErrorCode.INTERRUPTED, message).to_dict()
         resumed = run.resumes < max_resumes
         if resumed:
-            payloads.append({**error, "resumed": True})
+            error["resumed"] = True
+            answer = Answer()
+            for event in logged:
+                answer.add(event)
+            if discarded := answer.attempt:
+                error["discards"] = discarded[0]["seq"]
+            payloads.append(error)
             run.resumes += 1
             run.worker, run.heartbeat_at = worker, timezone.now()
             run.save(update_fields=["resumes", "worker", "heartbeat_at"])
@@ -646,3 +661,12 @@ _USAGE_COLUMNS = {
     "completion_tokens": "completionTokens",
     "total_tokens": "totalTokens",
 }
+
+
+def feedback_set(*, run: Run, user, rating: int, comment: str = "") -> Feedback:
+    """The user's rating of a run's answer: one per run, the newest replacing the one before."""
+    feedback, _ = Feedback.objects.update_or_create(
+        run=run,
+        defaults={"user": user, "rating": rating, "comment": clean(comment.strip()), "updated_at": timezone.now()},
+    )
+    return feedback

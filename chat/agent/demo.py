@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 import time
+import zoneinfo
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +22,9 @@ DEMO_BASE_URL = "http://demo.agentsite.invalid/v1"
 
 _ARITHMETIC = re.compile(r"[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+")
 _TIME_WORDS = re.compile(r"\b(time|date|today|clock|hour)\b|时间|几点|日期", re.IGNORECASE)
+_REVERSE_STRING = re.compile(r"revers\w*\b.*\bstring|反转字符串", re.IGNORECASE | re.DOTALL)
+# Places named in other scripts than the zone names' (the page's Chinese suggestions ask about 上海).
+_PLACE_ALIASES = {"上海": "Asia/Shanghai", "北京": "Asia/Shanghai", "东京": "Asia/Tokyo", "伦敦": "Europe/London"}
 
 HOW_TO_CONFIGURE = (
     "To use a real model, set `OPENAI_API_KEY` (and `OPENAI_BASE_URL` for DeepSeek, MiniMax, "
@@ -64,6 +68,35 @@ class _Script:
         self.finish_reason = "tool_calls"
 
 
+def _zone_named_in(question: str) -> str:
+    """The IANA zone of a place the question names ("in Shanghai" -> Asia/Shanghai), else UTC."""
+    for alias, zone in _PLACE_ALIASES.items():
+        if alias in question:
+            return zone
+    text = " ".join(re.findall(r"[a-z]+", question.lower()))
+    for zone in sorted(zoneinfo.available_timezones()):
+        place = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
+        if "/" in zone and re.search(rf"\b{re.escape(place)}\b", text):
+            return zone
+    return "UTC"
+
+
+REVERSE_STRING_ANSWER = """<think>A code request the demo knows by heart.</think>Here is a Python function that reverses a string:
+
+```python
+def reverse(text: str) -> str:
+    return text[::-1]  # a slice that steps backwards
+```
+
+| input | `reverse(input)` |
+|---|---|
+| `"hello"` | `"olleh"` |
+| `"agentsite"` | `"etistnega"` |
+| `""` | `""` |
+
+(Written by the offline demo model, which knows only this one program.)"""
+
+
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -101,12 +134,16 @@ def demo_reply(body: dict[str, Any]) -> _Script:
         return script
     if _TIME_WORDS.search(question) and "current_time" in tools:
         script.say("<think>The user asks about the time; I will call current_time.</think>")
-        script.call("current_time", {"timezone": "UTC"})
+        script.call("current_time", {"timezone": _zone_named_in(question)})
+        return script
+    if _REVERSE_STRING.search(question):
+        script.say(REVERSE_STRING_ANSWER)
         return script
     script.say(
         "<think>This is not arithmetic or a question about the time, which is all the demo can do.</think>"
         "I am the **offline demo model** of agentsite: I can do arithmetic with the calculator "
-        "(try *what is 6*7?*) and tell the time (try *what time is it?*), and that is all. " + HOW_TO_CONFIGURE
+        "(try `what is 6 * 7?`) and tell the time (try `what time is it in Tokyo?`), and that is all. "
+        + HOW_TO_CONFIGURE
     )
     return script
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pydantic
 
+from .answer import Answer
 from .events import (
     AgentEvent,
     CompleteEvent,
@@ -189,7 +190,7 @@ class AgentRun:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._context = replace(context, emit=self._emit_async)
-        self._text: list[str] = []
+        self._answer = Answer()
         self._tool_calls = 0
         self._tools = agent.tools  # with the tool sources' tools once the run starts
         self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
@@ -248,8 +249,7 @@ class AgentRun:
 
     # -- producer side --------------------------------------------------------
     def _emit(self, event: AgentEvent) -> None:
-        if isinstance(event, TextEvent):
-            self._text.append(event.content)
+        self._answer.add(event.to_dict())
         self._queue.put_nowait(event)
 
     async def _emit_async(self, event: AgentEvent) -> None:
@@ -260,7 +260,7 @@ class AgentRun:
             self._emit(error)
             self.result.error = error
         self.result.status = status
-        self.result.text = "".join(self._text)
+        self.result.text = self._answer.text
         self._emit(CompleteEvent(status))
 
     async def _drive(self) -> None:
@@ -360,7 +360,6 @@ class AgentRun:
                 options=agent.model.options,
                 response_format=agent._response_format,
             )
-            text_before = len(self._text)
             attempt = failures + 1
             started_at, t0 = time.time(), time.monotonic()
             self._first_delta_at = None
@@ -368,9 +367,7 @@ class AgentRun:
                 turn = await call_model(request)
             except ModelCallError as exc:
                 self._observe(request, state.iteration, attempt, started_at, t0, error=exc.detail)
-                # The failed attempt's partial text is not part of the answer (its
-                # events are already out; the retry streams the answer anew).
-                del self._text[text_before:]
+                # The error emitted below ends the attempt: its partial text leaves the answer (Answer).
                 failures += 1
                 if not exc.retryable:
                     self._log_failure(exc, "not retried")

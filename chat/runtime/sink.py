@@ -5,6 +5,10 @@ AGENT_STREAM_FLUSH_MS (the shared FlushClock's window), so rows, group_send
 calls and frames grow with time, not with tokens; any other event flushes at
 once, keeping the order. A batch is published only after its transaction
 commits: a frame a client received is always in the database.
+
+The error that ends a failed attempt names the first text event it discards
+(`discards`, PROTOCOL section 4): the sink follows its stored frames with
+chat.agent.answer, and stores the attempt's text before the error to know its seq.
 """
 
 from __future__ import annotations
@@ -17,12 +21,11 @@ from django.utils import timezone
 
 from chat import services
 from chat.agent import ModelCallRecord
+from chat.agent.answer import DELTA_TYPES, Answer, ends_failed_attempt
 
 from .clock import get_clock
 from .doorbell import publish
 from .writer import get_writer
-
-DELTA_TYPES = frozenset({"text", "thinking"})
 
 
 class EventSink:
@@ -39,6 +42,7 @@ class EventSink:
         self._marked = False  # waiting for a clock tick
         self._discarded = False
         self._failure: Exception | None = None  # a clock flush that failed, raised at the next event
+        self._answer = Answer()  # follows the stored frames
 
     async def add(self, payload: dict[str, Any], *, outcome: services.RunOutcome | None = None) -> None:
         self._raise_failure()
@@ -59,6 +63,10 @@ class EventSink:
             self._tool_arguments[payload["toolCallId"]] = payload["arguments"]
         elif kind == "tool_end":
             self._records.append(self._record(payload))
+        elif ends_failed_attempt(payload):
+            await self.flush()  # the attempt's text gets its seqs
+            if discarded := self._answer.attempt:
+                payload = {**payload, "discards": discarded[0]["seq"]}
         self._pending.append(payload)
         await self.flush(outcome=outcome)
 
@@ -93,6 +101,7 @@ class EventSink:
             if batch is None:
                 return
             frames = await get_writer().submit(batch)
+            self._follow(frames)
             await publish(self.conversation_id, frames)
 
     # -- the clock's half of a flush: claim at the tick, finish once the round committed -----
@@ -119,6 +128,7 @@ class EventSink:
         except Exception as exc:  # the run learns of it at its next event
             self._failure = exc
         else:
+            self._follow(frames)
             await publish(self.conversation_id, frames)
         finally:
             self._lock.release()
@@ -127,6 +137,10 @@ class EventSink:
         """Drop what waits and store nothing more: the run was handed to another process."""
         self._discarded = True
         self._pending, self._records, self._model_calls = [], [], []
+
+    def _follow(self, frames) -> None:
+        for frame in frames:
+            self._answer.add(frame)
 
     def _record(self, payload: dict[str, Any]) -> services.ToolRecordData:
         duration = int(payload.get("durationMs", 0))

@@ -63,4 +63,8 @@ export const api = {
   deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),
   events: (id, after, signal) =>
     request("GET", `/api/conversations/${id}/events/?after=${after}`, { signal }).then((d) => d.events || []),
+  /** The ratings given in a conversation: [{runId, rating, comment, updatedAt}]. */
+  feedback: (id, signal) =>
+    request("GET", `/api/conversations/${id}/feedback/`, { signal }).then((d) => d.feedback || []),
+  rateRun: (runId, body) => request("POST", `/api/runs/${runId}/feedback/`, { body }),
 };

@@ -6,6 +6,7 @@ import { Composer } from "./composer.js";
 import { ConversationState, State } from "./conversation-state.js";
 import { ConversationView } from "./conversation.js";
 import { showConnection } from "./connection.js";
+import { setUpDemoBanner } from "./banner.js";
 import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
 import { handleCopyButtons } from "./markdown.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
@@ -85,6 +86,8 @@ async function refreshList() {
 state.addEventListener("change", () => {
   if (!state.facts || !state.facts.loaded) return;
   els.loading.hidden = true;
+  // A conversation with no message yet (opened by its address, say) invites one like a draft.
+  els.empty.hidden = !(state.facts.turns === 0 && state.name === State.IDLE);
   sidebar.setRunning(state.view.id, state.facts.running);
 });
 
@@ -218,6 +221,7 @@ els.importFile.addEventListener("change", async () => {
 
 // --- start ---------------------------------------------------------------------------------
 handleCopyButtons(els.turns);
+setUpDemoBanner();
 els.newChat.addEventListener("click", () => {
   closeDrawer();
   startDraft({ push: true });

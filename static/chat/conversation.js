@@ -71,6 +71,8 @@ export class ConversationView {
     const started = performance.now();
     this.emitState();
     let history = [];
+    // Ratings are extras: a page without them still shows the conversation.
+    const feedback = api.feedback(this.id, this.abort.signal).catch(() => []);
     try {
       history = await api.events(this.id, 0, this.abort.signal);
     } catch (error) {
@@ -85,6 +87,11 @@ export class ConversationView {
     if (this.closed) return;
     this.container.dataset.historyFetchMs = String(Math.round(performance.now() - started));
     this.ingest(history, false);
+    for (const each of await feedback) {
+      const turn = this.turns.get(each.runId);
+      if (turn) turn.feedback.set(each);
+    }
+    if (this.closed) return;
     await this.mountHistory();
     if (this.closed) return;
     this.historyMs = performance.now() - started;

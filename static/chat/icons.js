@@ -3,6 +3,8 @@ const PATHS = {
   pencil: ["M4 20h4L19 9l-4-4L4 16v4z", "M13.5 6.5l4 4"],
   trash: ["M4 7h16", "M10 11v6", "M14 11v6", "M6 7l1 13h10l1-13", "M9 7V4h6v3"],
   chat: ["M4 5h16v11H9l-5 4V5z"],
+  thumbUp: ["M7 10v10H4V10h3z", "M7 10l4-7c1.5 0 2.5 1 2 3l-1 3h6c1.2 0 2 1 1.8 2.2l-1.3 6.5c-.2 1-1 1.3-2 1.3H7"],
+  thumbDown: ["M17 14V4h3v10h-3z", "M17 14l-4 7c-1.5 0-2.5-1-2-3l1-3H6c-1.2 0-2-1-1.8-2.2l1.3-6.5c.2-1 1-1.3 2-1.3h9.5"],
 };
 
 export function icon(name, className = "icon") {

@@ -159,6 +159,8 @@ export function renderMarkdown(source) {
   const html = marked.parse(source || "");
   const fragment = purifier.sanitize(html, SANITIZE_CONFIG);
   for (const img of fragment.querySelectorAll("img[data-blocked-src]")) replaceBlockedImage(img);
+  // A link whose URL was refused is no link: its text stays, plain, with nothing to click.
+  for (const link of fragment.querySelectorAll("a:not([href])")) link.replaceWith(...link.childNodes);
   for (const pre of fragment.querySelectorAll("pre")) enhanceCodeBlock(pre);
   for (const table of fragment.querySelectorAll("table")) {
     const wrap = document.createElement("div");

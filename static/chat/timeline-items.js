@@ -111,23 +111,34 @@ export class ErrorItem {
   constructor(frame) {
     this.kind = "error";
     this.code = frame.code || "ERROR";
-    this.message = frame.message || frame.code || t("Error");
-    this.detail = frame.detail || "";
+    const message = frame.message || frame.code || t("Error");
+    // A retry's count is said once, by its badge: "(1/3)" leaves the message.
+    this.retry = this.code === "LLM_CALL_FAILED" ? message.match(RETRY_COUNT) : null;
+    this.message = this.retry ? message.slice(0, this.retry.index).trimEnd() : message;
+    // INTERRUPTED's detail named the server's internal channel in older logs: never shown.
+    this.detail = this.code === "INTERRUPTED" ? "" : frame.detail || "";
+    // The run goes on after it: a retry, or a resume on another server (a warning, not a failure).
+    this.isWarning = Boolean(this.retry) || (this.code === "INTERRUPTED" && frame.resumed === true);
+    this.discarded = ""; // the text this failed attempt had streamed, taken out of the answer
     this.el = null;
   }
   get isCancel() {
     return this.code === "CANCELLED";
   }
   mount() {
-    const retry = this.message.match(RETRY_COUNT);
     const title = h("div", { className: "tl-title" }, h("span", { text: this.message }));
-    if (retry) {
-      title.append(" ", h("span", { className: "badge badge-warn", text: tf("retry %s of %s", [retry[1], retry[2]]) }));
+    if (this.retry) {
+      title.append(" ", h("span", { className: "badge badge-warn", text: tf("retry %s of %s", [this.retry[1], this.retry[2]]) }));
     }
     const body = h("div", { className: "tl-body" }, title,
       h("div", { className: "error-detail" }, h("code", { text: this.code }), this.detail ? ` ${this.detail}` : ""));
-    this.el = h("li", { className: `tl-item tl-error${this.isCancel ? " is-cancel" : ""}`, role: "note" },
-      statusIcon(this.isCancel ? "stopped" : "error"), body);
+    if (this.discarded) {
+      body.append(h("details", { className: "discarded" },
+        h("summary", { text: t("Discarded partial answer") }), h("div", { className: "discarded-text", text: this.discarded })));
+    }
+    const kind = this.isCancel ? " is-cancel" : this.isWarning ? " is-warning" : "";
+    this.el = h("li", { className: `tl-item tl-error${kind}`, role: "note" },
+      statusIcon(this.isCancel ? "stopped" : this.isWarning ? "warn" : "error"), body);
     return this.el;
   }
 }

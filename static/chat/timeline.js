@@ -10,6 +10,7 @@
 // event updates only the element it concerns. The answer's Markdown is re-rendered at
 // most once per animation frame, however many text deltas arrive.
 import { h } from "./dom.js";
+import { FeedbackBar } from "./feedback.js";
 import { copyText, renderMarkdown } from "./markdown.js";
 import { ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
@@ -57,12 +58,14 @@ export class Turn {
     this.items = [];
     this.tools = new Map();
     this.text = "";
-    this.attemptStart = 0; // where the current model call's text began
+    this.parts = []; // the answer's text events: {seq, content}
     this.status = null; // null while running, else the complete event's status
     this.stats = null; // complete's durationMs and usage
-    this.hasError = false;
+    this.hasError = false; // something went wrong for good (red); a retry is only a warning
+    this.retries = 0;
     this.el = null;
     this.renderedText = null;
+    this.feedback = new FeedbackBar(runId);
   }
 
   get running() {
@@ -82,12 +85,14 @@ export class Turn {
         last.append(String(frame.content ?? ""));
         break;
       }
-      case "text":
-        this.text += String(frame.content ?? "");
+      case "text": {
+        const content = String(frame.content ?? "");
+        this.parts.push({ seq: frame.seq, content });
+        this.text += content;
         if (this.el) scheduleAnswer(this);
         break;
+      }
       case "tool_start": {
-        this.attemptStart = this.text.length;
         const item = new ToolItem(frame);
         this.tools.set(item.toolCallId, item);
         this.pushItem(item);
@@ -101,17 +106,13 @@ export class Turn {
           this.pushItem(item);
         }
         item.end(frame);
-        this.attemptStart = this.text.length; // the next model call starts after the tools
         break;
       }
       case "error": {
         const item = new ErrorItem(frame);
-        if (!item.isCancel) this.hasError = true;
-        if (item.code === "LLM_CALL_FAILED" && this.text.length > this.attemptStart) {
-          // A failed model call's partial text is not part of the answer: the retry streams it anew.
-          this.text = this.text.slice(0, this.attemptStart);
-          if (this.el) scheduleAnswer(this);
-        }
+        if (item.isWarning) this.retries += 1;
+        else if (!item.isCancel) this.hasError = true;
+        this.discard(frame, item);
         this.pushItem(item);
         break;
       }
@@ -125,14 +126,29 @@ export class Turn {
         for (const tool of this.tools.values()) tool.interrupt();
         if (this.el) {
           this.updateStatus();
+          this.updateFeedback();
           scheduleAnswer(this);
-          if (live) this.timeline.open = this.hasError;
+          if (live) this.timeline.open = this.hasError || this.retries > 0;
         }
         break;
       default:
         return; // an event type this page does not know yet: ignored, as the protocol allows
     }
     if (this.el) this.updateSummary();
+  }
+
+  /** The server names the text a failed attempt takes out of the answer (`discards`: the seq of
+   * its first text event, PROTOCOL section 4); the page follows that and derives nothing.
+   * Logs stored before the field existed keep such text in the answer. */
+  discard(frame, item) {
+    if (!Number.isInteger(frame.discards)) return;
+    const discarded = (part) => part.seq >= frame.discards && part.seq < frame.seq;
+    const kept = this.parts.filter((part) => !discarded(part));
+    if (kept.length === this.parts.length) return;
+    item.discarded = this.parts.filter(discarded).map((part) => part.content).join("");
+    this.parts = kept;
+    this.text = kept.map((part) => part.content).join("");
+    if (this.el) scheduleAnswer(this);
   }
 
   pushItem(item) {
@@ -153,7 +169,7 @@ export class Turn {
       h("summary", { className: "timeline-summary" }, this.summaryIcon, this.summaryLabel, this.summaryCounts),
       this.list);
     // Open while running, and after the end only when something went wrong.
-    this.timeline.open = this.running || this.hasError;
+    this.timeline.open = this.running || this.hasError || this.retries > 0;
     this.answer = h("div", { className: "answer markdown" });
     this.statusLine = h("div", { className: "turn-status", role: "status" });
     this.footer = h("div", { className: "turn-footer" });
@@ -162,11 +178,12 @@ export class Turn {
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
       h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine, this.footer,
-        this.mountAnswerActions()));
+        this.mountAnswerActions(), this.feedback.mount()));
     this.el.hidden = !this.shown;
     this.updateVersions();
     this.updateSummary();
     this.updateStatus();
+    this.updateFeedback();
     this.renderAnswer();
     return this.el;
   }
@@ -253,8 +270,11 @@ export class Turn {
     const summary = turnSummary(this);
     this.el.classList.toggle("is-running", this.running);
     this.answerActions.hidden = this.running || this.seq === null;
-    this.timeline.dataset.state = this.running ? "running" : this.hasError ? "error" : "done";
-    this.timeline.hidden = !this.running && this.items.length === 0;
+    this.timeline.dataset.state = summary.state;
+    // Steps to show: the cancel note alone is said by the status line under the answer.
+    const steps = this.items.filter((i) => !(i.kind === "error" && i.isCancel)).length;
+    this.timeline.hidden = !this.running && steps === 0;
+    this.timeline.classList.toggle("is-empty", this.items.length === 0); // nothing to unfold
     this.summaryIcon.className = `status-icon ${summary.icon}`;
     this.summaryLabel.textContent = summary.label;
     this.summaryCounts.textContent = summary.counts;
@@ -267,6 +287,11 @@ export class Turn {
     this.statusLine.dataset.status = this.status || "running";
     this.footer.textContent = turnFooter(this);
     this.footer.hidden = !this.footer.textContent;
+  }
+
+  /** The thumbs are offered once the run has ended. */
+  updateFeedback() {
+    this.feedback.el.hidden = this.running;
   }
 
   renderAnswer() {

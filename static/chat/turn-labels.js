@@ -3,16 +3,27 @@
 // time and tokens. Reads a Turn, draws nothing.
 import { t, tf } from "./i18n.js";
 
-/** The summary line of a turn's timeline: the status icon's kind, the label and the counts. */
+/** The summary line of a turn's timeline: its state (the icon's kind), the label and the counts. */
 export function turnSummary(turn) {
   const tools = turn.items.filter((i) => i.kind === "tool");
-  const errors = turn.items.filter((i) => i.kind === "error" && !i.isCancel);
+  const errors = turn.items.filter((i) => i.kind === "error" && !i.isCancel && !i.isWarning);
   const thought = turn.items.some((i) => i.kind === "thinking");
   const counts = [];
   if (tools.length) counts.push(tools.length === 1 ? t("1 tool call") : tf("%s tool calls", [tools.length]));
+  if (turn.retries) counts.push(turn.retries === 1 ? t("1 retry") : tf("%s retries", [turn.retries]));
   if (errors.length) counts.push(errors.length === 1 ? t("1 error") : tf("%s errors", [errors.length]));
+  const state = turn.running
+    ? "running"
+    : turn.hasError
+      ? "error"
+      : turn.status === "cancelled"
+        ? "stopped"
+        : turn.retries
+          ? "recovered"
+          : "done";
   return {
-    icon: turn.running ? "running" : turn.hasError ? "error" : turn.status === "cancelled" ? "stopped" : "done",
+    state,
+    icon: { recovered: "warn" }[state] || state,
     label: turn.running ? runningLabel(turn) : finishedLabel(turn, thought || tools.length > 0),
     counts: counts.length ? ` · ${counts.join(" · ")}` : "",
   };
@@ -30,7 +41,10 @@ function runningLabel(turn) {
 
 function finishedLabel(turn, hasSteps) {
   if (turn.hasError) return t("Finished with errors");
-  if (turn.status === "cancelled") return t("Stopped");
+  // A stopped run's "Stopped." is the status line's: the summary names what is folded in it.
+  if (turn.status !== "cancelled" && turn.retries) {
+    return turn.retries === 1 ? t("Recovered after 1 retry") : tf("Recovered after %s retries", [turn.retries]);
+  }
   return hasSteps ? t("Thought process") : t("Done");
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx2
 import openai
 import pytest
@@ -87,3 +89,39 @@ async def test_demo_without_tools_still_answers():
     events = await run_events(agent.stream("what is 6*7?"))
     assert "offline demo model" in joined(events, "text")
     await client.close()
+
+
+@pytest.mark.parametrize(
+    ("question", "zone", "offset"),
+    [
+        ("What time is it in Shanghai?", "Asia/Shanghai", "+08:00"),
+        ("上海现在几点？", "Asia/Shanghai", "+08:00"),
+        ("what time is it in New York?", "America/New_York", ""),
+        ("What time is it?", "UTC", "+00:00"),
+    ],
+)
+async def test_a_time_question_names_the_place_it_asks_about(demo_agent, question, zone, offset):
+    events = without_durations(await run_events(demo_agent.stream(question)))
+    (start,) = [e for e in events if e["type"] == "tool_start"]
+    assert start["arguments"] == f'{{"timezone": "{zone}"}}'
+    (end,) = [e for e in events if e["type"] == "tool_end"]
+    assert not end["isError"] and end["result"].endswith(offset)
+
+
+async def test_the_code_suggestion_gets_code_and_a_table(demo_agent):
+    events = await run_events(
+        demo_agent.stream("Write a Python function that reverses a string, with a table of examples.")
+    )
+    text = joined(events, "text")
+    assert "```python\ndef reverse(text: str) -> str:\n    return text[::-1]" in text
+    assert '| `"hello"` | `"olleh"` |' in text and HOW_TO_CONFIGURE not in text
+
+
+async def test_the_fallback_hints_are_code_and_each_one_works(demo_agent):
+    text = joined(await run_events(demo_agent.stream("Tell me a joke")), "text")
+    hints = re.findall(r"try `([^`]+)`", text)
+    assert hints == ["what is 6 * 7?", "what time is it in Tokyo?"]
+    for hint in hints:
+        events = await run_events(demo_agent.stream(hint))
+        assert [e["type"] for e in events].count("tool_end") == 1
+        assert HOW_TO_CONFIGURE not in joined(events, "text")

@@ -90,7 +90,7 @@ async def test_the_reaper_closes_dead_runs_without_resumes_and_spares_live_ones(
             "type": "error",
             "code": "INTERRUPTED",
             "message": "The server running this run stopped before it finished.",
-            "detail": "runs.dead!x",
+            "detail": "",
         },
         {"type": "complete", "status": "interrupted", "durationMs": ANY, "usage": NO_USAGE},
     ]
@@ -125,7 +125,7 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
             "type": "error",
             "code": "INTERRUPTED",
             "message": "The server running this run stopped before it finished.",
-            "detail": "runs.dead!x",
+            "detail": "",
             "resumed": True,
         },
         {"type": "text", "content": "resumed: cut mid-tool"},
@@ -133,6 +133,11 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
     ]
     answer_events = await sync_to_async(_payloads)(run_answer.pk)
     assert [e["type"] for e in answer_events[len(MID_ANSWER) + 1 :]] == ["error", "text", "complete"]
+    half_answer_seq = await sync_to_async(
+        lambda: Event.objects.get(run_id=run_answer.pk, type="text", payload__content="The answer is fo").seq
+    )()
+    assert answer_events[len(MID_ANSWER) + 1]["discards"] == half_answer_seq  # the dead attempt's text
+    assert "discards" not in tool_events[len(MID_TOOL) + 2]  # no text was cut off mid-tool
     for run in (run_tool, run_answer):
         stored = await sync_to_async(_run)(run.pk)
         assert (stored.status, stored.resumes, stored.worker) == ("succeeded", 1, registry.channel)

@@ -69,3 +69,38 @@ async def test_a_discarded_sink_stores_nothing_more(make_user):
     await asyncio.sleep(0.15)
     stored = await sync_to_async(lambda: [e.type for e in Event.objects.filter(run=run)])()
     assert stored == ["user_message"]
+
+
+async def test_the_error_ending_a_failed_attempt_names_the_first_text_it_discards(make_user):
+    conversation, run = await _running_conversation("dora", make_user)
+    events = sink_module.EventSink(conversation_id=conversation.pk, run_id=run.pk, flush_seconds=5)
+    await events.add({"type": "text", "content": "Let me look."})
+    await events.add({"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": "{}"})
+    await events.add(
+        {"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": "1", "isError": False}
+    )
+    await events.add({"type": "text", "content": "The ans"})  # still waiting for the clock
+    await events.add({"type": "thinking", "content": "hmm"})
+    await events.add({"type": "text", "content": "wer"})
+    retry = {"type": "error", "code": "LLM_CALL_FAILED", "message": "retrying (1/3)", "detail": ""}
+    await events.add(retry)
+    await events.add(dict(retry))  # the next attempt failed before any text
+    await events.add({"type": "text", "content": "The answer."})
+    await events.add({"type": "error", "code": "CANCELLED", "message": "stop", "detail": ""})
+    stored = await sync_to_async(lambda: [(e.seq, e.payload) for e in Event.objects.filter(run=run).order_by("seq")])()
+    assert [(seq, p["type"]) for seq, p in stored] == [
+        (1, "user_message"),
+        (2, "text"),
+        (3, "tool_start"),
+        (4, "tool_end"),
+        (5, "text"),
+        (6, "thinking"),
+        (7, "text"),
+        (8, "error"),
+        (9, "error"),
+        (10, "text"),
+        (11, "error"),
+    ]
+    errors = [p for _, p in stored if p["type"] == "error"]
+    assert errors[0]["discards"] == 5
+    assert "discards" not in errors[1] and "discards" not in errors[2]

@@ -62,6 +62,41 @@ def ui_server(ui_env, ui_tmp):
 
 
 @pytest.fixture(scope="session")
+def demo_server(ui_tmp):
+    """A server on the built-in offline demo model, as a fresh install without an API key runs."""
+    env = server_env(
+        database_url=f"sqlite:///{ui_tmp / 'demo.sqlite3'}",
+        llm_base_url="http://127.0.0.1:9/unused",
+        AGENT_MODEL="demo",
+        AGENT_DEMO_CHUNK_DELAY="0.005",
+        AGENT_WORKSPACE_ROOT=str(ui_tmp / "demo-workspaces"),
+    )
+    migrate(env)
+    server = Server(env, log_dir=ui_tmp, name="daphne-demo").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def seed_interrupted(ui_env):
+    """Writes a conversation of interrupted runs (tests/ui/seed_interrupted.py); its id."""
+
+    def seed(username: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "tests.ui.seed_interrupted", username],
+            cwd=ROOT,
+            env=ui_env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return result.stdout.strip().splitlines()[-1]
+
+    return seed
+
+
+@pytest.fixture(scope="session")
 def keyed_replies(fake_llm_server):
     return Replies(fake_llm_server)
 
@@ -124,7 +159,8 @@ def new_context(browser, ui_server):
     def make(**options):
         options.setdefault("viewport", {"width": 1280, "height": 820})
         options.setdefault("locale", "en-US")
-        context = browser.new_context(base_url=ui_server.base, **options)
+        options.setdefault("base_url", ui_server.base)
+        context = browser.new_context(**options)
         context.set_default_timeout(15000)
         contexts.append(context)
         return context

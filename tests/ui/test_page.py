@@ -82,6 +82,9 @@ def test_xss_payloads_render_inert(user_page, replies, shot):
     links = answer.locator("a[href]")
     hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
     assert hrefs == ["https://example.org/docs"], hrefs
+    # A link whose URL was refused is plain text, not a link without a target.
+    expect(answer.locator("a")).to_have_count(1)
+    expect(answer.get_by_text("markdown js link")).to_have_css("cursor", "auto")
     fine = answer.locator("a[href='https://example.org/docs']")
     expect(fine).to_have_attribute("target", "_blank")
     expect(fine).to_have_attribute("rel", "noopener noreferrer")

@@ -198,7 +198,7 @@ def test_error_retries_keep_timeline_open(user_page, replies, shot):
     expect(errors.first.locator(".badge")).to_have_text("retry 1 of 3")
     expect(errors.nth(1).locator(".badge")).to_have_text("retry 2 of 3")
     expect(errors.first).to_contain_text("LLM_CALL_FAILED")
-    expect(timeline.locator(".tl-counts")).to_contain_text("2 errors")
+    expect(timeline.locator(".tl-counts")).to_contain_text("2 retries")
     shot(page, "05-error-retries-open")
 
     # A run that fails for good: timeline open, the failure said under it.
@@ -209,6 +209,8 @@ def test_error_retries_keep_timeline_open(user_page, replies, shot):
     expect(turn.locator(".turn-status")).to_have_text("The run failed.", timeout=15000)
     expect(turn.locator("details.timeline")).to_have_attribute("open", "")
     expect(turn.locator("li.tl-error")).to_have_count(4)  # 3 retries announced + the final one
+    expect(turn.locator("li.tl-error.is-warning")).to_have_count(3)  # only the final failure is red
+    expect(turn.locator(".tl-label")).to_have_text("Finished with errors")
     expect(page.locator("#message-input")).to_be_enabled()
     shot(page, "06-run-failed")
     assert page.watch.dialogs == []
