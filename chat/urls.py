@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import api, views
+from . import api, inspect_views, views
 
 urlpatterns = [
     path("", views.chat_page, name="chat"),
@@ -13,4 +13,7 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
+    path("inspect/", inspect_views.run_list, name="inspect-runs"),
+    path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
+    path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),
 ]
