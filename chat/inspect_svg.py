@@ -37,15 +37,20 @@ def _svg(height: int, label: str, body: SafeString, *, width: int = WIDTH) -> Sa
 
 
 def stacked_columns(
-    buckets: Sequence[tuple[str, dict[str, int]]], keys: Sequence[str], *, label: str, height: int = 180
+    buckets: Sequence[tuple[str, dict[str, int]]],
+    keys: Sequence[str],
+    *,
+    label: str,
+    height: int = 180,
+    width: int = 1200,
 ) -> SafeString:
     """A column per bucket, stacked by key (class `k-<key>`); each segment titled with its count."""
     top = max((sum(counts.values()) for _, counts in buckets), default=0) or 1
     plot_h, axis = height - 24, 30
-    step = (WIDTH - axis) / max(len(buckets), 1)
+    step = (width - axis) / max(len(buckets), 1)
     parts = [
         format_html('<text class="axis" x="0" y="12">{}</text>', top),
-        format_html('<line class="axis-line" x1="{}" y1="{}" x2="{}" y2="{}"/>', axis, plot_h, WIDTH, plot_h),
+        format_html('<line class="axis-line" x1="{}" y1="{}" x2="{}" y2="{}"/>', axis, plot_h, width, plot_h),
     ]
     for i, (name, counts) in enumerate(buckets):
         x = axis + i * step
@@ -72,7 +77,7 @@ def stacked_columns(
         # Label every few columns so the names never overlap.
         if i % max(1, len(buckets) // 8) == 0:
             parts.append(format_html('<text class="axis" x="{}" y="{}">{}</text>', _n(x), height - 6, name))
-    return _svg(height, label, mark_safe("".join(parts)))  # noqa: S308 - every part came from format_html
+    return _svg(height, label, mark_safe("".join(parts)), width=width)  # noqa: S308 - parts came from format_html
 
 
 def horizontal_bars(rows: Sequence[tuple[str, float, str]], *, label: str, kind: str = "bar") -> SafeString:
