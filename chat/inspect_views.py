@@ -8,7 +8,7 @@ results are pretty-printed JSON (json.dumps) and then escaped like any text.
 from __future__ import annotations
 
 import json
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from functools import wraps
 
 from django import forms
@@ -35,6 +35,9 @@ def staff_only(view):
 
 
 # -- the run list ----------------------------------------------------------------------------------
+MAX_SECONDS = 30 * 86400  # "slower than": a month is plenty, and larger numbers overflow a timedelta
+
+
 class RunFilterForm(forms.Form):
     user = forms.CharField(required=False, max_length=150)
     status = forms.ChoiceField(required=False, choices=[("", "any")] + list(Run.Status.choices))
@@ -42,12 +45,18 @@ class RunFilterForm(forms.Form):
     since = forms.DateField(required=False, label="from")
     until = forms.DateField(required=False, label="to (inclusive)")
     errors = forms.BooleanField(required=False, label="with errors")
-    slower_than = forms.FloatField(required=False, min_value=0, label="slower than (s)")
+    slower_than = forms.FloatField(required=False, min_value=0, max_value=MAX_SECONDS, label="slower than (s)")
     sort = forms.ChoiceField(
         required=False,
         choices=[("-start", "newest"), ("start", "oldest"), ("-duration", "slowest"), ("duration", "fastest"),
                  ("-tokens", "most tokens"), ("tokens", "fewest tokens")],
     )  # fmt: skip
+
+    def clean_until(self):
+        until = self.cleaned_data.get("until")
+        if until is not None and until >= date.max:
+            raise forms.ValidationError("Too far in the future.")  # the day after it has no datetime
+        return until
 
     def filters(self) -> inspector.RunFilters:
         data = self.cleaned_data
@@ -87,6 +96,9 @@ def run_list(request):
 
 
 # -- one run ------------------------------------------------------------------------------------
+EVENTS_SHOWN = 2_000
+
+
 def pretty(text: str | None) -> str:
     """JSON pretty-printed; anything else as it is (the template escapes either)."""
     if not text:
@@ -140,9 +152,10 @@ def run_page(request, run_id):
             )
         )
     spans.sort(key=lambda span: span.start_ms)
+    # A long answer is thousands of text deltas: the page shows the first EVENTS_SHOWN, the trace JSON has all.
     events = [
         {"seq": e["seq"], "ts": e["ts"], "type": e["type"], "json": json.dumps(e, indent=2, ensure_ascii=False)}
-        for e in trace["events"]
+        for e in trace["events"][:EVENTS_SHOWN]
     ]
     total_ms = run["durationMs"] if run["durationMs"] is not None else _offset_ms(timezone.now().isoformat(), start)
     context = {
@@ -152,6 +165,7 @@ def run_page(request, run_id):
         "model_calls": trace["modelCalls"],
         "tool_calls": trace["toolCalls"],
         "events": events,
+        "events_hidden": len(trace["events"]) - len(events),
         "waterfall": waterfall(spans, total_ms=total_ms, label="model and tool calls over time"),
     }
     return render(request, "inspect/run.html", context)

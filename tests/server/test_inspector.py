@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from chat import services
-from chat.models import Conversation, ModelCall, Run, ToolRecord
+from chat.models import Conversation, Event, ModelCall, Run, ToolRecord
 from tests.fakellm import text_reply, tool_call_reply
 from tests.server.test_trace import failing, run_message, staff_user, with_usage
 
@@ -145,6 +145,27 @@ def test_bad_filters_are_reported_not_ignored(make_user, staff):
     page = response.content.decode()
     assert page.count('class="field-error"') == 3
     assert RUN_LINK.findall(page) == []
+    # Values at the edges of what a date or a timedelta can hold: a clear error, not a 500.
+    for query in ("?slower_than=1e308", "?until=9999-12-31", "?slower_than=-1", "?page=999&since=0001-01-01"):
+        response = client_for(staff).get("/inspect/" + query)
+        assert response.status_code == 200, query
+        assert ('class="field-error"' in response.content.decode()) == ("page" not in query), query
+
+
+def test_a_long_run_shows_its_first_events_and_points_to_the_trace(staff, monkeypatch):
+    from chat import inspect_views
+
+    monkeypatch.setattr(inspect_views, "EVENTS_SHOWN", 3)
+    conversation = Conversation.objects.create(owner=staff)
+    run, _ = services.run_start(conversation=conversation, user=staff, content="hi", model="m", worker="w")
+    Event.objects.bulk_create(
+        Event(conversation=conversation, run=run, seq=seq, type="text", payload={"type": "text", "content": f"d{seq}"})
+        for seq in range(2, 11)
+    )
+    page = client_for(staff).get(f"/inspect/runs/{run.pk}/").content.decode()
+    assert page.count('<pre class="payload">{') == 3
+    assert "&quot;d3&quot;" in page and "&quot;d4&quot;" not in page
+    assert "7 more events" in page and f'href="/api/runs/{run.pk}/trace/"' in page
 
 
 # --- a run ------------------------------------------------------------------------------------
