@@ -21,6 +21,7 @@ from django.views.decorators.http import require_safe
 from . import inspector, selectors
 from .inspect_svg import Span, horizontal_bars, stacked_columns, waterfall
 from .models import Run
+from .views import js_strings
 
 
 def staff_only(view):
@@ -166,6 +167,9 @@ def run_page(request, run_id):
         "tool_calls": trace["toolCalls"],
         "events": events,
         "events_hidden": len(trace["events"]) - len(events),
+        # All of them: the replay draws the whole answer (the trace JSON would send them all too).
+        "replay_events": trace["events"],
+        "js_strings": js_strings(),
         "waterfall": waterfall(spans, total_ms=total_ms, label="model and tool calls over time"),
     }
     return render(request, "inspect/run.html", context)

@@ -199,6 +199,9 @@ async def test_run_page_shows_model_calls_tool_calls_and_events_of_a_real_run(
     assert '<details id="tool-call-1" class="tool-call tool-error"' in page
     assert "{\n  &quot;expression&quot;: &quot;1/0&quot;\n}" in page
     assert "division by zero" in page
+    # The replay's data: every event, as a JSON data block (json_script), not as script.
+    assert '<script id="replay-events" type="application/json">' in page
+    assert '<script type="module" src="/static/inspect/replay.js">' in page
     # Every event, with its ts.
     for frame in live:
         assert f'<td class="num">{frame["seq"]}</td><td>{frame["ts"]}</td><td>{frame["type"]}</td>' in page

@@ -72,6 +72,13 @@ def test_run_page_and_dashboard(user_page, replies, ui_env):
     expect(target.locator("pre.payload").first).to_have_text('{\n  "expression": "1/0"\n}')
     expect(target).to_contain_text("division by zero")
     expect(page.locator("table.events tbody tr").first).to_contain_text("user_message")
+    # The replay: the chat page's own Turn, drawn from the run's events.
+    replay = page.locator("#replay article.turn")
+    expect(replay.locator(".answer")).to_contain_text("6 × 7 is 42; 1/0 is undefined.")
+    expect(replay.locator(".answer strong")).to_have_text("42")
+    expect(replay.locator("li.tl-tool")).to_have_count(2)
+    expect(replay.locator("li.tl-error")).to_have_count(1)
+    expect(replay.locator(".bubble")).to_have_text(message)
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(ROOT / "docs" / "inspector-run.png"), full_page=True, animations="disabled")
 
