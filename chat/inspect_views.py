@@ -43,8 +43,8 @@ class RunFilterForm(forms.Form):
     user = forms.CharField(required=False, max_length=150)
     status = forms.ChoiceField(required=False, choices=[("", "any")] + list(Run.Status.choices))
     model = forms.CharField(required=False, max_length=200)
-    since = forms.DateField(required=False, label="from")
-    until = forms.DateField(required=False, label="to (inclusive)")
+    since = forms.DateField(required=False, label="from", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="to (inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
     errors = forms.BooleanField(required=False, label="with errors")
     slower_than = forms.FloatField(required=False, min_value=0, max_value=MAX_SECONDS, label="slower than (s)")
     sort = forms.ChoiceField(

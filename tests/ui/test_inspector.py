@@ -24,7 +24,7 @@ def with_usage(reply: dict, prompt: int, completion: int) -> dict:
     return {**reply, "chunks": [*reply["chunks"], {"usage": usage}]}
 
 
-def test_run_page_and_dashboard(user_page, replies, ui_env):
+def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     page = user_page
     message = unique("Inspect me")
     replies.set(
@@ -50,6 +50,11 @@ def test_run_page_and_dashboard(user_page, replies, ui_env):
     page.reload()
     page.click("a.inspector-link")
     page.wait_for_url("**/inspect/")
+    expect(page.locator("tr.run-row")).to_have_count(50)  # the first page of all users' runs
+    page.select_option("#id_sort", "-duration")
+    page.click("form.inspect-filters button[type=submit]")
+    page.wait_for_url("**sort=-duration**")
+    shot(page, "inspector-runs")
     page.goto(f"/inspect/?user={page.username}")
     rows = page.locator("tr.run-row")
     expect(rows).to_have_count(1)
