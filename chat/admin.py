@@ -1,7 +1,8 @@
 """Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge them."""
 
 from django.contrib import admin
-from django.utils.html import format_html_join
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from .models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .workspaces import workspace_listing
@@ -92,9 +93,13 @@ class RunAdmin(ReadOnlyAdmin):
     )
     list_filter = ("status", "model", "started_at")
     search_fields = ("id", "conversation__id", "conversation__title", "user__username", "error")
-    readonly_fields = [f.name for f in Run._meta.fields]
+    readonly_fields = ["inspector", *(f.name for f in Run._meta.fields)]
     date_hierarchy = "started_at"
     inlines = [ModelCallInline, ToolRecordInline]
+
+    @admin.display(description="run inspector")
+    def inspector(self, obj):
+        return format_html('<a href="{}">waterfall, tool calls and events</a>', reverse("inspect-run", args=[obj.pk]))
 
 
 @admin.register(Event)

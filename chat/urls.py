@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import api, views
+from . import api, inspect_views, views
 
 urlpatterns = [
     path("", views.chat_page, name="chat"),
@@ -17,4 +17,7 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
     path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
     path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),
+    path("inspect/", inspect_views.run_list, name="inspect-runs"),
+    path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
+    path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),
 ]

@@ -1,0 +1,95 @@
+"""The run inspector in a real browser: a real run (a retry, a failed tool call) on its run page,
+and the dashboard; no console errors (a CSP violation would be one). Screenshots for the README."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.fakellm import text_reply, tool_call_reply
+from tests.ui.conftest import ROOT
+from tests.ui.test_timeline import assert_clean, last_turn, send, unique
+
+pytestmark = pytest.mark.browser
+
+FAILING = {"status": 503, "body": {"error": {"message": "upstream overloaded"}}}
+
+
+def with_usage(reply: dict, prompt: int, completion: int) -> dict:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {**reply, "chunks": [*reply["chunks"], {"usage": usage}]}
+
+
+def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
+    page = user_page
+    message = unique("Inspect me")
+    replies.set(
+        message,
+        FAILING,
+        with_usage(
+            tool_call_reply(("calculator", {"expression": "6*7"}), ("calculator", {"expression": "1/0"})), 420, 38
+        ),
+        with_usage(text_reply("6 × 7 is **42**; 1/0 is undefined.", piece=6), 510, 24),
+    )
+    send(page, message)
+    expect(last_turn(page).locator(".answer")).to_contain_text("is undefined", timeout=20000)
+    subprocess.run(
+        [sys.executable, "-m", "tests.ui.seed_inspector", page.username],
+        cwd=ROOT,
+        env=ui_env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+    # Staff now: the chat header links to the inspector; the list has the user's one run.
+    page.reload()
+    page.click("a.inspector-link")
+    page.wait_for_url("**/inspect/")
+    expect(page.locator("tr.run-row")).to_have_count(50)  # the first page of all users' runs
+    page.select_option("#id_sort", "-duration")
+    page.click("form.inspect-filters button[type=submit]")
+    page.wait_for_url("**sort=-duration**")
+    shot(page, "inspector-runs")
+    page.goto(f"/inspect/?user={page.username}")
+    rows = page.locator("tr.run-row")
+    expect(rows).to_have_count(1)
+    rows.first.locator("a").click()
+    page.wait_for_url(re.compile(r".*/inspect/runs/[0-9a-f-]{36}/$"))
+
+    figures = page.locator("dl.figures")
+    expect(figures).to_contain_text("succeeded")
+    expect(figures).to_contain_text("992")  # tokens: 420 + 38 + 510 + 24
+    expect(page.locator(".chart rect")).to_have_count(5)  # 3 model call attempts, 2 tool calls
+    expect(page.locator(".chart rect.k-model-error")).to_have_count(1)
+    expect(page.locator(".chart rect.k-tool-error")).to_have_count(1)
+    expect(page.locator("tr.row-retry")).to_have_count(1)
+    # A bar's details: its hover title, and a click that brings its details into view.
+    failed_tool = page.locator(".chart a", has=page.locator("rect.k-tool-error"))
+    expect(failed_tool.locator("title")).to_contain_text("calculator")
+    failed_tool.locator("rect").click()
+    target = page.locator("details.tool-call:target")
+    expect(target).to_have_class(re.compile("tool-error"))
+    expect(target.locator("pre.payload").first).to_have_text('{\n  "expression": "1/0"\n}')
+    expect(target).to_contain_text("division by zero")
+    expect(page.locator("table.events tbody tr").first).to_contain_text("user_message")
+    # The replay: the chat page's own Turn, drawn from the run's events.
+    replay = page.locator("#replay article.turn")
+    expect(replay.locator(".answer")).to_contain_text("6 × 7 is 42; 1/0 is undefined.")
+    expect(replay.locator(".answer strong")).to_have_text("42")
+    expect(replay.locator("li.tl-tool")).to_have_count(2)
+    expect(replay.locator("li.tl-error")).to_have_count(1)
+    expect(replay.locator(".bubble")).to_have_text(message)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(ROOT / "docs" / "inspector-run.png"), full_page=True, animations="disabled")
+
+    page.goto("/inspect/dashboard/")
+    expect(page.locator(".chart")).to_have_count(4)
+    expect(page.locator("dl.figures")).to_contain_text("Failure rate")
+    expect(page.locator(".chart rect.k-failed").first).to_be_visible()
+    page.screenshot(path=str(ROOT / "docs" / "inspector-dashboard.png"), full_page=True, animations="disabled")
+    assert_clean(page)
