@@ -18,6 +18,8 @@ JS_STRINGS = (
     gettext_noop("%s errors"),
     gettext_noop("%s s"),
     gettext_noop("%s tokens"),
+    gettext_noop("%s tokens today · %s this month"),
+    gettext_noop("%s of %s tokens today · %s this month"),
     gettext_noop("%s tool calls"),
     gettext_noop("1 error"),
     gettext_noop("1 token"),

@@ -56,6 +56,8 @@ export const api = {
   },
   /** The text of a JSON export: a new conversation of this user (PROTOCOL.md section 6). */
   importConversation: (text) => request("POST", "/api/conversations/import/", { raw: text }),
+  /** The user's own tokens today and this month (UTC): {today, month, models, dailyTokenQuota}. */
+  usage: () => request("GET", "/api/usage/"),
   exportUrl: (id, format) => `/api/conversations/${id}/export/?format=${format}`,
   createConversation: (title) => request("POST", "/api/conversations/", { body: title ? { title } : {} }),
   getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),

@@ -12,6 +12,7 @@ import { handleCopyButtons } from "./markdown.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
 import { watchSearchBox } from "./search.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
+import { refreshUsage } from "./usage.js";
 import { t, tf } from "./i18n.js";
 
 const LIST_REFRESH_MS = 15000;
@@ -28,6 +29,7 @@ const els = {
   newChat: $("new-chat"),
   search: $("conversation-search"),
   exportActions: $("export-actions"),
+  usage: $("usage-line"),
   exportJson: $("export-json"),
   exportMarkdown: $("export-markdown"),
   importFile: $("import-file"),
@@ -145,6 +147,7 @@ function openConversation(id, { push, firstMessage = null }) {
       const last = view.order[view.order.length - 1];
       announce(last && last.status === "cancelled" ? t("Stopped.") : t("The answer is complete."));
       refreshList();
+      refreshUsage(els.usage);
     },
     onScroll: (force) => scrollToEnd(force),
     // An edit or regenerate from a turn's buttons: sent when a message could be sent now.
@@ -240,6 +243,7 @@ document.addEventListener("visibilitychange", () => {
 
 async function start() {
   await refreshList();
+  refreshUsage(els.usage);
   const id = conversationIdFromUrl();
   if (id) openConversation(id, { push: false });
   else startDraft({ push: false });

@@ -327,3 +327,19 @@ def test_a_finished_turn_shows_its_time_and_tokens(user_page, replies):
     page.reload()  # the same from the stored complete
     expect(last_turn(page).locator(".turn-footer")).to_have_text(footer.inner_text(), timeout=15000)
     assert_clean(page)
+
+
+def test_the_sidebar_shows_the_users_own_tokens_today_and_this_month(user_page, replies):
+    page = user_page
+    line = page.locator("#usage-line")
+    expect(line).to_have_text("0 tokens today · 0 this month", timeout=15000)  # a new user
+    message = unique("Count my tokens")
+    reply = text_reply("Counted.", piece=4)
+    usage = {"prompt_tokens": 1200, "completion_tokens": 34, "total_tokens": 1234}
+    replies.set(message, {**reply, "chunks": [*reply["chunks"], {"usage": usage}]})
+    send(page, message)
+    # Refreshed when the run finishes, from the stored model calls.
+    expect(line).to_have_text("1,234 tokens today · 1,234 this month", timeout=15000)
+    page.reload()
+    expect(page.locator("#usage-line")).to_have_text("1,234 tokens today · 1,234 this month", timeout=15000)
+    assert_clean(page)
