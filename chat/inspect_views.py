@@ -40,6 +40,7 @@ MAX_SECONDS = 30 * 86400  # "slower than": a month is plenty, and larger numbers
 
 
 class RunFilterForm(forms.Form):
+    conversation = forms.UUIDField(required=False)
     user = forms.CharField(required=False, max_length=150)
     status = forms.ChoiceField(required=False, choices=[("", "any")] + list(Run.Status.choices))
     model = forms.CharField(required=False, max_length=200)
@@ -65,6 +66,7 @@ class RunFilterForm(forms.Form):
         day = timezone.get_current_timezone()
         since, until = data.get("since"), data.get("until")
         return inspector.RunFilters(
+            conversation=str(data["conversation"]) if data.get("conversation") else "",
             user=data.get("user") or "",
             status=data.get("status") or "",
             model=data.get("model") or "",
@@ -126,6 +128,9 @@ def run_page(request, run_id):
     for n, call in enumerate(trace["modelCalls"], 1):
         call["anchor"] = f"model-call-{n}"
         call["retry"] = call["attempt"] > 1
+        # What the model saw, when AGENT_TRACE_REQUESTS recorded it.
+        messages = call.get("requestMessages")
+        call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
         title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
         spans.append(

@@ -26,6 +26,7 @@ SORTS = {
 
 @dataclass(frozen=True)
 class RunFilters:
+    conversation: str = ""  # a conversation id: the chat page's link for staff
     user: str = ""
     status: str = ""
     model: str = ""
@@ -50,6 +51,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
         retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
         tool_errors=Count("tool_records", filter=Q(tool_records__is_error=True), distinct=True),
     )
+    if filters.conversation:
+        rows = rows.filter(conversation_id=filters.conversation)
     if filters.user:
         rows = rows.filter(user__username=filters.user)
     if filters.status:

@@ -30,6 +30,7 @@ const els = {
   search: $("conversation-search"),
   exportActions: $("export-actions"),
   usage: $("usage-line"),
+  inspector: $("inspector-link"), // staff only
   exportJson: $("export-json"),
   exportMarkdown: $("export-markdown"),
   importFile: $("import-file"),
@@ -124,6 +125,7 @@ function startDraft({ push }) {
   els.loading.hidden = true;
   els.app.dataset.conversation = "";
   els.exportActions.hidden = true;
+  if (els.inspector) els.inspector.href = "/inspect/";
   composer.focus();
 }
 
@@ -173,6 +175,7 @@ function openConversation(id, { push, firstMessage = null }) {
   els.exportJson.href = api.exportUrl(id, "json");
   els.exportMarkdown.href = api.exportUrl(id, "markdown");
   els.exportActions.hidden = false;
+  if (els.inspector) els.inspector.href = `/inspect/?conversation=${id}`; // this conversation's runs
   followLatest();
   view.open();
   if (!conversation) {

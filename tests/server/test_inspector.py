@@ -112,6 +112,23 @@ def test_filters_select_the_right_runs(make_user, staff):
     until = (timezone.now() - timedelta(days=5)).date().isoformat()
     assert listed(staff, f"?until={until}") == [old]
     assert set(listed(staff, "?user=bob&errors=on&status=succeeded")) == {tool_error}
+    # One conversation's runs (the chat page's link for staff); a bad id is a form error.
+    conversation = Run.objects.get(pk=slow).conversation_id
+    assert listed(staff, f"?conversation={conversation}") == [slow]
+    assert "Enter a valid UUID." in client_for(staff).get("/inspect/?conversation=nope").content.decode()
+
+
+async def test_the_run_page_shows_what_the_model_was_sent_when_recorded(
+    conversation, registry, llm_settings, make_user, settings
+):
+    settings.AGENT_TRACE_REQUESTS = True
+    llm_settings.script(text_reply("Hi <b>there</b>."))
+    live = await run_message(conversation, "Hello <script>x</script>")
+    staff = await sync_to_async(staff_user)(make_user)
+    page = (await sync_to_async(lambda: client_for(staff).get(f"/inspect/runs/{live[0]['runId']}/"))()).content
+    page = page.decode()
+    assert "What the model was sent in call 1.1" in page
+    assert "Hello &lt;script&gt;x&lt;/script&gt;" in page and "<script>x" not in page
 
 
 def test_sorting_by_start_duration_and_tokens(make_user, staff):

@@ -46,10 +46,13 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
         timeout=120,
     )
 
-    # Staff now: the chat header links to the inspector; the list has the user's one run.
+    # Staff now: the chat header links to the inspector, to the open conversation's one run.
     page.reload()
+    expect(page.locator("a.inspector-link")).to_have_attribute("href", re.compile(r"/inspect/\?conversation="))
     page.click("a.inspector-link")
-    page.wait_for_url("**/inspect/")
+    page.wait_for_url("**/inspect/?conversation=*")
+    expect(page.locator("tr.run-row")).to_have_count(1)
+    page.goto("/inspect/")
     expect(page.locator("tr.run-row")).to_have_count(50)  # the first page of all users' runs
     page.select_option("#id_sort", "-duration")
     page.click("form.inspect-filters button[type=submit]")
