@@ -324,8 +324,9 @@ def test_a_finished_turn_shows_its_time_and_tokens(user_page, replies):
     turn = last_turn(page)
     footer = turn.locator(".turn-footer")
     expect(footer).to_have_text(re.compile(r"^\d+\.\d s · 1,234 tokens$"), timeout=15000)
+    shown = footer.inner_text()  # read before the reload: after it, the footer is drawn anew
     page.reload()  # the same from the stored complete
-    expect(last_turn(page).locator(".turn-footer")).to_have_text(footer.inner_text(), timeout=15000)
+    expect(last_turn(page).locator(".turn-footer")).to_have_text(shown, timeout=15000)
     assert_clean(page)
 
 
