@@ -26,6 +26,11 @@ from .runtime.doorbell import conversation_group
 from .runtime.registry import get_registry
 from .text import clean_value, invalid_reason
 
+try:  # daphne's WebSocket layer: a send racing the peer's disconnect raises this
+    from autobahn.exception import Disconnected as PeerGone
+except ImportError:  # another ASGI server: nothing of the kind to catch
+    PeerGone = ()  # type: ignore[assignment,misc]
+
 logger = logging.getLogger(__name__)
 
 CLOSE_NOT_LOGGED_IN = 4401
@@ -229,7 +234,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             text = orjson.dumps(data).decode()
         except TypeError:  # a surrogate stored before chat.text existed: cleaned, not a dead socket
             text = orjson.dumps(clean_value(data)).decode()
-        await self.send(text_data=text)
+        try:
+            await self.send(text_data=text)
+        except PeerGone:
+            # The peer dropped the connection (daphne's autobahn does on a text frame that is not
+            # UTF-8) and its disconnect is still on its way: nothing left to send to.
+            pass
 
 
 def _after_param(query_string: bytes) -> int:
