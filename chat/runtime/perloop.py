@@ -18,6 +18,10 @@ class PerLoop(Generic[T]):
         self._make = make
         self.instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = weakref.WeakKeyDictionary()
 
+    def pop(self) -> T | None:
+        """The running loop's instance, forgotten (None when it has none)."""
+        return self.instances.pop(asyncio.get_running_loop(), None)
+
     def get(self) -> T:
         loop = asyncio.get_running_loop()
         instance = self.instances.get(loop)

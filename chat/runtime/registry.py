@@ -25,7 +25,7 @@ from .doorbell import ring_processes
 from .execution import CANCELLED, SHUT_DOWN, RunHandle, StopReason, execute
 from .perloop import PerLoop
 from .supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
-from .writer import get_writer
+from .writer import close_writer, get_writer
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class RunRegistry:
     async def close(self) -> None:
         """Stop the background loops (tests, and loops that end); runs are left to finish."""
         await self._supervisor.stop()
+        await close_writer()
         self._ready = False
 
     async def wait_idle(self, timeout: float = 10.0) -> None:

@@ -35,8 +35,22 @@ class GroupWriter:
         """Until every batch submitted so far is committed (or failed)."""
         await self._rounds.wait_idle()
 
+    async def close(self) -> None:
+        """Close the writer thread's database connection and end the thread (its loop is ending:
+        a test's, or a server's at shutdown). Without it every ended loop left a connection open."""
+        await self._rounds.wait_idle()
+        await asyncio.get_running_loop().run_in_executor(self._thread, _close_connection)
+        self._thread.shutdown(wait=False)
+
     async def _store(self, batches: list[services.EventBatch]) -> list:
         return await asyncio.get_running_loop().run_in_executor(self._thread, _store, batches)
+
+
+def _close_connection() -> None:
+    try:
+        db.connection.close()
+    except db.DatabaseError:  # a connection this thread did not open (a test's shared one) is not ours
+        pass
 
 
 def _store(batches: list[services.EventBatch]) -> list:
@@ -67,3 +81,10 @@ def _gone_as_errors(batches, results) -> list:
 _writers: PerLoop[GroupWriter] = PerLoop(GroupWriter)
 # The writer of the running event loop.
 get_writer = _writers.get
+
+
+async def close_writer() -> None:
+    """Close the running loop's writer, if it has one."""
+    writer = _writers.pop()
+    if writer is not None:
+        await writer.close()
