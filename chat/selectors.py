@@ -159,9 +159,10 @@ def _usage(prompt: int, completion: int, total: int) -> dict[str, int]:
 def run_trace(*, run_id) -> dict[str, Any] | None:
     """Everything the run inspector shows of one run (PROTOCOL.md section 8), or None when there
     is no such run. Staff only: the caller checks (this reads any user's run)."""
-    run = Run.objects.filter(pk=run_id).select_related("user").first()
+    run = Run.objects.filter(pk=run_id).select_related("user", "feedback").first()
     if run is None:
         return None
+    feedback = getattr(run, "feedback", None)  # absent: Django raises an AttributeError subclass
     model_calls = [
         {
             "iteration": call.iteration,
@@ -212,6 +213,9 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
                 prompt_tokens=run.prompt_tokens,
                 completion_tokens=run.completion_tokens,
             ),
+            "feedback": None
+            if feedback is None
+            else {"rating": feedback.rating, "comment": feedback.comment, "updatedAt": frame_time(feedback.updated_at)},
         },
         "modelCalls": model_calls,
         "toolCalls": tool_calls,
