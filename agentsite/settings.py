@@ -107,6 +107,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# The ASGI application checks the database and the system checks before it serves (agentsite.startup);
+# a test suite that imports it to drive it in-process turns this off (tests/settings.py).
+CHECK_BEFORE_SERVING = True
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
 # Origins (scheme://host[:port]) besides the server's own that may open WebSockets (agentsite.origins).
 ALLOWED_ORIGINS = env_list("ALLOWED_ORIGINS", "")
