@@ -11,6 +11,7 @@ from django.conf import settings
 
 from chat import mcp
 from chat.agent import Agent, ChatModel, ModelCallObserver, ModelOptions, ToolContext
+from chat.agent.approval import Answers, ApprovalPolicy
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
@@ -101,8 +102,23 @@ async def mcp_tools() -> list[Tool]:
     return await mcp.available_tools(settings.AGENT_MCP_CONFIG, timeout=settings.AGENT_MCP_TIMEOUT)
 
 
-def build_agent(*, observers: list[ModelCallObserver] | None = None) -> Agent:
-    """The agent of one run; `observers` are told of each model call attempt (chat.agent.trace)."""
+def approval_patterns() -> tuple[str, ...]:
+    """The tools (names or fnmatch patterns) whose calls wait for the user: AGENT_APPROVAL_TOOLS.
+    The one place that reads them, so that agent profiles can give their own."""
+    return tuple(settings.AGENT_APPROVAL_TOOLS)
+
+
+def approval_policy(answers: Answers | None) -> ApprovalPolicy | None:
+    patterns = approval_patterns()
+    if answers is None or not patterns:
+        return None
+    return ApprovalPolicy(patterns=patterns, timeout=settings.AGENT_APPROVAL_TIMEOUT, answers=answers)
+
+
+def build_agent(*, observers: list[ModelCallObserver] | None = None, answers: Answers | None = None) -> Agent:
+    """The agent of one run; `observers` are told of each model call attempt (chat.agent.trace);
+    `answers` deliver the user's approvals (chat.runtime.approvals). Without them (the `ask`
+    command, where the operator runs their own question) no call waits."""
     names = offered_tools()
     return Agent(
         build_chat_model(),
@@ -120,6 +136,7 @@ def build_agent(*, observers: list[ModelCallObserver] | None = None) -> Agent:
         tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
         observers=observers or [],
         trace_requests=settings.AGENT_TRACE_REQUESTS,
+        approval=approval_policy(answers),
     )
 
 
