@@ -22,7 +22,7 @@ from chat.agent.answer import Answer
 from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
 from chat.agent.tools import error_result
 
-from . import search
+from . import memory, search
 from .frames import EventFrame, event_frame, frame_time
 from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .text import clean, clean_value
@@ -213,6 +213,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     ]
     if finished:
         search.documents_write(run_ids=finished)
+        memory.checkpoints_write(run_ids=finished)
     return results
 
 
@@ -653,6 +654,7 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
         Event.objects.bulk_create(events)
         ToolRecord.objects.bulk_create(records)
         search.documents_write(run_ids=[run.pk for run in runs])
+        memory.checkpoints_fill(conversation_id=conversation.pk)
     return conversation
 
 
