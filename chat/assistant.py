@@ -15,6 +15,7 @@ from chat.agent.approval import Answers, ApprovalPolicy
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
+from chat.memory import MEMORY_MESSAGES
 from chat.skills import discover, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry
@@ -132,7 +133,7 @@ def build_agent(*, observers: list[ModelCallObserver] | None = None, answers: An
         tool_timeout=settings.AGENT_TOOL_TIMEOUT,
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
-        hooks=[MessageTrimmingHook(max_messages=80)],
+        hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES)],
         tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
         observers=observers or [],
         trace_requests=settings.AGENT_TRACE_REQUESTS,

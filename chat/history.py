@@ -18,7 +18,8 @@ from typing import Any
 from chat.agent.answer import without_discarded
 
 
-def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One run's chat messages, from its events in order (thinking may be left out: unread)."""
     messages: list[dict[str, Any]] = []
     text: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -76,7 +77,7 @@ def messages_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     """Chat messages of the given events, run by run in the order given."""
     messages: list[dict[str, Any]] = []
     for _, run_events in groupby(events, key=lambda e: e["runId"]):
-        messages.extend(_run_messages(list(run_events)))
+        messages.extend(run_messages(list(run_events)))
     return messages
 
 

@@ -222,3 +222,23 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{'+1' if self.rating > 0 else '-1'} on run {str(self.run_id)[:8]}"
+
+
+class RunMemory(models.Model):
+    """A finished run's memory checkpoint: the chat messages the model is sent for it as an
+    earlier turn (chat.history), and the run of the turn before it on its branch (PROTOCOL
+    section 6). Derived from the event log, like SearchDocument, and rebuilt from it when
+    missing (chat.memory): a run start reads its branch backwards through `parent` only as
+    far as the model's trimmed input reaches, so it costs the same at turn 10 and 10,000.
+
+    A run the branch walk cannot be told by one parent (an imported run holding several
+    user_messages) has no messages and no size: a walk that meets it falls back to reading
+    the branch from the event log."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="memory")
+    parent = models.ForeignKey(Run, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    messages = models.JSONField(null=True, blank=True)
+    size = models.PositiveIntegerField(null=True, blank=True)  # len(messages), read by the walk without them
+
+    def __str__(self) -> str:
+        return f"Memory of run {str(self.run_id)[:8]}"

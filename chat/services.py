@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
+from django.db.models import Case, Count, F, Max, OuterRef, Q, Subquery, Sum, Value, When
 from django.utils import timezone
 
 from chat.agent.answer import Answer
@@ -31,7 +31,7 @@ from chat.agent.events import (
 )
 from chat.agent.tools import error_result
 
-from . import search
+from . import memory, search
 from .frames import EventFrame, event_frame, frame_time
 from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .text import clean, clean_value
@@ -230,6 +230,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     ]
     if finished:
         search.documents_write(run_ids=finished)
+        memory.checkpoints_write(run_ids=finished)
     return results
 
 
@@ -472,13 +473,15 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
             )
         }
     following = {_conversation_key(s.conversation.pk) for s in starts if s.named_seq is None}
-    newest: dict[Any, int] = {}
+    newest: dict[Any, int | None] = {}
     if following:
+        # The newest through the user_message index backwards, one row per conversation: a MAX
+        # per group would read every turn of the conversation (7.6 ms at 10,000 turns, idle).
+        latest = Event.objects.filter(conversation=OuterRef("pk"), type="user_message").order_by("-seq")
         newest = dict(
-            Event.objects.filter(conversation_id__in=following, type="user_message")
-            .values("conversation_id")
-            .annotate(newest=Max("seq"))
-            .values_list("conversation_id", "newest")
+            Conversation.objects.filter(pk__in=following)
+            .annotate(newest=Subquery(latest.values("seq")[:1]))
+            .values_list("pk", "newest")
         )
     out: list[dict[str, Any] | Exception] = []
     for start in starts:
@@ -683,6 +686,7 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
         Event.objects.bulk_create(events)
         ToolRecord.objects.bulk_create(records)
         search.documents_write(run_ids=[run.pk for run in runs])
+        memory.checkpoints_fill(conversation_id=conversation.pk)
     return conversation
 
 

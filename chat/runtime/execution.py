@@ -20,7 +20,6 @@ from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
 from chat.frames import EventFrame
-from chat.history import messages_from_events
 
 from .doorbell import publish
 from .sink import EventSink
@@ -72,9 +71,9 @@ class RunHandle:
             self.task.cancel()
 
 
-async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list[EventFrame]) -> None:
-    """Run the agent on the memory made of `events`, after publishing `announce` (the frames
-    that started or resumed the run, stored before anything the agent says)."""
+async def execute(handle: RunHandle, *, memory: list[dict], announce: list[EventFrame]) -> None:
+    """Run the agent on `memory` (chat.memory: the chat messages it starts from), after publishing
+    `announce` (the frames that started or resumed the run, stored before anything the agent says)."""
     run_id, conversation_id = handle.run_id, handle.conversation_id
     sink = EventSink(
         conversation_id=conversation_id, run_id=run_id, flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000
@@ -86,7 +85,7 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
             conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id)
         )
         agent = assistant.build_agent(observers=[sink.add_model_call], answers=handle.answers)
-        handle.agent_run = agent_run = agent.stream(messages_from_events(events), context=context)
+        handle.agent_run = agent_run = agent.stream(memory, context=context)
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)
         async for event in agent_run:

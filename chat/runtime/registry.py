@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chat import selectors, services
+from chat import history, memory, selectors, services
 from chat.agent.approval import Decision
 from chat.frames import EventFrame
 from chat.models import Run
@@ -88,7 +88,7 @@ class RunRegistry:
         if handle is not None:
             handle.abandon()
 
-    def adopt(self, run: Run, *, events: list[EventFrame], announce: list[EventFrame]) -> None:
+    def adopt(self, run: Run, *, memory: list[dict], announce: list[EventFrame]) -> None:
         """Execute the run here: a new one, or one resumed from a dead process's."""
         key = str(run.pk)
         handle = RunHandle(
@@ -99,7 +99,7 @@ class RunRegistry:
             answers=self.approvals.for_run(run.pk),
         )
         self._handles[key] = handle
-        handle.task = asyncio.create_task(execute(handle, events=events, announce=announce), name=f"run-{key}")
+        handle.task = asyncio.create_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._handles.pop(key, None))
 
     # -- starting and stopping runs ------------------------------------------------------
@@ -128,8 +128,8 @@ class RunRegistry:
                 out.append(result)
                 continue
             # The run is started: it gets its task even if the caller has gone meanwhile.
-            run, frames, events = result
-            self.adopt(run, events=events, announce=frames)
+            run, frames, messages = result
+            self.adopt(run, memory=messages, announce=frames)
             out.append(run)
         return out
 
@@ -210,17 +210,22 @@ class RunRegistry:
 
 def _start_with_memory(
     starts: list[services.RunStart],
-) -> list[tuple[Run, list[EventFrame], list[EventFrame]] | Exception]:
-    """Start the runs, then read the events each one's memory is made of: one trip to the ORM
-    thread for the whole group (a first turn, whose parentSeq is null, is its own memory)."""
+) -> list[tuple[Run, list[EventFrame], list[dict]] | Exception]:
+    """Start the runs, then read each one's memory (chat.memory): one trip to the ORM thread for
+    the whole group (a first turn, whose parentSeq is null, is its own memory)."""
     started = services.runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
-    memory = selectors.runs_memory_events(runs=older) if older else {}
-    return [
-        result if isinstance(result, Exception) else (*result, memory.get(result[0].conversation_id, result[1]))
-        for result in started
-    ]
+    memories = memory.runs_memory(runs=older) if older else {}
+    out: list[tuple[Run, list[EventFrame], list[dict]] | Exception] = []
+    for result in started:
+        if isinstance(result, Exception):
+            out.append(result)
+            continue
+        run, frames = result
+        key = run.conversation_id
+        out.append((run, frames, memories[key] if key in memories else history.run_messages(frames)))
+    return out
 
 
 _registries: PerLoop[RunRegistry] = PerLoop(RunRegistry)

@@ -30,9 +30,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from chat import selectors, services
+from chat import memory, selectors, services
 from chat.agent.approval import Decision
-from chat.frames import EventFrame
 from chat.metrics import publish_process_gauges_forever
 
 from .approvals import APPROVE_MESSAGE, REFUSED_MESSAGE
@@ -153,7 +152,7 @@ class Supervisor:
             for run in await sync_to_async(selectors.stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
-                interruption, events = await sync_to_async(_interrupt_with_memory)(
+                interruption, messages = await sync_to_async(_interrupt_with_memory)(
                     run_id=run.pk, stale_before=cutoff, worker=registry.channel
                 )
                 if interruption is None:
@@ -161,16 +160,14 @@ class Supervisor:
                 taken += 1
                 if interruption.resumed:
                     logger.info("resuming run %s of a dead process", run.pk)
-                    registry.adopt(interruption.run, events=events, announce=interruption.frames)
+                    registry.adopt(interruption.run, memory=messages, announce=interruption.frames)
                 else:
                     logger.info("closed run %s of a dead process as interrupted", run.pk)
                     await publish(run.conversation_id, interruption.frames)
             return taken
 
 
-def _interrupt_with_memory(
-    *, run_id, stale_before, worker: str
-) -> tuple[services.Interruption | None, list[EventFrame]]:
+def _interrupt_with_memory(*, run_id, stale_before, worker: str) -> tuple[services.Interruption | None, list[dict]]:
     """Take a dead process's run, and for a resume read its memory: one trip to the ORM thread."""
     interruption = services.run_interrupt(
         run_id=run_id,
@@ -182,7 +179,7 @@ def _interrupt_with_memory(
     if interruption is None or not interruption.resumed:
         return interruption, []
     run = interruption.run
-    return interruption, selectors.runs_memory_events(runs={run.conversation_id: run.pk})[run.conversation_id]
+    return interruption, memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
 
 
 _sigterm_installed = False
