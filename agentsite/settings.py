@@ -318,6 +318,9 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_m
 # and the seconds a server may take to start or to answer one call.
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
+# Tools (names or fnmatch patterns) whose calls wait for the user's approval (PROTOCOL section 7);
+# an agent profile's own list replaces it for that profile's runs.
+AGENT_APPROVAL_TOOLS = env_list("AGENT_APPROVAL_TOOLS", "bash")
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")

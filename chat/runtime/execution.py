@@ -20,6 +20,7 @@ from chat.agent import AgentRun, CompleteEvent
 from chat.agent.events import ErrorCode, RunStatus
 from chat.frames import EventFrame
 from chat.history import messages_from_events
+from chat.profiles import AgentConfig
 
 from .doorbell import publish
 from .sink import EventSink
@@ -48,6 +49,7 @@ class RunHandle:
     conversation_id: object
     user_id: object
     resumes: int  # times the run was resumed before this process took it
+    config: AgentConfig  # its agent: the conversation's profile, or the environment's
     agent_run: AgentRun | None = None
     task: asyncio.Task | None = None
     stop_reason: StopReason | None = None
@@ -81,9 +83,9 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
         context = assistant.tool_context(
-            conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id)
+            conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id), config=handle.config
         )
-        agent = assistant.build_agent(observers=[sink.add_model_call])
+        agent = assistant.build_agent(config=handle.config, observers=[sink.add_model_call])
         handle.agent_run = agent_run = agent.stream(messages_from_events(events), context=context)
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)

@@ -16,9 +16,10 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chat import selectors, services
+from chat import profiles, selectors, services
 from chat.frames import EventFrame
 from chat.models import Run
+from chat.profiles import AgentConfig
 
 from .batching import Batcher
 from .doorbell import ring_processes
@@ -85,10 +86,13 @@ class RunRegistry:
         if handle is not None:
             handle.abandon()
 
-    def adopt(self, run: Run, *, events: list[EventFrame], announce: list[EventFrame]) -> None:
-        """Execute the run here: a new one, or one resumed from a dead process's."""
+    def adopt(self, run: Run, *, events: list[EventFrame], announce: list[EventFrame], config: AgentConfig) -> None:
+        """Execute the run here: a new one, or one resumed from a dead process's, with the agent
+        configuration read when it started (or was taken over)."""
         key = str(run.pk)
-        handle = RunHandle(run_id=run.pk, conversation_id=run.conversation_id, user_id=run.user_id, resumes=run.resumes)
+        handle = RunHandle(
+            run_id=run.pk, conversation_id=run.conversation_id, user_id=run.user_id, resumes=run.resumes, config=config
+        )
         self._handles[key] = handle
         handle.task = asyncio.create_task(execute(handle, events=events, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._handles.pop(key, None))
@@ -105,7 +109,7 @@ class RunRegistry:
         regenerates: int | None = None,
     ) -> Run:
         """Start a run for a user message, an edit or a regenerate (services.RunStart). Raises
-        services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage."""
+        services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
         start = services.RunStart(conversation, user, content, model, self.channel, parent_seq, edits, regenerates)
@@ -119,8 +123,8 @@ class RunRegistry:
                 out.append(result)
                 continue
             # The run is started: it gets its task even if the caller has gone meanwhile.
-            run, frames, events = result
-            self.adopt(run, events=events, announce=frames)
+            run, frames, events, config = result
+            self.adopt(run, events=events, announce=frames, config=config)
             out.append(run)
         return out
 
@@ -169,15 +173,18 @@ class RunRegistry:
 
 def _start_with_memory(
     starts: list[services.RunStart],
-) -> list[tuple[Run, list[EventFrame], list[EventFrame]] | Exception]:
+) -> list[tuple[Run, list[EventFrame], list[EventFrame], AgentConfig] | Exception]:
     """Start the runs, then read the events each one's memory is made of: one trip to the ORM
-    thread for the whole group (a first turn, whose parentSeq is null, is its own memory)."""
+    thread for the whole group (a first turn, whose parentSeq is null, is its own memory). Each
+    comes with the configuration of its agent, from the profile the start read."""
     started = services.runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
     memory = selectors.runs_memory_events(runs=older) if older else {}
     return [
-        result if isinstance(result, Exception) else (*result, memory.get(result[0].conversation_id, result[1]))
+        result
+        if isinstance(result, Exception)
+        else (*result, memory.get(result[0].conversation_id, result[1]), profiles.config_for(result[0].agent))
         for result in started
     ]
 

@@ -30,9 +30,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from chat import selectors, services
+from chat import profiles, selectors, services
 from chat.frames import EventFrame
 from chat.metrics import publish_process_gauges_forever
+from chat.profiles import AgentConfig
 
 from .doorbell import PROCESSES_GROUP, publish
 from .execution import CANCELLED, SHUT_DOWN
@@ -134,7 +135,7 @@ class Supervisor:
             for run in await sync_to_async(selectors.stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
-                interruption, events = await sync_to_async(_interrupt_with_memory)(
+                interruption, events, config = await sync_to_async(_interrupt_with_memory)(
                     run_id=run.pk, stale_before=cutoff, worker=registry.channel
                 )
                 if interruption is None:
@@ -142,7 +143,8 @@ class Supervisor:
                 taken += 1
                 if interruption.resumed:
                     logger.info("resuming run %s of a dead process", run.pk)
-                    registry.adopt(interruption.run, events=events, announce=interruption.frames)
+                    assert config is not None  # a resumed interruption comes with its agent's configuration
+                    registry.adopt(interruption.run, events=events, announce=interruption.frames, config=config)
                 else:
                     logger.info("closed run %s of a dead process as interrupted", run.pk)
                     await publish(run.conversation_id, interruption.frames)
@@ -151,8 +153,9 @@ class Supervisor:
 
 def _interrupt_with_memory(
     *, run_id, stale_before, worker: str
-) -> tuple[services.Interruption | None, list[EventFrame]]:
-    """Take a dead process's run, and for a resume read its memory: one trip to the ORM thread."""
+) -> tuple[services.Interruption | None, list[EventFrame], AgentConfig | None]:
+    """Take a dead process's run, and for a resume read its memory and its agent's configuration
+    (the profile it started with, read again): one trip to the ORM thread."""
     interruption = services.run_interrupt(
         run_id=run_id,
         stale_before=stale_before,
@@ -161,9 +164,10 @@ def _interrupt_with_memory(
         max_resumes=settings.AGENT_MAX_RESUMES,
     )
     if interruption is None or not interruption.resumed:
-        return interruption, []
+        return interruption, [], None
     run = interruption.run
-    return interruption, selectors.runs_memory_events(runs={run.conversation_id: run.pk})[run.conversation_id]
+    memory = selectors.runs_memory_events(runs={run.conversation_id: run.pk})[run.conversation_id]
+    return interruption, memory, profiles.config_for(run.agent)
 
 
 _sigterm_installed = False
