@@ -21,6 +21,7 @@ from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
 from chat.skills import discover
 from chat.tools import BUILTIN_TOOLS
 
+NO_KEY = "unset"
 MCP_SEPARATOR = "__"  # MCP tools are offered as `<server>__<tool>` (chat.mcp.tools)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The server's own secrets: a profile sends its key variable to its endpoint as a bearer token,
@@ -106,9 +107,10 @@ def split_names(text: str) -> list[str]:
 
 def profile_config(profile: AgentProfile) -> AgentConfig:
     tools = [str(name) for name in profile.tools]
-    # A key variable that is gone from this process's environment gives the endpoint an empty key,
-    # so the run fails with the usual "rejected the API key" model error instead of crashing.
-    api_key = os.environ.get(profile.api_key_env, "") if profile.api_key_env else settings.OPENAI_API_KEY
+    # Without a key (a key variable gone from this process's environment, or none at all) the
+    # endpoint gets a placeholder: local servers (Ollama, vLLM) ignore it, others answer 401, the
+    # usual "rejected the API key" model error, where the SDK would refuse to build a client.
+    api_key = (os.environ.get(profile.api_key_env) if profile.api_key_env else settings.OPENAI_API_KEY) or NO_KEY
     return AgentConfig(
         slug=profile.slug,
         name=profile.name,
