@@ -139,7 +139,9 @@ function openConversation(id, { push, firstMessage = null }) {
       if (state.view === view) state.observe(facts);
     },
     onNotice: (frame) => {
-      if (state.view === view) composer.refused(frame);
+      if (state.view !== view) return;
+      composer.refused(frame);
+      if (frame.code === "AGENT_UNAVAILABLE") agentPicker.load(); // the list has changed: show what is left
     },
     onGone: () => {
       if (state.view !== view) return;

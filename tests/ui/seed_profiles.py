@@ -3,6 +3,8 @@ USERNAME alone, written through the admin's form while the server runs (no resta
 
 "Coder" (model code-1, calculator) talks to BASE_URL_A, "Researcher" (model research-1,
 current_time) to BASE_URL_B; both with the server's own OPENAI_API_KEY.
+
+`python -m tests.ui.seed_profiles USERNAME --revoke SLUG`: the user may no longer use that profile.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ def main() -> None:
     django.setup()
     from django.contrib.auth import get_user_model
 
+    from chat.models import AgentProfile
     from chat.profile_form import AgentProfileForm
 
     user = get_user_model().objects.get(username=username)
+    if base_a == "--revoke":
+        AgentProfile.objects.get(slug=base_b).users.remove(user)
+        print("revoked")
+        return
     for slug, name, model, base_url, tools in (
         (f"coder-{username}", "Coder", "code-1", base_a, "calculator"),
         (f"researcher-{username}", "Researcher", "research-1", base_b, "current_time"),

@@ -23,6 +23,13 @@ def research_llm():
         yield fake
 
 
+def seed(env, *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "tests.ui.seed_profiles", *args],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 def test_pick_an_agent_see_it_on_each_answer_and_switch(
     user_page, ui_env, replies, research_llm, fake_llm_server, shot
 ):
@@ -30,10 +37,7 @@ def test_pick_an_agent_see_it_on_each_answer_and_switch(
     picker = page.locator("#agent-select")
     expect(page.locator("#agent-pick")).to_be_hidden()  # the default agent alone: nothing to pick
     # An operator adds two profiles for this user while the server runs.
-    subprocess.run(
-        [sys.executable, "-m", "tests.ui.seed_profiles", page.username, fake_llm_server.base_url, research_llm.base_url],
-        cwd=ROOT, env=ui_env, check=True, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    seed(ui_env, page.username, fake_llm_server.base_url, research_llm.base_url)
     page.reload()
     expect(page.locator("#agent-pick")).to_be_visible()
     expect(picker.locator("option")).to_have_text(["Default · fake-model", "Coder · code-1", "Researcher · research-1"])
@@ -73,6 +77,26 @@ def test_pick_an_agent_see_it_on_each_answer_and_switch(
     page.reload()
     expect(picker).to_have_value(f"coder-{page.username}")
     expect(last_turn(page).locator(".turn-agent")).to_have_text("Coder · code-1")
+
+    # The operator takes the Coder away from this user: the next message is refused, with the reason.
+    seed(ui_env, page.username, "--revoke", f"coder-{page.username}")
+    refused = unique("Still there?")
+    send(page, refused)
+    expect(page.locator("#notice-text")).to_have_text(
+        "This conversation's agent is no longer available to you; pick another."
+    )
+    expect(page.locator("#message-input")).to_have_value(refused)  # given back, not lost
+    expect(picker.locator("option:not([disabled])")).to_have_text(["Default · fake-model", "Researcher · research-1"])
+    expect(page.locator("article.turn")).to_have_count(2)
+    shot(page, "h-profiles-unavailable")
+    with page.expect_response(lambda response: response.request.method == "PATCH") as patched:
+        picker.select_option("default")
+    assert patched.value.ok and patched.value.json()["agent"] == "default"
+    replies.set(refused, text_reply("The default agent answers."))
+    expect(page.locator("#send-button")).to_be_enabled()
+    page.press("#message-input", "Enter")
+    expect(last_turn(page).locator(".answer")).to_have_text("The default agent answers.", timeout=15000)
+    expect(last_turn(page).locator(".turn-agent")).to_have_text("Default · fake-model")
     # A new conversation starts from the draft's own choice (the default until one is picked).
     page.click("#new-chat")
     expect(picker).to_have_value("default")
