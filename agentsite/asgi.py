@@ -3,6 +3,7 @@
 import gc
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 from agentsite import startup
@@ -10,7 +11,7 @@ from agentsite import startup
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 with startup.one_line_errors():  # a bad setting or database: one line and exit, not a traceback
     django_asgi_app = get_asgi_application()
-    if not startup.imported_by_test_runner():
+    if settings.CHECK_BEFORE_SERVING:
         startup.check_before_serving()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app registry loaded

@@ -107,6 +107,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# The ASGI application checks the database and the system checks before it serves (agentsite.startup);
+# a test suite that imports it to drive it in-process turns this off (tests/settings.py).
+CHECK_BEFORE_SERVING = True
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
 # Origins (scheme://host[:port]) besides the server's own that may open WebSockets (agentsite.origins).
 ALLOWED_ORIGINS = env_list("ALLOWED_ORIGINS", "")
@@ -318,9 +321,11 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_m
 # and the seconds a server may take to start or to answer one call.
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
-# Tools (names or fnmatch patterns) whose calls wait for the user's approval (PROTOCOL section 7);
-# an agent profile's own list replaces it for that profile's runs.
+# Tools (names or fnmatch patterns, e.g. "bash,github__*"; empty: none) whose calls wait for the
+# user's approval, and the seconds a request stays open before it expires as denied. An agent
+# profile's own list replaces the tools for that profile's runs.
 AGENT_APPROVAL_TOOLS = env_list("AGENT_APPROVAL_TOOLS", "bash")
+AGENT_APPROVAL_TIMEOUT = env_number("AGENT_APPROVAL_TIMEOUT", "600", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")

@@ -67,9 +67,3 @@ def check_before_serving() -> None:
     except SystemCheckError as exc:
         report = str(exc).removeprefix("SystemCheckError: ")
         raise SystemExit(f"agentsite: the server will not start. {report}") from None
-
-
-def imported_by_test_runner() -> bool:
-    """Test suites import the application to drive it in-process, with a test database of their
-    own that is set up later (and blocked until then): the start-up checks are for servers."""
-    return "pytest" in sys.modules

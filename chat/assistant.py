@@ -12,6 +12,7 @@ from django.conf import settings
 
 from chat import mcp, profiles
 from chat.agent import Agent, ChatModel, ModelCallObserver, ToolContext
+from chat.agent.approval import Answers, ApprovalPolicy
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
@@ -112,9 +113,25 @@ def mcp_source(patterns: tuple[str, ...]):
     return source
 
 
-def build_agent(*, config: AgentConfig | None = None, observers: list[ModelCallObserver] | None = None) -> Agent:
+def approval_policy(config: AgentConfig, answers: Answers | None) -> ApprovalPolicy | None:
+    """The run's approvals: the profile's patterns (AGENT_APPROVAL_TOOLS for the default agent
+    and for a profile that names none)."""
+    patterns = config.approval_tools
+    if answers is None or not patterns:
+        return None
+    return ApprovalPolicy(patterns=patterns, timeout=settings.AGENT_APPROVAL_TIMEOUT, answers=answers)
+
+
+def build_agent(
+    *,
+    config: AgentConfig | None = None,
+    observers: list[ModelCallObserver] | None = None,
+    answers: Answers | None = None,
+) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
-    are told of each model call attempt (chat.agent.trace)."""
+    are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
+    (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
+    question) no call waits."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -138,6 +155,7 @@ def build_agent(*, config: AgentConfig | None = None, observers: list[ModelCallO
         tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
         observers=observers or [],
         trace_requests=settings.AGENT_TRACE_REQUESTS,
+        approval=approval_policy(config, answers),
     )
 
 

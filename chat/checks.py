@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.core import checks
 
@@ -124,3 +126,31 @@ def check_mcp_config(app_configs, **kwargs):
         )
         for problem in problems
     ]
+
+
+# What a tool name can hold (chat/mcp names and built-ins), plus fnmatch's own characters.
+_APPROVAL_PATTERN = re.compile(r"[A-Za-z0-9_\-*?\[\]!]+")
+
+
+@checks.register()
+def check_approvals(app_configs, **kwargs):
+    """AGENT_APPROVAL_TOOLS / AGENT_APPROVAL_TIMEOUT (PROTOCOL section 7)."""
+    errors = []
+    if settings.AGENT_APPROVAL_TIMEOUT <= 0:
+        errors.append(
+            checks.Error(
+                f"AGENT_APPROVAL_TIMEOUT must be positive, not {settings.AGENT_APPROVAL_TIMEOUT}.",
+                hint="Seconds an approval request waits for the user before it expires as denied (default 600).",
+                id="agentsite.E003",
+            )
+        )
+    errors += [
+        checks.Warning(
+            f"AGENT_APPROVAL_TOOLS: {pattern!r} can match no tool name, so no call waits for it.",
+            hint="Tool names and fnmatch patterns, comma separated: bash,github__*",
+            id="agentsite.W013",
+        )
+        for pattern in settings.AGENT_APPROVAL_TOOLS
+        if not _APPROVAL_PATTERN.fullmatch(pattern)
+    ]
+    return errors

@@ -21,6 +21,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import selectors, services
+from .agent.approval import APPROVED, DENIED, Decision
 from .revocation import session_is_current, user_group
 from .runtime.doorbell import conversation_group
 from .runtime.registry import get_registry
@@ -32,6 +33,11 @@ except ImportError:  # another ASGI server: nothing of the kind to catch
     PeerGone = ()  # type: ignore[assignment,misc]
 
 logger = logging.getLogger(__name__)
+
+# The `approve` frame's decisions, and what the run records for each.
+ANSWERS = {"approve": APPROVED, "deny": DENIED}
+MAX_REASON_CHARS = 1000
+MAX_TOOL_CALL_ID_CHARS = 200
 
 CLOSE_NOT_LOGGED_IN = 4401
 CLOSE_NOT_FOUND = 4404
@@ -111,13 +117,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept()
         await get_registry().ensure_started()
         await self._send_from_database()
-        run = await sync_to_async(selectors.running_run)(conversation_id=self.conversation.pk)
+        run, pending = await sync_to_async(selectors.run_in_progress)(conversation_id=self.conversation.pk)
         await self._send_json(
             {
                 "type": "sync",
                 "lastSeq": self.last_seq,
                 "running": run is not None,
                 "runId": str(run.pk) if run else None,
+                "pendingApprovals": pending,
             }
         )
 
@@ -171,6 +178,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._start_run("", regenerates=_seq_field(frame, "seq"))
             elif kind == "cancel":
                 await get_registry().cancel(conversation_id=self.conversation.pk)
+            elif kind == "approve":
+                await self._approve(*_approval_answer(frame))
             elif kind == "ping":
                 await self._send_json({"type": "pong"})
                 # A cheap catch-up: if the layer dropped the tail of a run, the next ping finds it.
@@ -200,6 +209,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
             ) from None
         except services.ConversationGone:
             raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
+
+    async def _approve(self, tool_call_id: str, decision: Decision) -> None:
+        try:
+            await get_registry().approve(
+                conversation_id=self.conversation.pk,
+                tool_call_id=tool_call_id,
+                decision=decision,
+                reply_to=self.channel_name,
+            )
+        except services.UnknownApproval:
+            raise ProtocolError(
+                "BAD_REQUEST", "This conversation has no approval request with that toolCallId.", "unknown toolCallId"
+            ) from None
+        except services.ApprovalClosed:
+            raise _already_answered() from None
+
+    async def approval_refused(self, message: dict[str, Any]) -> None:
+        """Our answer reached the run's process after another answer (or the expiry) had won."""
+        exc = _already_answered()
+        await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
     # -- server -> client --------------------------------------------------------------
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -275,7 +304,7 @@ def _parse(text_data: str | None) -> dict[str, Any]:
         raise ProtocolError("BAD_REQUEST", "The frame has no type.", "missing field: type")
     if not isinstance(kind, str):
         raise ProtocolError("BAD_REQUEST", "The frame type must be a string.", "wrong type: type")
-    if kind not in ("message", "edit", "regenerate", "cancel", "ping"):
+    if kind not in ("message", "edit", "regenerate", "cancel", "ping", "approve"):
         raise ProtocolError("BAD_REQUEST", f"Unknown frame type {kind[:50]!r}.", "unknown type")
     return frame
 
@@ -291,6 +320,39 @@ def _seq_field(frame: dict[str, Any], name: str, *, optional: bool = False) -> i
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**63:
         raise ProtocolError("BAD_REQUEST", f"{name} must be the seq of a message.", f"wrong type: {name}")
     return value
+
+
+def _already_answered() -> ProtocolError:
+    return ProtocolError(
+        "ALREADY_ANSWERED",
+        "This approval request was already answered, has expired, or its run has ended.",
+        "approval closed",
+    )
+
+
+def _approval_answer(frame: dict[str, Any]) -> tuple[str, Decision]:
+    """An `approve` frame's toolCallId and decision (PROTOCOL section 7)."""
+    call_id = frame.get("toolCallId")
+    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_TOOL_CALL_ID_CHARS:
+        raise ProtocolError("BAD_REQUEST", "An approve frame needs a toolCallId.", "missing or wrong field: toolCallId")
+    choice = frame.get("decision")
+    if choice not in ANSWERS:
+        raise ProtocolError("BAD_REQUEST", 'The decision must be "approve" or "deny".', "wrong field: decision")
+    reason = frame.get("reason")
+    if reason is None:
+        reason = ""
+    if not isinstance(reason, str):
+        raise ProtocolError("BAD_REQUEST", "The reason must be a string.", "wrong type: reason")
+    if len(reason) > MAX_REASON_CHARS:
+        raise ProtocolError(
+            "TOO_LARGE",
+            f"The reason is longer than {MAX_REASON_CHARS} characters.",
+            f"{len(reason)} > {MAX_REASON_CHARS}",
+        )
+    problem = invalid_reason(reason)
+    if problem:
+        raise ProtocolError("BAD_REQUEST", "The reason contains text that cannot be stored.", f"reason: {problem}")
+    return call_id, Decision(ANSWERS[choice], reason.strip())
 
 
 def _message_content(frame: dict[str, Any]) -> str:

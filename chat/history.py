@@ -2,7 +2,8 @@
 
 A conversation's earlier runs become OpenAI chat messages: the user message,
 each tool round as an assistant message with its tool_calls followed by the
-tool results (in call order), and the answer. Thinking is left out: providers
+tool results (in call order; a call denied at approval has its denial as
+result), and the answer. Thinking is left out: providers
 such as DeepSeek refuse reasoning sent back as input. The text of a failed
 attempt (a failed model call, or one whose process died before a resume) is left
 out too, as chat.agent.answer decides: the retry answered again from the start.
@@ -57,7 +58,11 @@ def _run_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if calls and len(results) == len(calls):
                 close_round()  # the text after a tool round starts the next assistant message
             text.append(event["content"])
-        elif kind == "tool_start":
+        elif kind in ("tool_start", "approval_request"):
+            # A call that waited for approval is in the round from its request on (a denied one
+            # never starts); its tool_start, if approved, is the same call.
+            if any(c["toolCallId"] == event["toolCallId"] for c in calls) and event["toolCallId"] not in results:
+                continue
             if calls and len(results) == len(calls):
                 close_round()
             calls.append(event)

@@ -48,6 +48,10 @@ class RunFilterForm(forms.Form):
     until = forms.DateField(required=False, label="to (inclusive)", widget=forms.DateInput(attrs={"type": "date"}))
     errors = forms.BooleanField(required=False, label="with errors")
     slower_than = forms.FloatField(required=False, min_value=0, max_value=MAX_SECONDS, label="slower than (s)")
+    feedback = forms.ChoiceField(
+        required=False,
+        choices=[("", "any"), ("rated", "rated"), ("up", "thumbs up"), ("down", "thumbs down")],
+    )
     sort = forms.ChoiceField(
         required=False,
         choices=[("-start", "newest"), ("start", "oldest"), ("-duration", "slowest"), ("duration", "fastest"),
@@ -74,6 +78,7 @@ class RunFilterForm(forms.Form):
             until=datetime.combine(until, time.min, tzinfo=day) + timedelta(days=1) if until else None,
             errors=bool(data.get("errors")),
             slower_than=data.get("slower_than"),
+            feedback=data.get("feedback") or "",
             sort=sort.lstrip("-"),
             descending=sort.startswith("-"),
         )

@@ -23,6 +23,12 @@ SORTS = {
     "tokens": "total_tokens",
 }
 
+FEEDBACK_FILTERS = {
+    "up": {"feedback__rating": 1},
+    "down": {"feedback__rating": -1},
+    "rated": {"feedback__isnull": False},
+}
+
 
 @dataclass(frozen=True)
 class RunFilters:
@@ -34,6 +40,7 @@ class RunFilters:
     until: datetime | None = None
     errors: bool = False
     slower_than: float | None = None  # seconds
+    feedback: str = ""  # "up", "down", "rated" (either) or "" (no filter)
     sort: str = "start"
     descending: bool = True
 
@@ -46,7 +53,7 @@ def _duration(now: datetime) -> ExpressionWrapper:
 
 def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
     """Runs matching the filters, sorted, with `duration`, `retries` and `tool_errors` annotated."""
-    rows = Run.objects.select_related("user").annotate(
+    rows = Run.objects.select_related("user", "feedback").annotate(
         duration=_duration(now),
         retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
         tool_errors=Count("tool_records", filter=Q(tool_records__is_error=True), distinct=True),
@@ -68,6 +75,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
         tool_failed = ToolRecord.objects.filter(run=OuterRef("pk"), is_error=True)
         call_failed = ModelCall.objects.filter(run=OuterRef("pk")).exclude(error="")
         rows = rows.filter(Q(status=Run.Status.FAILED) | ~Q(error="") | Q(Exists(tool_failed)) | Q(Exists(call_failed)))
+    if filters.feedback:
+        rows = rows.filter(**FEEDBACK_FILTERS[filters.feedback])
     if filters.slower_than is not None:
         rows = rows.filter(duration__gt=timedelta(seconds=filters.slower_than))
     field = SORTS[filters.sort]

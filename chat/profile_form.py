@@ -1,7 +1,7 @@
 """The admin's AgentProfile form: refuses what could not run, with a message on the field at fault.
 
 An unknown tool (neither built in nor `<server>__<tool>` / `<server>__*` of a server in
-AGENT_MCP_CONFIG), an unknown skill, a key variable that is not set in the server's environment
+AGENT_MCP_CONFIG), an unknown skill, an approval pattern that can match no tool name, a key variable that is not set in the server's environment
 (or is one of the server's own secrets), a base URL that is not http(s) with a host, a model
 option or limit out of range, the slug of the default agent.
 """
@@ -94,7 +94,11 @@ class AgentProfileForm(forms.ModelForm):
         return names
 
     def clean_approval_tools(self) -> str:
-        return ", ".join(profiles.split_names(self.cleaned_data["approval_tools"]))
+        patterns = profiles.split_names(self.cleaned_data["approval_tools"])
+        problems = [problem for pattern in patterns if (problem := profiles.approval_pattern_problem(pattern))]
+        if problems:
+            raise forms.ValidationError([f"{p[0].upper()}{p[1:]}." for p in problems])
+        return ", ".join(patterns)
 
     def clean(self):
         data = super().clean()

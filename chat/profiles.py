@@ -24,6 +24,8 @@ from chat.tools import BUILTIN_TOOLS
 NO_KEY = "unset"
 MCP_SEPARATOR = "__"  # MCP tools are offered as `<server>__<tool>` (chat.mcp.tools)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What a tool name can hold plus fnmatch's own characters (as chat.checks reads AGENT_APPROVAL_TOOLS).
+APPROVAL_PATTERN = re.compile(r"[A-Za-z0-9_\-*?\[\]!]+")
 # The server's own secrets: a profile sends its key variable to its endpoint as a bearer token,
 # so naming one of these would hand it to whoever runs that endpoint.
 SERVER_SECRETS = frozenset(
@@ -176,6 +178,12 @@ def url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "not an http:// or https:// URL with a host"
     return None
+
+
+def approval_pattern_problem(pattern: str) -> str | None:
+    if APPROVAL_PATTERN.fullmatch(pattern):
+        return None
+    return f"{pattern!r} can match no tool name, so no call would wait for it"
 
 
 def range_problem(name: str, value: float | None) -> str | None:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet, Sum
 
 from . import history, search
+from .agent.approval import open_requests
 from .frames import EventFrame, event_frame, frame_time
 from .models import AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .paging import page_of
@@ -122,6 +123,33 @@ def running_run(*, conversation_id) -> Run | None:
     return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
 
 
+def run_in_progress(*, conversation_id) -> tuple[Run | None, list[str]]:
+    """The conversation's running run, if any, and the toolCallIds of its approval requests
+    still waiting for an answer (`sync.pendingApprovals`, PROTOCOL section 7)."""
+    run = running_run(conversation_id=conversation_id)
+    if run is None:
+        return None, []
+    return run, [request["toolCallId"] for request in open_requests(_approval_events(run_id=run.pk))]
+
+
+def _approval_events(*, run_id) -> list[dict[str, Any]]:
+    rows = Event.objects.filter(run_id=run_id, type__in=("approval_request", "approval_result")).order_by("seq")
+    return list(rows.values_list("payload", flat=True))
+
+
+def approval_state(*, conversation_id, tool_call_id: str) -> tuple[str, Run | None]:
+    """Whether a request of the conversation can still be answered: ("open", its run) while it
+    waits; ("closed", None) once answered, expired or its run ended; ("unknown", None) when the
+    conversation never had it."""
+    run = running_run(conversation_id=conversation_id)
+    if run is not None and any(r["toolCallId"] == tool_call_id for r in open_requests(_approval_events(run_id=run.pk))):
+        return "open", run
+    asked = Event.objects.filter(
+        conversation_id=conversation_id, type="approval_request", payload__toolCallId=tool_call_id
+    ).exists()
+    return ("closed" if asked else "unknown"), None
+
+
 def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:
     """For running runs, {conversation_id: run_id}: the events each one's memory is made of, the
     runs of the branch that leads to it (PROTOCOL section 6) and its own events so far
@@ -180,9 +208,10 @@ def _usage(prompt: int, completion: int, total: int) -> dict[str, int]:
 def run_trace(*, run_id) -> dict[str, Any] | None:
     """Everything the run inspector shows of one run (PROTOCOL.md section 8), or None when there
     is no such run. Staff only: the caller checks (this reads any user's run)."""
-    run = Run.objects.filter(pk=run_id).select_related("user").first()
+    run = Run.objects.filter(pk=run_id).select_related("user", "feedback").first()
     if run is None:
         return None
+    feedback = getattr(run, "feedback", None)  # absent: Django raises an AttributeError subclass
     model_calls = [
         {
             "iteration": call.iteration,
@@ -233,6 +262,9 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
                 prompt_tokens=run.prompt_tokens,
                 completion_tokens=run.completion_tokens,
             ),
+            "feedback": None
+            if feedback is None
+            else {"rating": feedback.rating, "comment": feedback.comment, "updatedAt": frame_time(feedback.updated_at)},
         },
         "modelCalls": model_calls,
         "toolCalls": tool_calls,

@@ -19,7 +19,16 @@ from django.db.models import Case, Count, F, Max, Q, Sum, Value, When
 from django.utils import timezone
 
 from chat.agent.answer import Answer
-from chat.agent.events import CompleteEvent, ErrorCode, ErrorEvent, RunStatus, ToolEndEvent, UserMessageEvent
+from chat.agent.approval import EXPIRED, open_requests
+from chat.agent.events import (
+    ApprovalResultEvent,
+    CompleteEvent,
+    ErrorCode,
+    ErrorEvent,
+    RunStatus,
+    ToolEndEvent,
+    UserMessageEvent,
+)
 from chat.agent.tools import error_result
 
 from . import search, selectors
@@ -63,6 +72,14 @@ class ConversationGone(Exception):
 
 class AgentUnavailable(Exception):
     """The conversation's agent profile is disabled, or its user may no longer use it."""
+
+
+class UnknownApproval(Exception):
+    """An answer to an approval request the conversation never had."""
+
+
+class ApprovalClosed(Exception):
+    """An answer to an approval request that was answered, expired, or whose run ended."""
 
 
 class NotAUserMessage(ValueError):
@@ -592,7 +609,8 @@ def run_interrupt(
     *, run_id, message: str, stale_before: datetime | None = None, worker: str = "", max_resumes: int = 0
 ) -> Interruption | None:
     """Close the interrupted attempt of a run whose process is gone: a tool_end error for each
-    open tool call, then error INTERRUPTED. While it has resumes left (fewer than max_resumes)
+    open tool call, an expired approval_result and a tool_end error for each approval request
+    still waiting, then error INTERRUPTED. While it has resumes left (fewer than max_resumes)
     the run is handed to `worker` to continue (the error says `resumed: true`); past that it
     completes `interrupted`. None when the run is not (or no longer) a stale running run, so
     that only one process takes it and a live one never is."""
@@ -619,6 +637,18 @@ def run_interrupt(
         records = [
             ToolRecordData(call_id, name, arguments, result, True, now, 0) for call_id, name, arguments in open_calls
         ]
+        # A request nobody answered before the process went: it expires (the user's answer could
+        # not reach a run that is no more); a resumed model reads why and may ask again.
+        for request in open_requests(logged):
+            call_id, name = request["toolCallId"], request["toolName"]
+            unasked = error_result(
+                "interrupted: the server stopped before the user answered; call the tool again to ask again"
+            )
+            payloads += [
+                ApprovalResultEvent(call_id, EXPIRED, "the server stopped before an answer came").to_dict(),
+                ToolEndEvent(name, call_id, unasked, True, 0).to_dict(),
+            ]
+            records.append(ToolRecordData(call_id, name, request["arguments"], unasked, True, now, 0))
         # The dead worker's channel name is for operators (the log), not for the user's timeline.
         logger.info("run %s interrupted: its worker %s is gone", run_id, run.worker or "(released)")
         error = ErrorEvent(ErrorCode.INTERRUPTED, message).to_dict()

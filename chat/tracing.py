@@ -86,6 +86,7 @@ class RunTrace:
         self.model_call_started: int | None = time.time_ns()  # asked, no event of the answer yet
         self.model_span: Any = None
         self.tool_spans: dict[str, Any] = {}
+        self.round_open = False  # tool calls asked for, the model not asked again yet
 
     # -- events --------------------------------------------------------------------------
     def observe(self, event: dict[str, Any], outcome=None, usage=None) -> None:
@@ -94,8 +95,12 @@ class RunTrace:
         kind = event.get("type")
         if kind in ("text", "thinking", "reference"):
             self._model_span()
+        elif kind == "approval_request":
+            self._end_model_call()  # the wait for the user is not the model's time
+            self.round_open = True
         elif kind == "tool_start":
             self._end_model_call()
+            self.round_open = True
             self.tool_spans[event["toolCallId"]] = self.tracer.start_span(
                 f"execute_tool {event['toolName']}",
                 context=self.context,
@@ -112,7 +117,8 @@ class RunTrace:
                 if event.get("isError"):
                     self._fail(span, "tool_error", "the tool call failed")
                 span.end()
-            if not self.tool_spans:  # the round is over: the model is asked again
+            if not self.tool_spans and self.round_open:  # the round is over: the model is asked again
+                self.round_open = False
                 self.iteration += 1
                 self.attempt = 1
                 self.model_call_started = time.time_ns()

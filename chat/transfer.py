@@ -274,7 +274,7 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
             if text:
                 flush()
             thinking.append(frame["content"])
-        elif kind == "tool_start":
+        elif kind in ("tool_start", "approval_request"):  # a call denied at approval never starts
             starts[frame["toolCallId"]] = frame
         elif kind == "tool_end":
             start = starts.get(frame["toolCallId"], {})

@@ -4,6 +4,8 @@ agentsite.settings refuses to start without SECRET_KEY while DEBUG is off, and C
 a throwaway key is put in the environment, where the servers the tests start (they copy
 it) find it too. The sign-up limit would stop the suite's many sign-ups from 127.0.0.1:
 it is off unless a test turns it on (tests/server/test_accounts.py, tests/e2e/test_nginx.py).
+The suite imports the ASGI application to drive it in-process before its test database exists:
+the start-up checks are for the servers it starts, which run on agentsite.settings.
 """
 
 import os
@@ -13,3 +15,5 @@ os.environ.setdefault("SECRET_KEY", "test-" + secrets.token_urlsafe(40))
 os.environ.setdefault("SIGNUP_RATE_LIMIT", "0")
 
 from agentsite.settings import *  # noqa: E402, F403
+
+CHECK_BEFORE_SERVING = False

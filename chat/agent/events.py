@@ -119,6 +119,37 @@ class ReferenceEvent(AgentEvent):
         return {"type": self.type, "references": [ref.to_dict() for ref in self.references]}
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalRequestEvent(AgentEvent):
+    """A tool call waits for the user's approval until `expires_at` (ISO 8601 UTC)."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+    expires_at: str
+    type: ClassVar[str] = "approval_request"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name,
+            "arguments": self.arguments,
+            "expiresAt": self.expires_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResultEvent(AgentEvent):
+    tool_call_id: str
+    decision: str  # approved | denied | expired (chat.agent.approval)
+    reason: str = ""
+    type: ClassVar[str] = "approval_result"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "toolCallId": self.tool_call_id, "decision": self.decision, "reason": self.reason}
+
+
 class ErrorCode:
     LLM_CALL_FAILED = "LLM_CALL_FAILED"
     MAX_ITERATIONS = "MAX_ITERATIONS"
@@ -156,4 +187,8 @@ def event_from_dict(data: dict[str, Any]) -> AgentEvent:
     if kind == "reference":
         refs = tuple(Reference(r.get("title", ""), r.get("url", ""), r.get("snippet", "")) for r in data["references"])
         return ReferenceEvent(refs)
+    if kind == "approval_request":
+        return ApprovalRequestEvent(data["toolCallId"], data["toolName"], data["arguments"], data.get("expiresAt", ""))
+    if kind == "approval_result":
+        return ApprovalResultEvent(data["toolCallId"], data["decision"], data.get("reason", ""))
     raise ValueError(f"unknown event type: {kind!r}")

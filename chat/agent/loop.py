@@ -24,7 +24,9 @@ from typing import Any
 
 import pydantic
 
+from . import approval
 from .answer import Answer
+from .approval import ApprovalPolicy
 from .events import (
     AgentEvent,
     CompleteEvent,
@@ -139,6 +141,7 @@ class Agent:
         response_format: Any = None,
         observers: Sequence[ModelCallObserver] = (),
         trace_requests: bool = False,
+        approval: ApprovalPolicy | None = None,
     ):
         self.model = model
         self.tools = tools or ToolRegistry()
@@ -161,6 +164,8 @@ class Agent:
         # Called with a ModelCallRecord after every model call attempt (chat.agent.trace).
         self.observers = list(observers)
         self.trace_requests = trace_requests  # records carry the messages sent (large: off by default)
+        # Tools whose calls wait for a person's approval (chat.agent.approval); None: none do.
+        self.approval = approval
 
     def stream(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> AgentRun:
         if isinstance(messages, str):
@@ -462,9 +467,19 @@ class AgentRun:
         agent = self.agent
         limit = asyncio.Semaphore(agent.tool_concurrency)
         outcomes: dict[int, ToolOutcome] = {}
+        refused = await self._approve(calls)
         began = time.monotonic()
         for call in calls:
-            self._emit(ToolStartEvent(call.name, call.id, call.arguments))
+            if call.id not in refused:
+                self._emit(ToolStartEvent(call.name, call.id, call.arguments))
+        # After the starts: a round's calls are all known before its first end (chat.history).
+        for index, call in enumerate(calls):
+            if call.id in refused:
+                outcomes[index] = refused[call.id]
+                state.tool_records.append(
+                    ToolRecord(call.id, call.name, call.arguments, refused[call.id].result, True, time.time(), 0)
+                )
+                self._emit(ToolEndEvent(call.name, call.id, refused[call.id].result, True, 0))
 
         async def run_one(index: int, call: ToolCall) -> None:
             async with limit:
@@ -482,7 +497,8 @@ class AgentRun:
         try:
             async with asyncio.TaskGroup() as group:
                 for index, call in enumerate(calls):
-                    group.create_task(run_one(index, call))
+                    if index not in outcomes:
+                        group.create_task(run_one(index, call))
         except asyncio.CancelledError:
             # Every tool_start gets its tool_end, even when the run is stopped mid-call.
             duration_ms = int((time.monotonic() - began) * 1000)
@@ -495,6 +511,26 @@ class AgentRun:
             {"role": "tool", "tool_call_id": call.id, "content": outcomes[index].result}
             for index, call in enumerate(calls)
         ]
+
+    async def _approve(self, calls: Sequence[ToolCall]) -> dict[str, ToolOutcome]:
+        """Ask the user about the calls that need approval; the outcomes of those not approved."""
+        policy = self.agent.approval
+        gated = [call for call in calls if policy is not None and policy.needs_approval(call.name)]
+        if policy is None or not gated:
+            return {}
+        try:
+            decisions = await approval.ask(policy, gated, self._emit)
+        except asyncio.CancelledError:
+            # No tool_start was emitted for them, but each is in the log (its request): end it.
+            result = error_result("cancelled: the run was stopped before the call was approved")
+            for call in gated:
+                self._emit(ToolEndEvent(call.name, call.id, result, True, 0))
+            raise
+        return {
+            call_id: ToolOutcome(approval.denial_result(decision, timeout=policy.timeout), is_error=True)
+            for call_id, decision in decisions.items()
+            if not decision.approved
+        }
 
     async def _execute_tool(self, call: ToolCall, state: AgentState) -> ToolOutcome:
         """Run one call through the interceptors; every failure becomes an error outcome."""

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from chat import assistant, services, tracing
 from chat.agent import AgentRun, CompleteEvent
+from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
 from chat.frames import EventFrame
 from chat.history import messages_from_events
@@ -50,6 +51,7 @@ class RunHandle:
     user_id: object
     resumes: int  # times the run was resumed before this process took it
     config: AgentConfig  # its agent: the conversation's profile, or the environment's
+    answers: Answers | None = None  # where its approval requests wait (runtime/approvals)
     agent_run: AgentRun | None = None
     task: asyncio.Task | None = None
     stop_reason: StopReason | None = None
@@ -85,7 +87,7 @@ async def execute(handle: RunHandle, *, events: list[EventFrame], announce: list
         context = assistant.tool_context(
             conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id), config=handle.config
         )
-        agent = assistant.build_agent(config=handle.config, observers=[sink.add_model_call])
+        agent = assistant.build_agent(config=handle.config, observers=[sink.add_model_call], answers=handle.answers)
         handle.agent_run = agent_run = agent.stream(messages_from_events(events), context=context)
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)

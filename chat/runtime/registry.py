@@ -17,10 +17,12 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat import profiles, selectors, services
+from chat.agent.approval import Decision
 from chat.frames import EventFrame
 from chat.models import Run
 from chat.profiles import AgentConfig
 
+from .approvals import APPROVE_MESSAGE, ApprovalDesk
 from .batching import Batcher
 from .doorbell import ring_processes
 from .execution import CANCELLED, SHUT_DOWN, RunHandle, StopReason, execute
@@ -38,6 +40,7 @@ class RunRegistry:
         self.channel = ""  # this process's run channel, also the `worker` of its runs (set at start)
         self.stopping = False
         self._handles: dict[str, RunHandle] = {}
+        self.approvals = ApprovalDesk()
         self._starts: Batcher[services.RunStart, Run] = Batcher(self._start_group, name="runs-starter")
         self._supervisor = Supervisor(self)
         self._started = asyncio.Lock()
@@ -91,7 +94,12 @@ class RunRegistry:
         configuration read when it started (or was taken over)."""
         key = str(run.pk)
         handle = RunHandle(
-            run_id=run.pk, conversation_id=run.conversation_id, user_id=run.user_id, resumes=run.resumes, config=config
+            run_id=run.pk,
+            conversation_id=run.conversation_id,
+            user_id=run.user_id,
+            resumes=run.resumes,
+            config=config,
+            answers=self.approvals.for_run(run.pk),
         )
         self._handles[key] = handle
         handle.task = asyncio.create_task(execute(handle, events=events, announce=announce), name=f"run-{key}")
@@ -146,6 +154,38 @@ class RunRegistry:
             except Exception:
                 logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run.pk)
         return True
+
+    async def approve(self, *, conversation_id, tool_call_id: str, decision: Decision, reply_to: str) -> None:
+        """Hand the owner's answer to the run that asked, wherever it runs. Raises
+        services.UnknownApproval (no such request in the conversation) or ApprovalClosed
+        (answered already, expired, or its run ended); an answer that reaches another process
+        too late is refused there, and `reply_to` (the socket's channel) is told."""
+        await self.ensure_started()
+        state, run = await sync_to_async(selectors.approval_state)(
+            conversation_id=conversation_id, tool_call_id=tool_call_id
+        )
+        if run is None:
+            raise (
+                services.UnknownApproval(tool_call_id) if state == "unknown" else services.ApprovalClosed(tool_call_id)
+            )
+        if self.holds(run.pk):
+            if not self.approvals.answer(run_id=run.pk, tool_call_id=tool_call_id, decision=decision):
+                raise services.ApprovalClosed(tool_call_id)
+            return
+        if not run.worker:
+            return  # released by a stopping process: the one that takes it over closes the request
+        message = {
+            "type": APPROVE_MESSAGE,
+            "run_id": str(run.pk),
+            "tool_call_id": tool_call_id,
+            "decision": decision.decision,
+            "reason": decision.reason,
+            "reply_to": reply_to,
+        }
+        try:
+            await get_channel_layer().send(run.worker, message)
+        except Exception:
+            logger.warning("could not reach the process of run %s with an approval", run.pk)
 
     async def shutdown(self) -> None:
         """SIGTERM: hand the runs that may resume over to the other processes at once; close the

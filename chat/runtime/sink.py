@@ -59,7 +59,7 @@ class EventSink:
                 self._marked = True
                 self._clock.mark(self)
             return
-        if kind == "tool_start":
+        if kind in ("tool_start", "approval_request"):  # a denied call has only its request
             self._tool_arguments[payload["toolCallId"]] = payload["arguments"]
         elif kind == "tool_end":
             self._records.append(self._record(payload))

@@ -9,8 +9,8 @@
   process take each; it closes the interrupted attempt and continues the run here
   from its event log (PROTOCOL section 9), or, with no resume left, completes it
   `interrupted`. A live process's heartbeat keeps its runs out of reach.
-- The listener takes cancel messages for this process's runs, and the ring of a
-  stopping process, which makes the reaper pass at once.
+- The listener takes cancel messages and approval answers for this process's runs, and
+  the ring of a stopping process, which makes the reaper pass at once.
 - SIGTERM (a deploy): the process stops its runs and releases them (stale
   heartbeat, no worker), then rings the other processes, whose reapers take them
   over at once; with no other process, the next one to start takes them.
@@ -31,10 +31,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from chat import profiles, selectors, services
+from chat.agent.approval import Decision
 from chat.frames import EventFrame
 from chat.metrics import publish_process_gauges_forever
 from chat.profiles import AgentConfig
 
+from .approvals import APPROVE_MESSAGE, REFUSED_MESSAGE
 from .doorbell import PROCESSES_GROUP, publish
 from .execution import CANCELLED, SHUT_DOWN
 from .perloop import PerLoop
@@ -90,10 +92,27 @@ class Supervisor:
             kind = message.get("type")
             if kind == CANCEL_MESSAGE:
                 self.registry.stop(message.get("run_id", ""), CANCELLED)
+            elif kind == APPROVE_MESSAGE:
+                await self._take_answer(message)
             elif kind == REAP_MESSAGE:  # a process is stopping: take its runs now
                 task = asyncio.create_task(self._reap_logged(), name="runs-reap-now")
                 self._rung.add(task)
                 task.add_done_callback(self._rung.discard)
+
+    async def _take_answer(self, message: dict) -> None:
+        """An approval answered on another process's socket (RunRegistry.approve)."""
+        decision = Decision(str(message.get("decision", "")), str(message.get("reason", "")))
+        tool_call_id = str(message.get("tool_call_id", ""))
+        if self.registry.approvals.answer(
+            run_id=message.get("run_id", ""), tool_call_id=tool_call_id, decision=decision
+        ):
+            return
+        try:
+            await get_channel_layer().send(
+                str(message.get("reply_to", "")), {"type": REFUSED_MESSAGE, "tool_call_id": tool_call_id}
+            )
+        except Exception:  # that socket is gone; nobody is left to tell
+            logger.info("could not tell a socket that its approval came too late", exc_info=True)
 
     async def _heartbeat(self) -> None:
         registry = self.registry

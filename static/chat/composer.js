@@ -137,6 +137,11 @@ export class Composer {
 
   /** The server refused what the socket sent (a transient error frame). */
   refused(frame) {
+    if (frame.code === "ALREADY_ANSWERED") {
+      // An approval answered elsewhere first: not about the message box; its card shows the outcome.
+      showNotice(t("That request was already answered."));
+      return;
+    }
     this.state.refused();
     this.giveBack(this.state.lastSent);
     showNotice(refusalText(frame));

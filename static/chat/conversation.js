@@ -54,6 +54,8 @@ export class ConversationView {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
       regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
       showVersion: (turn, step) => this.showVersion(turn, step),
+      approve: (toolCallId, decision, reason) =>
+        this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
     };
   }
 

@@ -165,3 +165,79 @@ export class ReferenceItem {
     return this.el;
   }
 }
+
+/** A tool call waiting for the user's approval (PROTOCOL section 7): the tool, its arguments
+ * (inert text), Approve / Deny with an optional reason; once answered, from this tab or any
+ * other, or expired, or its run ended, the card shows the outcome instead of the buttons. */
+export class ApprovalItem {
+  /** @param {object} frame  the approval_request
+   *  @param {function} answer  (toolCallId, decision, reason) => true when the frame went out */
+  constructor(frame, answer) {
+    this.kind = "approval";
+    this.toolCallId = frame.toolCallId;
+    this.name = frame.toolName || "tool";
+    this.arguments = frame.arguments ?? "";
+    this.answer = answer;
+    this.state = "pending"; // pending | approved | denied | expired | closed (run ended unanswered)
+    this.reason = "";
+    this.sending = false;
+    this.el = null;
+  }
+  get pending() {
+    return this.state === "pending";
+  }
+  settle(frame) {
+    this.state = ["approved", "denied", "expired"].includes(frame.decision) ? frame.decision : "denied";
+    this.reason = String(frame.reason ?? "");
+    if (this.el) this.update();
+  }
+  /** The run ended without a result for it (a log cut short): nothing can answer it any more. */
+  close() {
+    if (!this.pending) return;
+    this.state = "closed";
+    if (this.el) this.update();
+  }
+  outcomeText() {
+    const why = this.reason ? `: ${this.reason}` : "";
+    if (this.state === "approved") return t("Approved") + why;
+    if (this.state === "denied") return t("Denied") + why;
+    if (this.state === "expired") return t("Expired: nobody answered in time") + (this.reason && !this.reason.startsWith("no answer") ? ` (${this.reason})` : "");
+    return t("Not answered");
+  }
+  send(decision) {
+    if (!this.pending || this.sending) return;
+    this.sending = this.answer(this.toolCallId, decision, this.reasonInput.value.trim());
+    this.update();
+  }
+  mount() {
+    this.icon = statusIcon("approval");
+    this.reasonInput = h("input", { type: "text", className: "approval-reason", maxlength: "1000",
+      placeholder: t("Reason (optional)"), "aria-label": t("Reason (optional)") });
+    this.approveButton = h("button", { type: "button", className: "btn btn-small btn-primary", dataset: { action: "approve" }, text: t("Approve") });
+    this.denyButton = h("button", { type: "button", className: "btn btn-small", dataset: { action: "deny" }, text: t("Deny") });
+    this.approveButton.addEventListener("click", () => this.send("approve"));
+    this.denyButton.addEventListener("click", () => this.send("deny"));
+    this.reasonInput.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") this.send("deny"); // a reason typed is a reason to deny
+    });
+    this.form = h("div", { className: "approval-actions" }, this.reasonInput, this.denyButton, this.approveButton);
+    this.outcome = h("div", { className: "approval-outcome", role: "status" });
+    this.title = h("div", { className: "tl-title" });
+    this.el = h("li", { className: "tl-item tl-approval", dataset: { toolCallId: this.toolCallId || "" } }, this.icon,
+      h("div", { className: "tl-body" }, this.title,
+        foldedPre(prettyJson(this.arguments || "{}"), "tool-pre approval-args"), this.form, this.outcome));
+    this.update();
+    return this.el;
+  }
+  update() {
+    this.el.dataset.state = this.state;
+    this.icon.className = `status-icon ${{ pending: "approval", approved: "done" }[this.state] || "stopped"}`;
+    this.title.replaceChildren(
+      h("span", { text: this.pending ? t("Approval needed to run") : t("Approval for") }), " ",
+      h("span", { className: "tool-name", text: this.name }));
+    this.form.hidden = !this.pending;
+    for (const control of [this.reasonInput, this.approveButton, this.denyButton]) control.disabled = this.sending;
+    this.outcome.hidden = this.pending;
+    this.outcome.textContent = this.pending ? "" : this.outcomeText();
+  }
+}

@@ -12,7 +12,7 @@
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { copyText, renderMarkdown } from "./markdown.js";
-import { ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
+import { ApprovalItem, ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
 import { t } from "./i18n.js";
 
@@ -43,7 +43,8 @@ export class Turn {
   /**
    * @param {string} runId
    * @param {object} actions  edit(turn, content) and regenerate(turn): true when sent;
-   *                          showVersion(turn, step): step -1 / +1 among the turn's versions
+   *                          showVersion(turn, step): step -1 / +1 among the turn's versions;
+   *                          approve(toolCallId, decision, reason): true when sent
    */
   constructor(runId, actions = null) {
     this.runId = runId;
@@ -58,6 +59,7 @@ export class Turn {
     this.agentLabel = "";
     this.items = [];
     this.tools = new Map();
+    this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
     this.text = "";
     this.parts = []; // the answer's text events: {seq, content}
     this.status = null; // null while running, else the complete event's status
@@ -107,7 +109,9 @@ export class Turn {
       case "tool_end": {
         let item = this.tools.get(frame.toolCallId);
         if (!item) {
-          item = new ToolItem(frame);
+          // A call denied at approval ends without a start: its arguments are the request's.
+          const asked = this.approvals.get(frame.toolCallId);
+          item = new ToolItem(asked ? { ...frame, arguments: asked.arguments } : frame);
           this.tools.set(item.toolCallId, item);
           this.pushItem(item);
         }
@@ -125,11 +129,25 @@ export class Turn {
       case "reference":
         this.pushItem(new ReferenceItem(frame));
         break;
+      case "approval_request": {
+        const answer = (id, decision, reason) => Boolean(this.actions?.approve(id, decision, reason));
+        const item = new ApprovalItem(frame, answer);
+        this.approvals.set(item.toolCallId, item);
+        this.pushItem(item);
+        if (this.el) this.timeline.open = true; // the question must be seen
+        break;
+      }
+      case "approval_result": {
+        const item = this.approvals.get(frame.toolCallId);
+        if (item) item.settle(frame);
+        break;
+      }
       case "complete":
         this.status = frame.status || "succeeded";
         this.stats = { durationMs: frame.durationMs, usage: frame.usage };
         if (this.status === "failed" || this.status === "interrupted") this.hasError = true;
         for (const tool of this.tools.values()) tool.interrupt();
+        for (const approval of this.approvals.values()) approval.close();
         if (this.el) {
           this.updateStatus();
           this.updateFeedback();

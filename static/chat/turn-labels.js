@@ -32,6 +32,7 @@ export function turnSummary(turn) {
 /** What the agent is doing right now, from the last step and whether the answer has begun. */
 function runningLabel(turn) {
   const last = turn.items[turn.items.length - 1];
+  if (turn.items.some((i) => i.kind === "approval" && i.pending)) return t("Waiting for your approval…");
   if (last && last.kind === "tool" && last.status === "running") return tf("Running %s…", [last.name]);
   if (turn.text) return t("Writing the answer…");
   if (last && last.kind === "thinking") return t("Thinking…");

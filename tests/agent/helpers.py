@@ -26,8 +26,15 @@ def check_invariants(events: list[dict[str, Any]]) -> None:
     assert kinds.count("complete") == 1, kinds
     assert kinds[-1] == "complete", kinds
     open_calls: dict[str, str] = {}
+    asked: dict[str, str] = {}  # approval requests (PROTOCOL section 7)
     for event in events:
-        if event["type"] == "tool_start":
+        if event["type"] == "approval_request":
+            asked[event["toolCallId"]] = event["toolName"]
+        elif event["type"] == "approval_result":
+            name = asked.pop(event["toolCallId"])
+            if event["decision"] != "approved":  # ends with a tool_end and no tool_start
+                open_calls[event["toolCallId"]] = name
+        elif event["type"] == "tool_start":
             assert event["toolCallId"] not in open_calls, f"tool_start twice for {event['toolCallId']}"
             open_calls[event["toolCallId"]] = event["toolName"]
         elif event["type"] == "tool_end":
@@ -35,6 +42,7 @@ def check_invariants(events: list[dict[str, Any]]) -> None:
             assert call_id in open_calls, f"tool_end without an open tool_start: {call_id}"
             assert open_calls.pop(call_id) == event["toolName"]
     assert not open_calls, f"tool_start without tool_end: {set(open_calls)}"
+    assert not asked, f"approval_request without approval_result: {set(asked)}"
 
 
 def sample_tools() -> ToolRegistry:

@@ -76,3 +76,14 @@ def test_several_problems_are_all_reported(good):
     good.AGENT_MAX_ITERATIONS = 0
     good.AGENT_TOP_P = "x"
     assert ids(check_agent_settings(None)) == ["agentsite.E002", "agentsite.E003", "agentsite.E004"]
+
+
+def test_approval_settings(settings):
+    from chat.checks import check_approvals
+
+    settings.AGENT_APPROVAL_TOOLS = ["bash", "github__*"]
+    settings.AGENT_APPROVAL_TIMEOUT = 600.0
+    assert check_approvals(None) == []
+    settings.AGENT_APPROVAL_TOOLS = ["bash", "no spaces"]
+    settings.AGENT_APPROVAL_TIMEOUT = 0.0
+    assert ids(check_approvals(None)) == ["agentsite.E003", "agentsite.W013"]

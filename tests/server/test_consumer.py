@@ -78,7 +78,13 @@ async def test_empty_conversation_sends_only_sync(conversation, registry):
 
     socket = Socket(conversation.owner, conversation.pk)
     await socket.connect()
-    assert await socket.recv() == {"type": "sync", "lastSeq": 0, "running": False, "runId": None}
+    assert await socket.recv() == {
+        "type": "sync",
+        "lastSeq": 0,
+        "running": False,
+        "runId": None,
+        "pendingApprovals": [],
+    }
     await socket.close()
 
 
@@ -132,7 +138,13 @@ async def test_reconnect_with_after_gets_exactly_the_rest(conversation, registry
         await again.connect()
         replay = await again.history()
         assert replay[:-1] == all_frames[after:]
-        assert replay[-1] == {"type": "sync", "lastSeq": len(all_frames), "running": False, "runId": None}
+        assert replay[-1] == {
+            "type": "sync",
+            "lastSeq": len(all_frames),
+            "running": False,
+            "runId": None,
+            "pendingApprovals": [],
+        }
         await again.close()
 
 
@@ -373,7 +385,13 @@ async def test_an_after_past_the_end_is_clamped(conversation, registry, llm_sett
     llm_settings.script(text_reply("fresh"))
     socket = Socket(conversation.owner, conversation.pk, after=999)
     await socket.connect()
-    assert await socket.recv() == {"type": "sync", "lastSeq": 0, "running": False, "runId": None}
+    assert await socket.recv() == {
+        "type": "sync",
+        "lastSeq": 0,
+        "running": False,
+        "runId": None,
+        "pendingApprovals": [],
+    }
     await socket.send({"type": "message", "content": "hi"})
     frames = await socket.run_to_end()
     assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))

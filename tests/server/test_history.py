@@ -115,3 +115,29 @@ def test_a_resumed_run_forgets_the_answer_its_dead_process_had_begun():
         {"role": "tool", "tool_call_id": "c1", "content": "A"},
         {"role": "assistant", "content": "The answer is A."},
     ]
+
+
+def test_a_call_denied_at_approval_is_in_memory_with_its_denial():
+    denial = '{"error": "denied by the user: no"}'
+    events = [
+        ev("r1", "user_message", content="q"),
+        ev("r1", "approval_request", toolName="bash", toolCallId="c1", arguments='{"command": "ls"}', expiresAt="x"),
+        ev("r1", "approval_request", toolName="bash", toolCallId="c2", arguments='{"command": "rm"}', expiresAt="x"),
+        ev("r1", "approval_result", toolCallId="c1", decision="approved", reason=""),
+        ev("r1", "approval_result", toolCallId="c2", decision="denied", reason="no"),
+        ev("r1", "tool_start", toolName="calculator", toolCallId="c3", arguments="{}"),
+        ev("r1", "tool_start", toolName="bash", toolCallId="c1", arguments='{"command": "ls"}'),
+        ev("r1", "tool_end", toolName="bash", toolCallId="c2", result=denial, isError=True, durationMs=0),
+        ev("r1", "tool_end", toolName="calculator", toolCallId="c3", result="1", isError=False, durationMs=1),
+        ev("r1", "tool_end", toolName="bash", toolCallId="c1", result="a.txt", isError=False, durationMs=1),
+        ev("r1", "text", content="Done."),
+        ev("r1", "complete", status="succeeded"),
+    ]
+    messages = messages_from_events(events)
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["c1", "c2", "c3"]  # one round
+    assert messages[2:5] == [
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        {"role": "tool", "tool_call_id": "c2", "content": denial},
+        {"role": "tool", "tool_call_id": "c3", "content": "1"},
+    ]
+    assert messages[5] == {"role": "assistant", "content": "Done."}

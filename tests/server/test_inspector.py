@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from chat import services
-from chat.models import Conversation, Event, ModelCall, Run, ToolRecord
+from chat.models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from tests.fakellm import text_reply, tool_call_reply
 from tests.server.test_trace import failing, run_message, staff_user, with_usage
 
@@ -285,3 +285,28 @@ def test_dashboard_figures(make_user, staff):
     assert page.count("<title>") >= 5  # the columns of the runs chart too
     week = client_for(staff).get("/inspect/dashboard/?window=7d").content.decode()
     assert "<dt>Runs</dt><dd>6</dd>" in week
+
+
+def test_staff_see_feedback_in_the_run_list_and_on_the_run_page(make_user, staff):
+    alice = make_user("alice")
+    liked, disliked, unrated = make_run(alice), make_run(alice), make_run(alice)
+    Feedback.objects.create(run_id=liked, user=alice, rating=1)
+    Feedback.objects.create(run_id=disliked, user=alice, rating=-1, comment="<script>alert(1)</script> wrong sum")
+
+    assert set(listed(staff, "?feedback=rated")) == {liked, disliked}
+    assert listed(staff, "?feedback=up") == [liked]
+    assert listed(staff, "?feedback=down") == [disliked]
+    assert set(listed(staff)) == {liked, disliked, unrated}
+    assert "Select a valid choice." in client_for(staff).get("/inspect/?feedback=meh").content.decode()
+
+    page = client_for(staff).get(f"/inspect/runs/{disliked}/").content.decode()
+    assert "rating-down" in page and "&lt;script&gt;alert(1)&lt;/script&gt; wrong sum" in page
+    assert "<script>alert(1)" not in page
+    assert "rating-up" in client_for(staff).get(f"/inspect/runs/{liked}/").content.decode()
+    unrated_page = client_for(staff).get(f"/inspect/runs/{unrated}/").content.decode()
+    assert "rating-" not in unrated_page and "rating-comment" not in unrated_page
+
+    trace = client_for(staff).get(f"/api/runs/{disliked}/trace/").json()
+    assert trace["run"]["feedback"]["rating"] == -1
+    assert trace["run"]["feedback"]["comment"].endswith("wrong sum")
+    assert client_for(staff).get(f"/api/runs/{unrated}/trace/").json()["run"]["feedback"] is None

@@ -3,6 +3,7 @@ endpoint, who may use which, the API, the admin form's refusals, and the default
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 
@@ -16,7 +17,7 @@ from chat.agent.tools import ToolError
 from chat.models import AgentProfile, Event, Run
 from chat.profile_form import AgentProfileForm
 from chat.tools.skills import load_skill
-from tests.fakellm import FakeLLM, text_reply
+from tests.fakellm import FakeLLM, text_reply, tool_call_reply
 
 from .conftest import Socket
 
@@ -187,6 +188,27 @@ async def test_a_user_who_lost_access_is_refused_with_a_clear_error_frame(make_u
     assert frames[-1]["status"] == "succeeded" and frames[0]["agent"] == "private"
     await socket.close()
     assert llm_settings.requests[0]["model"] == "private-model"
+
+
+async def test_a_profile_s_approval_patterns_gate_its_runs(conversation, registry, llm_settings, settings):
+    settings.AGENT_APPROVAL_TOOLS = []  # the environment's agent asks for nothing
+    careful = await sync_to_async(make_profile)(
+        "careful", base_url=llm_settings.base_url, tools=["calculator"], approval_tools="calc*", everyone=True
+    )
+    conversation.agent = careful
+    await conversation.asave(update_fields=["agent"])
+    llm_settings.script(tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42"))
+    run = await registry.start(conversation=conversation, user=conversation.owner, content="6*7, carefully")
+    for _ in range(200):
+        if any(e["type"] == "approval_request" for e in await events_of(run)):
+            break
+        await asyncio.sleep(0.05)
+    (request,) = [e for e in await events_of(run) if e["type"] == "approval_request"]
+    assert request["toolName"] == "calculator"
+    assert not any(e["type"] == "tool_start" for e in await events_of(run))  # it waits for the user
+    await registry.cancel(conversation_id=conversation.pk)
+    await registry.wait_idle()
+    assert (await events_of(run))[-1] == {**(await events_of(run))[-1], "type": "complete", "status": "cancelled"}
 
 
 # -- who may use which, and the API -----------------------------------------------------------------
@@ -362,6 +384,8 @@ def test_a_valid_profile_is_saved_with_its_lists(key_set):
         ({"max_retries": "11"}, "max_retries", "max retries must be between 0 and 10."),
         ({"retry_interval": "-1"}, "retry_interval", "retry interval must be between 0 and 300."),
         ({"slug": "default"}, "slug", "'default' names the server's environment configuration."),
+        ({"approval_tools": "bash, a/b"}, "approval_tools", "'a/b' can match no tool name"),
+        ({"approval_tools": "git(hub)"}, "approval_tools", "'git(hub)' can match no tool name"),
     ],
 )
 def test_the_admin_form_refuses(key_set, changes, field, message):

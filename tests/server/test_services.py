@@ -342,3 +342,39 @@ def test_interrupt_spares_a_run_whose_heartbeat_is_fresh(conversation):
     assert services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="x", worker="w", max_resumes=1) is None
     assert _payloads(run)[-1]["type"] == "tool_end"
     assert Run.objects.get(pk=run.pk).resumes == 0
+
+
+def test_interrupt_expires_a_pending_approval_request(conversation):
+    run = _dead_run(conversation)
+    services.events_append(
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[
+            {
+                "type": "tool_end",
+                "toolName": "calculator",
+                "toolCallId": "c1",
+                "result": "1",
+                "isError": False,
+                "durationMs": 1,
+            },  # fmt: skip
+            {
+                "type": "approval_request",
+                "toolName": "bash",
+                "toolCallId": "c9",
+                "arguments": '{"command": "ls"}',
+                "expiresAt": "2026-01-01T00:00:00.000Z",
+            },  # fmt: skip
+        ],
+    )
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=60))
+    cutoff = timezone.now() - timedelta(seconds=20)
+    taken = services.run_interrupt(run_id=run.pk, stale_before=cutoff, message="gone", worker="runs.new", max_resumes=1)
+    kinds = [(f["type"], f.get("toolCallId"), f.get("decision")) for f in taken.frames]
+    assert kinds == [
+        ("approval_result", "c9", "expired"),
+        ("tool_end", "c9", None),
+        ("error", None, None),
+    ]
+    assert taken.frames[1]["isError"] is True and "interrupted" in taken.frames[1]["result"]
+    assert ToolRecord.objects.get(run=run, tool_call_id="c9").arguments == '{"command": "ls"}'

@@ -36,7 +36,15 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
         with_usage(text_reply("6 × 7 is **42**; 1/0 is undefined.", piece=6), 510, 24),
     )
     send(page, message)
-    expect(last_turn(page).locator(".answer")).to_contain_text("is undefined", timeout=20000)
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_contain_text("is undefined", timeout=20000)
+    expect(turn).not_to_have_class(re.compile("is-running"), timeout=15000)
+    # The user says the answer was bad; staff read why on the run's page.
+    feedback = turn.locator(".feedback")
+    feedback.get_by_role("button", name="Bad answer").click()
+    feedback.get_by_role("textbox", name="Comment on the answer").fill("1/0 should say why it is undefined.")
+    feedback.get_by_role("button", name="Send").click()
+    expect(feedback.locator(".feedback-note")).to_have_text("Thanks for the feedback.")
     subprocess.run(
         [sys.executable, "-m", "tests.ui.seed_inspector", page.username],
         cwd=ROOT,
@@ -61,12 +69,15 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     page.goto(f"/inspect/?user={page.username}")
     rows = page.locator("tr.run-row")
     expect(rows).to_have_count(1)
+    expect(rows.first.locator(".rating-down")).to_be_visible()
     rows.first.locator("a").click()
     page.wait_for_url(re.compile(r".*/inspect/runs/[0-9a-f-]{36}/$"))
 
     figures = page.locator("dl.figures")
     expect(figures).to_contain_text("succeeded")
     expect(figures).to_contain_text("992")  # tokens: 420 + 38 + 510 + 24
+    expect(figures.locator(".rating-down")).to_be_visible()
+    expect(page.locator(".rating-comment")).to_contain_text("1/0 should say why it is undefined.")
     expect(page.locator(".chart rect")).to_have_count(5)  # 3 model call attempts, 2 tool calls
     expect(page.locator(".chart rect.k-model-error")).to_have_count(1)
     expect(page.locator(".chart rect.k-tool-error")).to_have_count(1)
