@@ -15,6 +15,7 @@ from .forms import SignupForm
 # English id. They are translated per request and handed to the scripts as JSON, so the
 # page needs no JavaScript catalogue view. tests/ui/test_strings.py keeps this list whole.
 JS_STRINGS = (
+    gettext_noop("%s (unavailable)"),
     gettext_noop("%s errors"),
     gettext_noop("%s s"),
     gettext_noop("%s tokens"),

@@ -14,6 +14,7 @@ export class AgentPicker {
     this.wrap = document.getElementById("agent-pick");
     this.select = document.getElementById("agent-select");
     this.agents = [];
+    this.labels = new Map(); // slug -> "Name · model" of every agent listed so far, for one since taken away
     this.conversationId = null; // null: a draft
     this.draftChoice = DEFAULT;
     this.select.addEventListener("change", () => this.changed());
@@ -34,11 +35,12 @@ export class AgentPicker {
   }
 
   render(current) {
+    for (const agent of this.agents) this.labels.set(agent.slug, `${agent.name} · ${agent.model}`);
     const options = this.agents.map((agent) =>
-      h("option", { value: agent.slug, title: [agent.description, agent.model].filter(Boolean).join(" · "), text: `${agent.name} · ${agent.model}` }));
-    // A conversation's agent the user may no longer use is shown as it is (sending is refused with a reason).
+      h("option", { value: agent.slug, title: [agent.description, agent.model].filter(Boolean).join(" · "), text: this.labels.get(agent.slug) }));
+    // A conversation's agent the user may no longer use is shown as such (sending is refused with a reason).
     if (current && !this.agents.some((agent) => agent.slug === current)) {
-      options.push(h("option", { value: current, disabled: true, text: current }));
+      options.push(h("option", { value: current, disabled: true, text: tf("%s (unavailable)", [this.labels.get(current) || current]) }));
     }
     this.select.replaceChildren(...options);
     this.select.value = current || DEFAULT;

@@ -87,6 +87,7 @@ def test_pick_an_agent_see_it_on_each_answer_and_switch(
     )
     expect(page.locator("#message-input")).to_have_value(refused)  # given back, not lost
     expect(picker.locator("option:not([disabled])")).to_have_text(["Default · fake-model", "Researcher · research-1"])
+    expect(picker.locator("option[disabled]")).to_have_text("Coder · code-1 (unavailable)")
     expect(page.locator("article.turn")).to_have_count(2)
     shot(page, "h-profiles-unavailable")
     with page.expect_response(lambda response: response.request.method == "PATCH") as patched:
