@@ -322,7 +322,8 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_m
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
 # Tools (names or fnmatch patterns, e.g. "bash,github__*"; empty: none) whose calls wait for the
-# user's approval, and the seconds a request stays open before it expires as denied.
+# user's approval, and the seconds a request stays open before it expires as denied. An agent
+# profile's own list replaces the tools for that profile's runs.
 AGENT_APPROVAL_TOOLS = env_list("AGENT_APPROVAL_TOOLS", "bash")
 AGENT_APPROVAL_TIMEOUT = env_number("AGENT_APPROVAL_TIMEOUT", "600", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)

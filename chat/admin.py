@@ -1,10 +1,12 @@
-"""Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge them."""
+"""Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge
+them. Agent profiles are the one thing staff write here."""
 
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from .models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from .models import AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from .profile_form import AgentProfileForm
 from .workspaces import workspace_listing
 
 
@@ -27,16 +29,16 @@ class ReadOnlyInline(admin.TabularInline):
 
 class RunInline(ReadOnlyInline):
     model = Run
-    fields = ("id", "status", "model", "iterations", "total_tokens", "started_at", "finished_at")
+    fields = ("id", "status", "agent", "model", "iterations", "total_tokens", "started_at", "finished_at")
     readonly_fields = fields
 
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ("__str__", "owner", "created_at", "updated_at", "last_seq")
-    list_filter = ("created_at",)
+    list_display = ("__str__", "owner", "agent", "created_at", "updated_at", "last_seq")
+    list_filter = ("created_at", "agent")
     search_fields = ("title", "owner__username", "id")
-    readonly_fields = ("id", "owner", "title", "created_at", "updated_at", "last_seq", "workspace_files")
+    readonly_fields = ("id", "owner", "title", "agent", "created_at", "updated_at", "last_seq", "workspace_files")
     date_hierarchy = "updated_at"
     inlines = [RunInline]
 
@@ -84,6 +86,7 @@ class RunAdmin(ReadOnlyAdmin):
         "conversation",
         "user",
         "status",
+        "agent",
         "model",
         "iterations",
         "total_tokens",
@@ -91,7 +94,7 @@ class RunAdmin(ReadOnlyAdmin):
         "finished_at",
         "heartbeat_at",
     )
-    list_filter = ("status", "model", "started_at")
+    list_filter = ("status", "agent", "model", "started_at")
     search_fields = ("id", "conversation__id", "conversation__title", "user__username", "error")
     readonly_fields = ["inspector", *(f.name for f in Run._meta.fields)]
     date_hierarchy = "started_at"
@@ -129,3 +132,29 @@ class FeedbackAdmin(ReadOnlyAdmin):
     readonly_fields = [f.name for f in Feedback._meta.fields]
     list_select_related = ("user", "run")
     date_hierarchy = "updated_at"
+
+
+@admin.register(AgentProfile)
+class AgentProfileAdmin(admin.ModelAdmin):
+    """The agents users pick from (PROTOCOL section 6). Read at each run's start: a change applies
+    to the next run without a restart. A profile in use cannot be deleted (its conversations
+    would move to another model silently): disable it instead."""
+
+    form = AgentProfileForm
+    list_display = ("name", "slug", "model", "base_url", "enabled", "everyone", "updated_at")
+    list_filter = ("enabled", "everyone")
+    search_fields = ("name", "slug", "model", "description")
+    filter_horizontal = ("users", "groups")
+    readonly_fields = ("created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "slug", "description", "enabled")}),
+        ("Model endpoint", {"fields": ("base_url", "api_key_env", "model")}),
+        ("Behaviour", {"fields": ("system_prompt", "tools", "skills", "approval_tools")}),
+        (
+            "Model options and limits",
+            {"fields": ("temperature", "max_tokens", "top_p", "max_iterations", "max_retries", "retry_interval")},
+        ),  # fmt: skip
+        ("Who may use it", {"fields": ("everyone", "users", "groups")}),
+        (None, {"fields": ("created_at", "updated_at")}),
+    )
+    prepopulated_fields = {"slug": ("name",)}

@@ -20,12 +20,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import metrics as metrics_series
 from . import selectors, services, transfer
-from .models import Conversation
+from .models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
 from .text import invalid_reason
 
 MAX_QUERY_CHARS = 200
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
 RUN_NOT_FOUND = {"error": "not_found", "message": "No such run."}
+AGENT_NOT_FOUND = {"error": "not_found", "message": "No such agent."}
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
@@ -72,10 +73,36 @@ def _title(body: dict, *, required: bool) -> str | None:
     return title
 
 
+def _agent(body: dict, user) -> AgentProfile | None:
+    """The profile `agent` names (None: the default agent); LookupError for one the user may not
+    use, which answers 404 exactly like a slug that does not exist."""
+    slug = body["agent"]
+    if not isinstance(slug, str):
+        raise ValueError("agent must be the slug of an agent (GET /api/agents/)")
+    if slug == DEFAULT_AGENT_SLUG:
+        return None
+    profile = selectors.agent_profile_for_user(user=user, slug=slug)
+    if profile is None:
+        raise LookupError(slug)
+    return profile
+
+
+def agent_json(profile: AgentProfile | None) -> dict:
+    if profile is None:
+        return {
+            "slug": DEFAULT_AGENT_SLUG,
+            "name": DEFAULT_AGENT_NAME,
+            "description": "",
+            "model": settings.AGENT_MODEL,
+        }
+    return {"slug": profile.slug, "name": profile.name, "description": profile.description, "model": profile.model}
+
+
 def conversation_json(conversation: Conversation, *, running: bool | None = None) -> dict:
     out = {
         "id": str(conversation.pk),
         "title": conversation.title,
+        "agent": conversation.agent.slug if conversation.agent_id else DEFAULT_AGENT_SLUG,
         "created_at": conversation.created_at.isoformat(),
         "updated_at": conversation.updated_at.isoformat(),
         "running": bool(getattr(conversation, "running", False) if running is None else running),
@@ -91,10 +118,14 @@ def conversations(request):
     if request.method == "GET":
         return _conversation_list(request)
     try:
-        title = _title(_json_body(request), required=False) or ""
+        body = _json_body(request)
+        title = _title(body, required=False) or ""
+        agent = _agent(body, request.user) if "agent" in body else None
     except ValueError as exc:
         return _error(400, "bad_request", str(exc))
-    conversation = services.conversation_create(owner=request.user, title=title)
+    except LookupError:
+        return JsonResponse(AGENT_NOT_FOUND, status=404)
+    conversation = services.conversation_create(owner=request.user, title=title, agent=agent)
     return JsonResponse(conversation_json(conversation, running=False), status=201)
 
 
@@ -131,10 +162,20 @@ def conversation_detail(request, conversation_id: uuid.UUID):
         return JsonResponse(conversation_json(conversation))
     if request.method == "PATCH":
         try:
-            title = _title(_json_body(request), required=True)
+            body = _json_body(request)
+            if "title" not in body and "agent" not in body:
+                raise ValueError("title or agent is required")
+            title = _title(body, required=False)
+            changes_agent = "agent" in body
+            agent = _agent(body, request.user) if changes_agent else None
         except ValueError as exc:
             return _error(400, "bad_request", str(exc))
-        services.conversation_rename(conversation=conversation, title=title)
+        except LookupError:
+            return JsonResponse(AGENT_NOT_FOUND, status=404)
+        if title is not None:
+            services.conversation_rename(conversation=conversation, title=title)
+        if changes_agent:
+            services.conversation_set_agent(conversation=conversation, agent=agent)
         return JsonResponse(conversation_json(conversation))
     services.conversation_delete(conversation=conversation)
     return HttpResponse(status=204)
@@ -216,6 +257,15 @@ def run_trace(request, run_id: uuid.UUID):
     if trace is None:
         return _error(404, "not_found", "No such run.")
     return JsonResponse(trace)
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def agents(request):
+    """The agents this user may pick (PROTOCOL section 6): the default (the environment's
+    configuration) first, then the enabled profiles open to the user."""
+    profiles = selectors.agent_profiles_for_user(user=request.user)
+    return JsonResponse({"agents": [agent_json(None), *(agent_json(p) for p in profiles)]})
 
 
 @require_http_methods(["GET"])

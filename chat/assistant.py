@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from fnmatch import fnmatchcase
+from functools import cache
 from pathlib import Path
 
 import httpx2
 import openai
 from django.conf import settings
 
-from chat import mcp
-from chat.agent import Agent, ChatModel, ModelCallObserver, ModelOptions, ToolContext
+from chat import mcp, profiles
+from chat.agent import Agent, ChatModel, ModelCallObserver, ToolContext
 from chat.agent.approval import Answers, ApprovalPolicy
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
 from chat.memory import MEMORY_MESSAGES
+from chat.profiles import AgentConfig
 from chat.skills import discover, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry
@@ -23,61 +25,61 @@ from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, Skil
 from chat.tools.sandbox import Limits
 
 
-def is_demo() -> bool:
-    return settings.AGENT_MODEL == "demo"
-
-
-def _float(value: str | None) -> float | None:
-    return float(value) if value is not None else None
-
-
-def model_options() -> ModelOptions:
-    return ModelOptions(
-        temperature=_float(settings.AGENT_TEMPERATURE),
-        max_tokens=int(settings.AGENT_MAX_TOKENS) if settings.AGENT_MAX_TOKENS else None,
-        top_p=_float(settings.AGENT_TOP_P),
-    )
-
-
-@lru_cache(maxsize=1)
-def _client() -> openai.AsyncOpenAI:
-    # One client per process: its connection pool is shared by every run.
-    if is_demo():
+@cache  # as many as there are endpoints in the environment and the profiles
+def _client(base_url: str | None, api_key: str | None, demo: bool) -> openai.AsyncOpenAI:
+    # One client per endpoint and key per process (not per run): its connection pool is shared
+    # by every run that talks to that endpoint.
+    if demo:
         transport = DemoTransport(chunk_delay=settings.AGENT_DEMO_CHUNK_DELAY)
-        return openai.AsyncOpenAI(
+        client = openai.AsyncOpenAI(
             api_key="demo", base_url=DEMO_BASE_URL, max_retries=0, http_client=httpx2.AsyncClient(transport=transport)
         )
-    # No per-read timeout: ChatModel bounds the whole call by AGENT_LLM_TIMEOUT, and a read
-    # timeout makes aiohttp re-arm a timer on every chunk it receives (3% of the CPU at C=200).
-    timeout = httpx2.Timeout(settings.AGENT_LLM_TIMEOUT, read=None)
-    return openai.AsyncOpenAI(
-        api_key=settings.OPENAI_API_KEY,
-        base_url=settings.OPENAI_BASE_URL,
-        timeout=timeout,
-        max_retries=0,  # every retry is the agent's, and visible
-        # The SDK's aiohttp transport (its `openai[aiohttp]` extra): aiohttp parses HTTP in C and
-        # hands over all the bytes a read brought, where httpcore2 + h11 step through Python
-        # layers per chunk. At 200 concurrent streams: server CPU -6%, stretch 1.64-2.05 -> 1.57-1.63.
-        http_client=openai.DefaultAioHttpClient(timeout=timeout),
-    )
+    else:
+        # No per-read timeout: ChatModel bounds the whole call by AGENT_LLM_TIMEOUT, and a read
+        # timeout makes aiohttp re-arm a timer on every chunk it receives (3% of the CPU at C=200).
+        timeout = httpx2.Timeout(settings.AGENT_LLM_TIMEOUT, read=None)
+        client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,  # every retry is the agent's, and visible
+            # The SDK's aiohttp transport (its `openai[aiohttp]` extra): aiohttp parses HTTP in C and
+            # hands over all the bytes a read brought, where httpcore2 + h11 step through Python
+            # layers per chunk. At 200 concurrent streams: server CPU -6%, stretch 1.64-2.05 -> 1.57-1.63.
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+        )
+    _made.append(client)
+    return client
+
+
+_made: list[openai.AsyncOpenAI] = []
+
+
+def client_for(config: AgentConfig) -> openai.AsyncOpenAI:
+    if config.is_demo:
+        return _client(None, None, True)
+    return _client(config.base_url, config.api_key, False)
 
 
 async def close_client() -> None:
-    """Close the model client's connections, if it was made (tests: they belong to one event loop)."""
-    if _client.cache_info().currsize:
-        await _client().close()
-        _client.cache_clear()
+    """Close the model clients' connections, those made so far (tests: they belong to one event loop)."""
+    clients = list(_made)
+    _made.clear()
+    _client.cache_clear()
+    for client in clients:
+        await client.close()
 
 
-def build_chat_model() -> ChatModel:
+def build_chat_model(config: AgentConfig | None = None) -> ChatModel:
+    config = config or profiles.default_config()
     return ChatModel(
-        client=_client(), model=settings.AGENT_MODEL, options=model_options(), timeout=settings.AGENT_LLM_TIMEOUT
+        client=client_for(config), model=config.model, options=config.options, timeout=settings.AGENT_LLM_TIMEOUT
     )
 
 
 def offered_tools() -> list[str]:
     """AGENT_TOOLS minus the tools this server cannot offer (web_search without a Tavily key)."""
-    return [name for name in settings.AGENT_TOOLS if name != "web_search" or settings.TAVILY_API_KEY]
+    return list(profiles.offered(settings.AGENT_TOOLS))
 
 
 def tool_timeouts() -> dict[str, float]:
@@ -89,11 +91,11 @@ def tool_timeouts() -> dict[str, float]:
     }
 
 
-def system_prompt(tool_names: list[str]) -> str:
-    prompt = settings.AGENT_SYSTEM_PROMPT
+def system_prompt(tool_names: list[str], *, base: str | None = None, skills: frozenset[str] | None = None) -> str:
+    prompt = settings.AGENT_SYSTEM_PROMPT if base is None else base
     if "load_skill" in tool_names:
-        skills, _problems = discover(settings.AGENT_SKILLS_DIR)  # bad skills: reported by a system check
-        listing = skills_prompt(skills)
+        found, _problems = discover(settings.AGENT_SKILLS_DIR)  # bad skills: reported by a system check
+        listing = skills_prompt({name: skill for name, skill in found.items() if skills is None or name in skills})
         if listing:
             prompt = f"{prompt}\n\n{listing}" if prompt else listing
     return prompt
@@ -103,32 +105,49 @@ async def mcp_tools() -> list[Tool]:
     return await mcp.available_tools(settings.AGENT_MCP_CONFIG, timeout=settings.AGENT_MCP_TIMEOUT)
 
 
-def approval_patterns() -> tuple[str, ...]:
-    """The tools (names or fnmatch patterns) whose calls wait for the user: AGENT_APPROVAL_TOOLS.
-    The one place that reads them, so that agent profiles can give their own."""
-    return tuple(settings.AGENT_APPROVAL_TOOLS)
+def mcp_source(patterns: tuple[str, ...]):
+    """The MCP tools a profile enables: those whose `<server>__<tool>` name matches one of its patterns."""
+
+    async def source() -> list[Tool]:
+        return [tool for tool in await mcp_tools() if any(fnmatchcase(tool.name, p) for p in patterns)]
+
+    return source
 
 
-def approval_policy(answers: Answers | None) -> ApprovalPolicy | None:
-    patterns = approval_patterns()
+def approval_policy(config: AgentConfig, answers: Answers | None) -> ApprovalPolicy | None:
+    """The run's approvals: the profile's patterns (AGENT_APPROVAL_TOOLS for the default agent
+    and for a profile that names none)."""
+    patterns = config.approval_tools
     if answers is None or not patterns:
         return None
     return ApprovalPolicy(patterns=patterns, timeout=settings.AGENT_APPROVAL_TIMEOUT, answers=answers)
 
 
-def build_agent(*, observers: list[ModelCallObserver] | None = None, answers: Answers | None = None) -> Agent:
-    """The agent of one run; `observers` are told of each model call attempt (chat.agent.trace);
-    `answers` deliver the user's approvals (chat.runtime.approvals). Without them (the `ask`
-    command, where the operator runs their own question) no call waits."""
-    names = offered_tools()
+def build_agent(
+    *,
+    config: AgentConfig | None = None,
+    observers: list[ModelCallObserver] | None = None,
+    answers: Answers | None = None,
+) -> Agent:
+    """The agent of one run, from its profile's config (the environment's when None); `observers`
+    are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
+    (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
+    question) no call waits."""
+    config = config or profiles.default_config()
+    names = list(config.tools)
+    sources = []
+    if settings.AGENT_MCP_CONFIG and config.mcp_tools is None:
+        sources = [mcp_tools]
+    elif settings.AGENT_MCP_CONFIG and config.mcp_tools:
+        sources = [mcp_source(config.mcp_tools)]
     return Agent(
-        build_chat_model(),
+        build_chat_model(config),
         tools=build_registry(names, timeouts=tool_timeouts()),
-        tool_sources=[mcp_tools] if settings.AGENT_MCP_CONFIG else [],
-        system_prompt=system_prompt(names),
-        max_iterations=settings.AGENT_MAX_ITERATIONS,
-        max_retries=settings.AGENT_MAX_RETRIES,
-        retry_interval=settings.AGENT_RETRY_INTERVAL,
+        tool_sources=sources,
+        system_prompt=system_prompt(names, base=config.system_prompt, skills=config.skills),
+        max_iterations=config.max_iterations,
+        max_retries=config.max_retries,
+        retry_interval=config.retry_interval,
         max_retry_after=settings.AGENT_RETRY_AFTER_MAX,
         tool_timeout=settings.AGENT_TOOL_TIMEOUT,
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
@@ -137,12 +156,13 @@ def build_agent(*, observers: list[ModelCallObserver] | None = None, answers: An
         tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
         observers=observers or [],
         trace_requests=settings.AGENT_TRACE_REQUESTS,
-        approval=approval_policy(answers),
+        approval=approval_policy(config, answers),
     )
 
 
-def tool_settings() -> ToolSettings:
-    """The AGENT_* settings the built-in tools read, typed (chat/tools/* stay free of Django)."""
+def tool_settings(*, skills: frozenset[str] | None = None) -> ToolSettings:
+    """The AGENT_* settings the built-in tools read, typed (chat/tools/* stay free of Django);
+    `skills`: the only skills a profile enables (None: every one)."""
     return ToolSettings(
         files=FilesSettings(
             read_chunk=settings.AGENT_FILE_READ_CHUNK,
@@ -156,7 +176,7 @@ def tool_settings() -> ToolSettings:
             timeout=settings.AGENT_FETCH_TIMEOUT,
         ),
         search=SearchSettings(api_key=settings.TAVILY_API_KEY, max_results=settings.AGENT_SEARCH_MAX_RESULTS),
-        skills=SkillsSettings(skills_dir=settings.AGENT_SKILLS_DIR),
+        skills=SkillsSettings(skills_dir=settings.AGENT_SKILLS_DIR, only=skills),
         bash=Limits(
             timeout=settings.AGENT_BASH_TIMEOUT,
             cpu_seconds=settings.AGENT_BASH_CPU_SECONDS,
@@ -171,8 +191,15 @@ def tool_settings() -> ToolSettings:
     )
 
 
-def tool_context(*, conversation_id: str = "", user_id: str = "", run_id: str = "") -> ToolContext:
+def tool_context(
+    *, conversation_id: str = "", user_id: str = "", run_id: str = "", config: AgentConfig | None = None
+) -> ToolContext:
     workspace = Path(settings.AGENT_WORKSPACE_ROOT) / str(conversation_id) if conversation_id else None
+    skills = config.skills if config is not None else None
     return ToolContext(
-        conversation_id=conversation_id, user_id=user_id, run_id=run_id, workspace=workspace, settings=tool_settings()
+        conversation_id=conversation_id,
+        user_id=user_id,
+        run_id=run_id,
+        workspace=workspace,
+        settings=tool_settings(skills=skills),
     )

@@ -200,6 +200,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise ProtocolError(
                 "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
             ) from None
+        except services.AgentUnavailable as exc:
+            # Refused rather than answered by another agent: a profile may stand for an endpoint
+            # chosen for what it may see (a local model for confidential work), and a silent
+            # switch would send the message elsewhere. The user picks another agent (PATCH).
+            raise ProtocolError(
+                "AGENT_UNAVAILABLE", "This conversation's agent is no longer available to you; pick another.", str(exc)
+            ) from None
         except services.ConversationGone:
             raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
 

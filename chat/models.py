@@ -22,10 +22,67 @@ from .frames import EventFrame, event_frame, frame_time
 RUNNING_RUN_CONSTRAINT = "one_running_run_per_conversation"
 
 
+# The environment's configuration (PROTOCOL section 1) as the API and the events name it: the
+# agent of a conversation without a profile. No profile may take the slug.
+DEFAULT_AGENT_SLUG = "default"
+DEFAULT_AGENT_NAME = "Default"
+
+
+class AgentProfile(models.Model):
+    """A configuration of the agent that users pick per conversation (PROTOCOL section 6): the
+    seeds' ReactAgent builder (name, model, tools, instruction, options, limits) made data.
+    chat.profiles turns a row into the AgentConfig a run is built from; the admin form
+    (chat.profile_form) refuses what could not run."""
+
+    slug = models.SlugField(max_length=64, unique=True, help_text="What the API and the picker call it.")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True, help_text="Disabled: nobody may pick it or run with it.")
+    base_url = models.CharField(
+        "base URL", max_length=500, blank=True, default="", help_text="Empty: the server's OPENAI_BASE_URL."
+    )
+    # The NAME of an environment variable: keys stay in the server's environment, never in the database.
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        blank=True,
+        default="",
+        help_text="Name of the environment variable holding the key (e.g. DEEPSEEK_API_KEY); empty: OPENAI_API_KEY.",
+    )
+    model = models.CharField(max_length=200)
+    system_prompt = models.TextField(blank=True, default="", help_text="Empty: the server's AGENT_SYSTEM_PROMPT.")
+    tools = models.JSONField(default=list, blank=True)  # built-in names and MCP `<server>__<tool>` / `<server>__*`
+    skills = models.JSONField(default=list, blank=True)  # empty: every skill of AGENT_SKILLS_DIR
+    temperature = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    top_p = models.FloatField("top_p", null=True, blank=True)
+    max_iterations = models.PositiveSmallIntegerField(default=10, help_text="Model calls per run.")
+    max_retries = models.PositiveSmallIntegerField(default=3, help_text="Retries per model call.")
+    retry_interval = models.FloatField(default=10.0, help_text="Seconds between retries.")
+    # fnmatch patterns, one per line or comma-separated; empty: AGENT_APPROVAL_TOOLS.
+    approval_tools = models.TextField(blank=True, default="")
+    everyone = models.BooleanField(default=False, help_text="Every signed-in user may use it.")
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="agent_profiles")
+    groups = models.ManyToManyField("auth.Group", blank=True, related_name="agent_profiles")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "slug"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.slug})"
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True, default="")
+    # Null: the environment's configuration (the "default" agent). PROTECT: deleting a profile in use
+    # would silently move its conversations to another model and endpoint; the admin disables it instead.
+    agent = models.ForeignKey(
+        AgentProfile, null=True, blank=True, on_delete=models.PROTECT, related_name="conversations"
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now)
     # The last seq handed out; bumped with UPDATE ... SET last_seq = last_seq + n, whose
@@ -56,6 +113,8 @@ class Run(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     model = models.CharField(max_length=200, blank=True, default="")
+    # The profile the run was built from (null: the environment's); `model` keeps the name it sent.
+    agent = models.ForeignKey(AgentProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     iterations = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)

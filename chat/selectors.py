@@ -11,7 +11,7 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 from . import history, search
 from .agent.approval import open_requests
 from .frames import EventFrame, event_frame, frame_time
-from .models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from .models import AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .paging import page_of
 from .pricing import cost
 
@@ -22,7 +22,28 @@ CONVERSATION_PAGE_MAX = 200
 
 def conversations_for_user(*, user) -> QuerySet[Conversation]:
     running = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.RUNNING)
-    return Conversation.objects.filter(owner=user).annotate(running=Exists(running)).order_by("-updated_at")
+    return (
+        Conversation.objects.filter(owner=user)
+        .select_related("agent")
+        .annotate(running=Exists(running))
+        .order_by("-updated_at")
+    )
+
+
+def agent_profiles_for_user(*, user) -> QuerySet[AgentProfile]:
+    """The enabled profiles the user may pick: open to everyone, or naming the user or one of
+    the user's groups."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return AgentProfile.objects.none()
+    allowed = Q(everyone=True) | Q(users=user) | Q(groups__in=user.groups.all())
+    # pk IN (...) rather than .distinct(): the M2M joins repeat a profile once per matching row.
+    return AgentProfile.objects.filter(enabled=True, pk__in=AgentProfile.objects.filter(allowed).values("pk")).order_by(
+        "name", "slug"
+    )
+
+
+def agent_profile_for_user(*, user, slug: str) -> AgentProfile | None:
+    return agent_profiles_for_user(user=user).filter(slug=slug).first()
 
 
 def conversations_page(

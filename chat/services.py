@@ -31,9 +31,20 @@ from chat.agent.events import (
 )
 from chat.agent.tools import error_result
 
-from . import memory, search
+from . import memory, search, selectors
 from .frames import EventFrame, event_frame, frame_time
-from .models import RUNNING_RUN_CONSTRAINT, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from .models import (
+    DEFAULT_AGENT_NAME,
+    DEFAULT_AGENT_SLUG,
+    RUNNING_RUN_CONSTRAINT,
+    AgentProfile,
+    Conversation,
+    Event,
+    Feedback,
+    ModelCall,
+    Run,
+    ToolRecord,
+)
 from .text import clean, clean_value
 from .transfer import Imported
 
@@ -57,6 +68,10 @@ class QuotaExceeded(Exception):
 
 class ConversationGone(Exception):
     """The conversation was deleted while something was writing to it."""
+
+
+class AgentUnavailable(Exception):
+    """The conversation's agent profile is disabled, or its user may no longer use it."""
 
 
 class UnknownApproval(Exception):
@@ -110,8 +125,17 @@ class RunOutcome:
     error: str = ""
 
 
-def conversation_create(*, owner, title: str = "") -> Conversation:
-    return Conversation.objects.create(owner=owner, title=clean(title.strip()[:TITLE_MAX]))
+def conversation_create(*, owner, title: str = "", agent: AgentProfile | None = None) -> Conversation:
+    """`agent`: a profile the owner may use (the caller checked it); None: the default agent."""
+    return Conversation.objects.create(owner=owner, title=clean(title.strip()[:TITLE_MAX]), agent=agent)
+
+
+def conversation_set_agent(*, conversation: Conversation, agent: AgentProfile | None) -> Conversation:
+    """The agent of the conversation's next runs; the runs so far keep the one they used."""
+    conversation.agent = agent
+    conversation.updated_at = timezone.now()
+    conversation.save(update_fields=["agent", "updated_at"])
+    return conversation
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
@@ -396,11 +420,16 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     busy = set(
         Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING).values_list("conversation", flat=True)
     )
+    agent_ids, usable = _agents_of(starts, keys)
     accepted: list[tuple[int, Run]] = []
     for index, start in enumerate(starts):
         key = _conversation_key(start.conversation.pk)
+        agent_id = agent_ids.get(key)
+        profile = usable.get((start.user.pk, agent_id))
         if isinstance(turns[index], Exception):
             results[index] = turns[index]
+        elif agent_id is not None and profile is None:
+            results[index] = AgentUnavailable(f"agent profile {agent_id} is disabled or not open to this user")
         elif limit and recent.get(start.user.pk, 0) >= limit:
             results[index] = RateLimited(f"at most {limit} messages per minute")
         elif quota and spent.get(start.user.pk, 0) >= quota:
@@ -416,7 +445,8 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
                     Run(
                         conversation_id=key,
                         user=start.user,
-                        model=start.model,
+                        agent=profile,
+                        model=profile.model if profile is not None else start.model,
                         worker=start.worker,
                         started_at=now,
                         heartbeat_at=now,
@@ -434,12 +464,37 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             Conversation.objects.filter(pk__in=titles, title="").update(
                 title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
             )
-        frames = _append_batches([EventBatch(run.conversation_id, run.pk, [turns[index]]) for index, run in accepted])
+        frames = _append_batches(
+            [EventBatch(run.conversation_id, run.pk, [_with_agent(turns[index], run)]) for index, run in accepted]
+        )
         if any(f is None for f in frames):
             raise ConversationGone("a conversation was deleted")  # -> one by one
         for (index, run), run_frames in zip(accepted, frames):
             results[index] = (run, run_frames)
     return results
+
+
+def _agents_of(starts: list[RunStart], keys: set) -> tuple[dict[Any, int | None], dict[tuple[Any, int], AgentProfile]]:
+    """The agent profile id of each conversation, read now (a PATCH may have changed it since the
+    socket connected), and {(user id, profile id): profile} for those each user may use now."""
+    agent_ids = dict(Conversation.objects.filter(pk__in=keys).values_list("pk", "agent_id"))
+    wanted = {agent_id for agent_id in agent_ids.values() if agent_id is not None}
+    usable: dict[tuple[Any, int], AgentProfile] = {}
+    if wanted:
+        for user in {start.user.pk: start.user for start in starts}.values():
+            for profile in selectors.agent_profiles_for_user(user=user).filter(pk__in=wanted):
+                usable[(user.pk, profile.pk)] = profile
+    return agent_ids, usable
+
+
+def _with_agent(turn: dict[str, Any], run: Run) -> dict[str, Any]:
+    """The user_message that starts a run names the agent and model that answer it (PROTOCOL
+    section 6), so the page labels each answer, and renaming or deleting a profile later
+    changes nothing of what the log says."""
+    profile = run.agent
+    if profile is None:
+        return {**turn, "agent": DEFAULT_AGENT_SLUG, "agentName": DEFAULT_AGENT_NAME, "model": run.model}
+    return {**turn, "agent": profile.slug, "agentName": profile.name, "model": run.model}
 
 
 def tokens_today(*, user_ids, now: datetime) -> dict[Any, int]:

@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
+    path("api/agents/", api.agents, name="api-agents"),
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
     path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
     path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),

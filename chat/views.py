@@ -15,6 +15,7 @@ from .forms import SignupForm
 # English id. They are translated per request and handed to the scripts as JSON, so the
 # page needs no JavaScript catalogue view. tests/ui/test_strings.py keeps this list whole.
 JS_STRINGS = (
+    gettext_noop("%s (unavailable)"),
     gettext_noop("%s errors"),
     gettext_noop("%s s"),
     gettext_noop("%s tokens"),
@@ -42,6 +43,7 @@ JS_STRINGS = (
     gettext_noop("Copy code"),
     gettext_noop("Copy failed"),
     gettext_noop("Copy the answer as Markdown"),
+    gettext_noop("Could not change the agent: %s"),
     gettext_noop("Could not delete: %s"),
     gettext_noop("Could not import: %s"),
     gettext_noop("Could not save the feedback."),
@@ -103,6 +105,7 @@ JS_STRINGS = (
     gettext_noop("Thinking"),
     gettext_noop("Thinking…"),
     gettext_noop("This conversation no longer exists."),
+    gettext_noop("This conversation's agent is no longer available to you; pick another."),
     gettext_noop("Thought process"),
     gettext_noop("Too many messages. Please wait a moment."),
     gettext_noop("Versions of this message"),

@@ -20,6 +20,7 @@ from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
 from chat.frames import EventFrame
+from chat.profiles import AgentConfig
 
 from .doorbell import publish
 from .sink import EventSink
@@ -48,6 +49,7 @@ class RunHandle:
     conversation_id: object
     user_id: object
     resumes: int  # times the run was resumed before this process took it
+    config: AgentConfig  # its agent: the conversation's profile, or the environment's
     answers: Answers | None = None  # where its approval requests wait (runtime/approvals)
     agent_run: AgentRun | None = None
     task: asyncio.Task | None = None
@@ -82,9 +84,9 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
         context = assistant.tool_context(
-            conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id)
+            conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id), config=handle.config
         )
-        agent = assistant.build_agent(observers=[sink.add_model_call], answers=handle.answers)
+        agent = assistant.build_agent(config=handle.config, observers=[sink.add_model_call], answers=handle.answers)
         handle.agent_run = agent_run = agent.stream(memory, context=context)
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)

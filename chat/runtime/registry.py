@@ -16,10 +16,11 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chat import history, memory, selectors, services
+from chat import history, memory, profiles, selectors, services
 from chat.agent.approval import Decision
 from chat.frames import EventFrame
 from chat.models import Run
+from chat.profiles import AgentConfig
 
 from .approvals import APPROVE_MESSAGE, ApprovalDesk
 from .batching import Batcher
@@ -88,14 +89,16 @@ class RunRegistry:
         if handle is not None:
             handle.abandon()
 
-    def adopt(self, run: Run, *, memory: list[dict], announce: list[EventFrame]) -> None:
-        """Execute the run here: a new one, or one resumed from a dead process's."""
+    def adopt(self, run: Run, *, memory: list[dict], announce: list[EventFrame], config: AgentConfig) -> None:
+        """Execute the run here: a new one, or one resumed from a dead process's, with the agent
+        configuration read when it started (or was taken over)."""
         key = str(run.pk)
         handle = RunHandle(
             run_id=run.pk,
             conversation_id=run.conversation_id,
             user_id=run.user_id,
             resumes=run.resumes,
+            config=config,
             answers=self.approvals.for_run(run.pk),
         )
         self._handles[key] = handle
@@ -114,7 +117,7 @@ class RunRegistry:
         regenerates: int | None = None,
     ) -> Run:
         """Start a run for a user message, an edit or a regenerate (services.RunStart). Raises
-        services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage."""
+        services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
         start = services.RunStart(conversation, user, content, model, self.channel, parent_seq, edits, regenerates)
@@ -128,8 +131,8 @@ class RunRegistry:
                 out.append(result)
                 continue
             # The run is started: it gets its task even if the caller has gone meanwhile.
-            run, frames, messages = result
-            self.adopt(run, memory=messages, announce=frames)
+            run, frames, messages, config = result
+            self.adopt(run, memory=messages, announce=frames, config=config)
             out.append(run)
         return out
 
@@ -210,21 +213,23 @@ class RunRegistry:
 
 def _start_with_memory(
     starts: list[services.RunStart],
-) -> list[tuple[Run, list[EventFrame], list[dict]] | Exception]:
+) -> list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception]:
     """Start the runs, then read each one's memory (chat.memory): one trip to the ORM thread for
-    the whole group (a first turn, whose parentSeq is null, is its own memory)."""
+    the whole group (a first turn, whose parentSeq is null, is its own memory). Each comes with
+    the configuration of its agent, from the profile the start read."""
     started = services.runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
     memories = memory.runs_memory(runs=older) if older else {}
-    out: list[tuple[Run, list[EventFrame], list[dict]] | Exception] = []
+    out: list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception] = []
     for result in started:
         if isinstance(result, Exception):
             out.append(result)
             continue
         run, frames = result
         key = run.conversation_id
-        out.append((run, frames, memories[key] if key in memories else history.run_messages(frames)))
+        messages = memories[key] if key in memories else history.run_messages(frames)
+        out.append((run, frames, messages, profiles.config_for(run.agent)))
     return out
 
 

@@ -30,9 +30,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from chat import memory, selectors, services
+from chat import memory, profiles, selectors, services
 from chat.agent.approval import Decision
 from chat.metrics import publish_process_gauges_forever
+from chat.profiles import AgentConfig
 
 from .approvals import APPROVE_MESSAGE, REFUSED_MESSAGE
 from .doorbell import PROCESSES_GROUP, publish
@@ -152,7 +153,7 @@ class Supervisor:
             for run in await sync_to_async(selectors.stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
-                interruption, messages = await sync_to_async(_interrupt_with_memory)(
+                interruption, messages, config = await sync_to_async(_interrupt_with_memory)(
                     run_id=run.pk, stale_before=cutoff, worker=registry.channel
                 )
                 if interruption is None:
@@ -160,15 +161,19 @@ class Supervisor:
                 taken += 1
                 if interruption.resumed:
                     logger.info("resuming run %s of a dead process", run.pk)
-                    registry.adopt(interruption.run, memory=messages, announce=interruption.frames)
+                    assert config is not None  # a resumed interruption comes with its agent's configuration
+                    registry.adopt(interruption.run, memory=messages, announce=interruption.frames, config=config)
                 else:
                     logger.info("closed run %s of a dead process as interrupted", run.pk)
                     await publish(run.conversation_id, interruption.frames)
             return taken
 
 
-def _interrupt_with_memory(*, run_id, stale_before, worker: str) -> tuple[services.Interruption | None, list[dict]]:
-    """Take a dead process's run, and for a resume read its memory: one trip to the ORM thread."""
+def _interrupt_with_memory(
+    *, run_id, stale_before, worker: str
+) -> tuple[services.Interruption | None, list[dict], AgentConfig | None]:
+    """Take a dead process's run, and for a resume read its memory and its agent's configuration
+    (the profile it started with, read again): one trip to the ORM thread."""
     interruption = services.run_interrupt(
         run_id=run_id,
         stale_before=stale_before,
@@ -177,9 +182,10 @@ def _interrupt_with_memory(*, run_id, stale_before, worker: str) -> tuple[servic
         max_resumes=settings.AGENT_MAX_RESUMES,
     )
     if interruption is None or not interruption.resumed:
-        return interruption, []
+        return interruption, [], None
     run = interruption.run
-    return interruption, memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
+    messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
+    return interruption, messages, profiles.config_for(run.agent)
 
 
 _sigterm_installed = False

@@ -42,6 +42,7 @@ class SearchSettings:
 @dataclass(frozen=True)
 class SkillsSettings:
     skills_dir: Path | None = None  # AGENT_SKILLS_DIR; None: no skills
+    only: frozenset[str] | None = None  # the skills an agent profile enables; None: every one
 
 
 @dataclass(frozen=True)

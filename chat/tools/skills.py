@@ -22,7 +22,10 @@ def skill_files(skill: Skill) -> list[str]:
 
 
 def _skill(name: str, context: ToolContext) -> Skill:
-    skills, _problems = discover(settings_of(context).skills.skills_dir)
+    config = settings_of(context).skills
+    skills, _problems = discover(config.skills_dir)
+    if config.only is not None:  # a skill the profile does not enable is unknown to its runs
+        skills = {key: skill for key, skill in skills.items() if key in config.only}
     if name not in skills:
         available = ", ".join(skills) or "none"
         raise ToolError(f"no skill named {name!r}; available skills: {available}")

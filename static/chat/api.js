@@ -59,7 +59,11 @@ export const api = {
   /** The user's own tokens today and this month (UTC): {today, month, models, dailyTokenQuota}. */
   usage: () => request("GET", "/api/usage/"),
   exportUrl: (id, format) => `/api/conversations/${id}/export/?format=${format}`,
-  createConversation: (title) => request("POST", "/api/conversations/", { body: title ? { title } : {} }),
+  createConversation: (title, agent) =>
+    request("POST", "/api/conversations/", { body: { ...(title ? { title } : {}), ...(agent ? { agent } : {}) } }),
+  /** The agents this user may pick: [{slug, name, description, model}], the default first. */
+  agents: () => request("GET", "/api/agents/"),
+  setAgent: (id, agent) => request("PATCH", `/api/conversations/${id}/`, { body: { agent } }),
   getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),
   renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),
   deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),

@@ -1,6 +1,7 @@
 // The chat page's entry point: wires the sidebar, the composer, the connection indicator and
 // the layout to one ConversationState, and owns navigation: which conversation is open (the
 // page's ?c= address, history), starting a conversation from a draft, keeping the list fresh.
+import { AgentPicker } from "./agents.js";
 import { api } from "./api.js";
 import { Composer } from "./composer.js";
 import { ConversationState, State } from "./conversation-state.js";
@@ -39,6 +40,7 @@ let query = ""; // the sidebar's search; "" lists every conversation
 
 const state = new ConversationState();
 const composer = new Composer(state, { startConversation });
+const agentPicker = new AgentPicker();
 showConnection(state);
 
 // --- sidebar -------------------------------------------------------------------------------
@@ -125,6 +127,7 @@ function startDraft({ push }) {
   els.loading.hidden = true;
   els.app.dataset.conversation = "";
   els.exportActions.hidden = true;
+  agentPicker.toDraft();
   if (els.inspector) els.inspector.href = "/inspect/";
   composer.focus();
 }
@@ -136,7 +139,9 @@ function openConversation(id, { push, firstMessage = null }) {
       if (state.view === view) state.observe(facts);
     },
     onNotice: (frame) => {
-      if (state.view === view) composer.refused(frame);
+      if (state.view !== view) return;
+      composer.refused(frame);
+      if (frame.code === "AGENT_UNAVAILABLE") agentPicker.load(); // the list has changed: show what is left
     },
     onGone: () => {
       if (state.view !== view) return;
@@ -169,6 +174,7 @@ function openConversation(id, { push, firstMessage = null }) {
   const conversation = sidebar.get(id);
   els.title.textContent = conversationTitle(conversation);
   document.title = `${conversationTitle(conversation)} · agentsite`;
+  agentPicker.show(id, conversation && conversation.agent);
   els.empty.hidden = true;
   els.loading.hidden = false;
   els.app.dataset.conversation = id;
@@ -182,7 +188,9 @@ function openConversation(id, { push, firstMessage = null }) {
     refreshList(); // opened by address: not in the list fetched so far
     // nor, when older than the pages loaded, in the refreshed one: its title comes on its own
     api.getConversation(id).then((found) => {
-      if (state.view !== view || sidebar.get(id)) return;
+      if (state.view !== view) return;
+      agentPicker.show(id, found.agent);
+      if (sidebar.get(id)) return;
       els.title.textContent = conversationTitle(found);
       document.title = `${conversationTitle(found)} · agentsite`;
     }).catch(() => {}); // a missing conversation is reported by its socket
@@ -194,7 +202,7 @@ async function startConversation(content) {
   const title = content.split("\n")[0].slice(0, 80);
   state.create();
   try {
-    const conversation = await api.createConversation(title);
+    const conversation = await api.createConversation(title, agentPicker.value);
     sidebar.upsert({ running: false, ...conversation, title: conversation.title || title });
     openConversation(conversation.id, { push: true, firstMessage: content });
   } catch (error) {
@@ -245,7 +253,7 @@ document.addEventListener("visibilitychange", () => {
 });
 
 async function start() {
-  await refreshList();
+  await Promise.all([refreshList(), agentPicker.load()]);
   refreshUsage(els.usage);
   const id = conversationIdFromUrl();
   if (id) openConversation(id, { push: false });

@@ -14,6 +14,7 @@ function refusalText(frame) {
     TOO_LARGE: t("The message is too long."),
     RATE_LIMITED: t("Too many messages. Please wait a moment."),
     BAD_REQUEST: t("The server did not accept that message."),
+    AGENT_UNAVAILABLE: t("This conversation's agent is no longer available to you; pick another."),
   };
   return messages[frame.code] || frame.message || t("Something went wrong.");
 }

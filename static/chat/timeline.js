@@ -56,6 +56,7 @@ export class Turn {
     this.version = 1;
     this.versions = 1;
     this.userText = null;
+    this.agentLabel = "";
     this.items = [];
     this.tools = new Map();
     this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
@@ -79,7 +80,12 @@ export class Turn {
     switch (frame.type) {
       case "user_message":
         this.userText = String(frame.content ?? "");
-        if (this.el) this.userBubble.textContent = this.userText;
+        // The agent and model that answer (logs stored before profiles existed name none).
+        this.agentLabel = [frame.agentName, frame.model].filter((part) => typeof part === "string" && part).join(" · ");
+        if (this.el) {
+          this.userBubble.textContent = this.userText;
+          this.updateAgent();
+        }
         break;
       case "thinking": {
         let last = this.items[this.items.length - 1];
@@ -191,14 +197,16 @@ export class Turn {
     this.answer = h("div", { className: "answer markdown" });
     this.statusLine = h("div", { className: "turn-status", role: "status" });
     this.footer = h("div", { className: "turn-footer" });
+    this.agentTag = h("div", { className: "turn-agent" });
     this.userMsg = h("div", { className: "msg msg-user" },
       h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.mountUserActions());
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
-      h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine, this.footer,
+      h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, this.statusLine, this.footer,
         this.mountAnswerActions(), this.feedback.mount()));
     this.el.hidden = !this.shown;
     this.updateVersions();
+    this.updateAgent();
     this.updateSummary();
     this.updateStatus();
     this.updateFeedback();
@@ -296,6 +304,11 @@ export class Turn {
     this.summaryIcon.className = `status-icon ${summary.icon}`;
     this.summaryLabel.textContent = summary.label;
     this.summaryCounts.textContent = summary.counts;
+  }
+
+  updateAgent() {
+    this.agentTag.textContent = this.agentLabel;
+    this.agentTag.hidden = !this.agentLabel;
   }
 
   updateStatus() {

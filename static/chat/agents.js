@@ -1,0 +1,76 @@
+// The agent picker in the composer (PROTOCOL section 6): the agents this user may pick, from
+// /api/agents/. A draft's choice goes with the conversation it starts; in an open conversation a
+// change is saved at once (PATCH) and applies from the next message on, each answer naming the
+// agent that wrote it. With a single agent to pick there is nothing to choose and it stays hidden.
+import { api } from "./api.js";
+import { h } from "./dom.js";
+import { showNotice } from "./notices.js";
+import { tf } from "./i18n.js";
+
+const DEFAULT = "default";
+
+export class AgentPicker {
+  constructor() {
+    this.wrap = document.getElementById("agent-pick");
+    this.select = document.getElementById("agent-select");
+    this.agents = [];
+    this.labels = new Map(); // slug -> "Name · model" of every agent listed so far, for one since taken away
+    this.conversationId = null; // null: a draft
+    this.draftChoice = DEFAULT;
+    this.select.addEventListener("change", () => this.changed());
+  }
+
+  /** The slug the next conversation starts with, or the open one uses. */
+  get value() {
+    return this.select.value || DEFAULT;
+  }
+
+  async load() {
+    try {
+      this.agents = (await api.agents()).agents || [];
+    } catch {
+      this.agents = []; // the default agent answers; the picker stays hidden
+    }
+    this.render(this.conversationId ? this.value : this.draftChoice);
+  }
+
+  render(current) {
+    for (const agent of this.agents) this.labels.set(agent.slug, `${agent.name} · ${agent.model}`);
+    const options = this.agents.map((agent) =>
+      h("option", { value: agent.slug, title: [agent.description, agent.model].filter(Boolean).join(" · "), text: this.labels.get(agent.slug) }));
+    // A conversation's agent the user may no longer use is shown as such (sending is refused with a reason).
+    if (current && !this.agents.some((agent) => agent.slug === current)) {
+      options.push(h("option", { value: current, disabled: true, text: tf("%s (unavailable)", [this.labels.get(current) || current]) }));
+    }
+    this.select.replaceChildren(...options);
+    this.select.value = current || DEFAULT;
+    this.wrap.hidden = options.length < 2;
+  }
+
+  toDraft() {
+    this.conversationId = null;
+    this.render(this.draftChoice);
+  }
+
+  /** An opened conversation: `agent` is its slug (from the list or GET), when known. */
+  show(conversationId, agent) {
+    this.conversationId = conversationId;
+    this.render(agent || DEFAULT);
+  }
+
+  async changed() {
+    const chosen = this.select.value;
+    if (!this.conversationId) {
+      this.draftChoice = chosen;
+      return;
+    }
+    const id = this.conversationId;
+    try {
+      const updated = await api.setAgent(id, chosen);
+      if (this.conversationId === id) this.render(updated.agent);
+    } catch (error) {
+      showNotice(tf("Could not change the agent: %s", [error.message]));
+      if (this.conversationId === id) this.load();
+    }
+  }
+}
