@@ -54,6 +54,7 @@ export class ConversationView {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
       regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
       showVersion: (turn, step) => this.showVersion(turn, step),
+      fileUrl: (path) => api.fileUrl(this.id, path),
     };
   }
 
@@ -326,10 +327,13 @@ export class ConversationView {
     }
   }
 
-  /** Sends a message that continues the branch being viewed. */
-  send(content) {
+  /** Sends a message that continues the branch being viewed, naming its uploaded files. */
+  send(content, attachments = []) {
+    const frame = { type: "message", content };
     const parentSeq = this.viewedLeafSeq;
-    return this.sendFrame(parentSeq === null ? { type: "message", content } : { type: "message", content, parentSeq });
+    if (parentSeq !== null) frame.parentSeq = parentSeq;
+    if (attachments.length) frame.attachments = attachments;
+    return this.sendFrame(frame);
   }
 
   sendFrame(frame) {

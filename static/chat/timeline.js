@@ -9,6 +9,7 @@
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns. The answer's Markdown is re-rendered at
 // most once per animation frame, however many text deltas arrive.
+import { fileChip, humanSize } from "./attachments.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { copyText, renderMarkdown } from "./markdown.js";
@@ -55,6 +56,7 @@ export class Turn {
     this.version = 1;
     this.versions = 1;
     this.userText = null;
+    this.attachments = []; // the user_message's files: [{path, size}]
     this.items = [];
     this.tools = new Map();
     this.text = "";
@@ -77,7 +79,11 @@ export class Turn {
     switch (frame.type) {
       case "user_message":
         this.userText = String(frame.content ?? "");
-        if (this.el) this.userBubble.textContent = this.userText;
+        this.attachments = Array.isArray(frame.attachments) ? frame.attachments.filter((a) => a && typeof a.path === "string") : [];
+        if (this.el) {
+          this.userBubble.textContent = this.userText;
+          this.updateAttachments();
+        }
         break;
       case "thinking": {
         let last = this.items[this.items.length - 1];
@@ -173,13 +179,15 @@ export class Turn {
     this.answer = h("div", { className: "answer markdown" });
     this.statusLine = h("div", { className: "turn-status", role: "status" });
     this.footer = h("div", { className: "turn-footer" });
+    this.attachmentList = h("div", { className: "msg-attachments", "aria-label": t("Attached files") });
     this.userMsg = h("div", { className: "msg msg-user" },
-      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.mountUserActions());
+      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.attachmentList, this.mountUserActions());
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
       h("div", { className: "msg msg-assistant" }, this.timeline, this.answer, this.statusLine, this.footer,
         this.mountAnswerActions(), this.feedback.mount()));
     this.el.hidden = !this.shown;
+    this.updateAttachments();
     this.updateVersions();
     this.updateSummary();
     this.updateStatus();
@@ -245,6 +253,16 @@ export class Turn {
     this.editor.remove();
     this.editor = null;
     this.userMsg.classList.remove("is-editing");
+  }
+
+  /** The message's files as chips that download them (names as text only). */
+  updateAttachments() {
+    this.attachmentList.replaceChildren(...this.attachments.map((file) => fileChip(
+      String(file.path),
+      h("span", { className: "chip-meta", text: Number.isInteger(file.size) ? humanSize(file.size) : "" }),
+      { href: this.actions ? this.actions.fileUrl(String(file.path)) : null },
+    )));
+    this.attachmentList.hidden = this.attachments.length === 0;
   }
 
   /** Shown or hidden (a version on another branch), and which version of its turn it is. */
