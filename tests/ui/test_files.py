@@ -103,7 +103,9 @@ def test_paste_and_a_refused_upload(user_page, replies, shot):
     expect(page.locator("#notice-text")).to_contain_text("names starting with '.'")
     save(page, "refused-chip")
     # the browser logs the refused request itself; nothing else went wrong
-    assert page.watch.console_errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]
+    assert page.watch.console_errors == [
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)"
+    ]
     page.watch.console_errors.clear()
     failed.locator(".chip-remove").click()
     expect(chips).to_have_count(1)
