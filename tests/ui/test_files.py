@@ -4,6 +4,8 @@ downloads and deletes; a paste, and a refused upload shown on its chip."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -94,6 +96,24 @@ def test_paste_and_a_refused_upload(user_page, replies, shot):
     chips = page.locator("#attachment-list .chip")
     expect(chips).to_have_count(1)
     expect(chips.first).to_have_attribute("data-status", "ready")
+    # A file dropped onto the composer, likewise; while dragging, the composer shows it takes files.
+    page.evaluate(
+        """() => {
+        const data = new DataTransfer();
+        data.items.add(new File(["a,b\\n1,2\\n"], "dropped.csv", { type: "text/csv" }));
+        const form = document.getElementById("composer");
+        form.dispatchEvent(new DragEvent("dragenter", { dataTransfer: data, bubbles: true, cancelable: true }));
+        window.dropping = form.classList.contains("is-dropping");
+        form.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
+    }"""
+    )
+    assert page.evaluate("window.dropping") is True
+    expect(page.locator("#composer")).not_to_have_class(re.compile("is-dropping"))
+    expect(chips).to_have_count(2)
+    expect(chips.nth(1)).to_have_attribute("data-status", "ready")
+    expect(chips.nth(1).locator(".chip-name")).to_have_text("dropped.csv")
+    chips.nth(1).locator(".chip-remove").click()  # removed before sending: not attached
+    expect(chips).to_have_count(1)
     # A hidden file's name is refused by the server: its chip says so and can be removed.
     page.set_input_files("#attach-input", files=[{"name": ".env", "mimeType": "text/plain", "buffer": b"KEY=1"}])
     expect(chips).to_have_count(2)
@@ -119,4 +139,13 @@ def test_paste_and_a_refused_upload(user_page, replies, shot):
     turn = page.locator("article.turn").last
     expect(turn.locator(".answer")).to_have_text("Got clip.txt.")
     expect(turn.locator(".msg-attachments .chip-name")).to_have_text("clip.txt")
+    # On a phone: the chips and the file panel fit the width.
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.click("#files-toggle")
+    expect(page.locator("#file-list .file-row")).to_have_count(
+        2
+    )  # clip.txt, and the dropped file stays in the workspace
+    box = page.locator("#files-panel").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    save(page, "phone-files-panel")
     assert_clean(page)
