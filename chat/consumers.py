@@ -194,7 +194,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 uploads.attachments_resolve, conversation_id=self.conversation.pk, paths=paths
             )
         except uploads.FileRefused as exc:
-            raise ProtocolError("BAD_REQUEST", "An attached file is not in this conversation.", exc.message) from None
+            raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
         return tuple(found)
 
     async def _start_run(

@@ -148,6 +148,7 @@ export class Composer {
     this.input.setAttribute("aria-describedby", block ? "composer-reason composer-hint" : "composer-hint");
     this.sendButton.disabled = Boolean(block) || this.input.value.trim() === "" || this.attachments.uploading;
     this.fileInput.disabled = state.name === State.CREATING;
+    this.fileInput.parentElement.classList.toggle("is-disabled", this.fileInput.disabled);
     this.sendButton.hidden = state.running;
     this.stopButton.hidden = !state.running;
     this.stopButton.disabled = state.name === State.STOPPING || !(state.facts && state.facts.connection === "open");
