@@ -263,6 +263,9 @@ AGENT_MAX_MESSAGE_CHARS = env_number("AGENT_MAX_MESSAGE_CHARS", "32000")
 AGENT_STREAM_FLUSH_MS = env_number("AGENT_STREAM_FLUSH_MS", "50")
 # Largest conversation file POST /api/conversations/import/ accepts (over it: 413).
 AGENT_MAX_IMPORT_BYTES = env_number("AGENT_MAX_IMPORT_BYTES", "10485760")
+# Largest file POST /api/conversations/<id>/files/ accepts (over it: 413); all of a conversation's
+# files together are held to AGENT_WORKSPACE_MAX_BYTES, the tools' workspace quota.
+AGENT_MAX_UPLOAD_BYTES = env_number("AGENT_MAX_UPLOAD_BYTES", "10485760")
 # Open WebSockets one user may hold in one server process (0: no cap); over it: close 4429.
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
 AGENT_SYSTEM_PROMPT = os.environ.get(

@@ -39,6 +39,7 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_STREAM_FLUSH_MS": (settings.AGENT_STREAM_FLUSH_MS, 0),
         "AGENT_MAX_RESUMES": (settings.AGENT_MAX_RESUMES, 0),
         "AGENT_DAILY_TOKEN_QUOTA": (settings.AGENT_DAILY_TOKEN_QUOTA, 0),
+        "AGENT_MAX_UPLOAD_BYTES": (settings.AGENT_MAX_UPLOAD_BYTES, 1),
     }
     for name, (value, minimum) in numbers.items():
         if value < minimum:

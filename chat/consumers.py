@@ -9,6 +9,7 @@ layer lost something, and the gap is read from the database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -20,7 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from . import selectors, services
+from . import selectors, services, uploads
 from .agent.approval import APPROVED, DENIED, Decision
 from .revocation import session_is_current, user_group
 from .runtime.doorbell import conversation_group
@@ -171,7 +172,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self._revoke()
                 return
             if kind == "message":
-                await self._start_run(_message_content(frame), parent_seq=_seq_field(frame, "parentSeq", optional=True))
+                content, parent_seq = _message_content(frame), _seq_field(frame, "parentSeq", optional=True)
+                attachments = await self._attachments(frame)
+                await self._start_run(content, parent_seq=parent_seq, attachments=attachments)
             elif kind == "edit":
                 await self._start_run(_message_content(frame), edits=_seq_field(frame, "seq"))
             elif kind == "regenerate":
@@ -187,9 +190,29 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ProtocolError as exc:
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
-    async def _start_run(self, content: str, **version: int | None) -> None:
+    async def _attachments(self, frame: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+        """The files a message's `attachments` names, as its user_message records them; each must
+        be in the conversation's workspace (PROTOCOL section 6)."""
+        paths = frame.get("attachments")
+        if paths is None:
+            return ()
+        if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+            raise ProtocolError("BAD_REQUEST", "attachments must be a list of file paths.", "wrong type: attachments")
         try:
-            await get_registry().start(conversation=self.conversation, user=self.user, content=content, **version)
+            found = await asyncio.to_thread(
+                uploads.attachments_resolve, conversation_id=self.conversation.pk, paths=paths
+            )
+        except uploads.FileRefused as exc:
+            raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
+        return tuple(found)
+
+    async def _start_run(
+        self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
+    ) -> None:
+        try:
+            await get_registry().start(
+                conversation=self.conversation, user=self.user, content=content, attachments=attachments, **version
+            )
         except services.NotAUserMessage as exc:
             raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
         except services.RunInProgress:

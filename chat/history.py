@@ -18,6 +18,25 @@ from typing import Any
 from chat.agent.answer import without_discarded
 
 
+def attachments_note(event: Mapping[str, Any]) -> str:
+    """What the model is told of the files a user_message carries (PROTOCOL section 6): a line
+    after the message, so that it reads them with its file tools. Derived from the event, so
+    every later turn's memory says it the same way."""
+    attachments = event.get("attachments")
+    if not isinstance(attachments, list) or not attachments:
+        return ""
+    described = []
+    for attachment in attachments:
+        if not isinstance(attachment, dict) or not isinstance(attachment.get("path"), str):
+            continue  # a damaged or forged log
+        text_path = attachment.get("textPath")
+        extra = f"; its text is in {text_path}" if isinstance(text_path, str) else ""
+        described.append(f"{attachment['path']} ({attachment.get('size', '?')} bytes{extra})")
+    if not described:
+        return ""
+    return "\n\n[Attached files in your workspace (read them with read_file): " + ", ".join(described) + "]"
+
+
 def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One run's chat messages, from its events in order (thinking may be left out: unread)."""
     messages: list[dict[str, Any]] = []
@@ -54,7 +73,7 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         kind = event["type"]
         if kind == "user_message":
             close_round()
-            messages.append({"role": "user", "content": event["content"]})
+            messages.append({"role": "user", "content": event["content"] + attachments_note(event)})
         elif kind == "text":
             if calls and len(results) == len(calls):
                 close_round()  # the text after a tool round starts the next assistant message

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -345,6 +346,9 @@ class RunStart:
     parent_seq: int | None = None
     edits: int | None = None
     regenerates: int | None = None
+    # The user_message's `attachments` (chat.uploads.attachments_resolve): [{"path", "size"}].
+    # An edit or regenerate keeps those of the message it replaces instead.
+    attachments: tuple[dict[str, Any], ...] = ()
 
     @property
     def named_seq(self) -> int | None:
@@ -542,23 +546,36 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
     for start in starts:
         key, seq = _conversation_key(start.conversation.pk), start.named_seq
         if seq is None:
-            out.append(_user_message(start.content, parent_seq=newest.get(key)))
+            out.append(_user_message(start.content, parent_seq=newest.get(key), attachments=start.attachments))
             continue
         named_payload = found.get((key, seq))
         if named_payload is None:
             out.append(NotAUserMessage(f"seq {seq} is not a user_message of this conversation"))
         elif start.parent_seq is not None:
-            out.append(_user_message(start.content, parent_seq=seq))
+            out.append(_user_message(start.content, parent_seq=seq, attachments=start.attachments))
         else:
-            # An edit or regenerate takes the place of the named message: it follows the same turn.
+            # An edit or regenerate takes the place of the named message: it follows the same
+            # turn, with the same files attached.
             version = {"edits": seq} if start.edits is not None else {"regenerates": seq}
             content = start.content if start.edits is not None else named_payload.get("content", "")
-            out.append(_user_message(content, parent_seq=_parent_of(key, seq, named_payload), **version))
+            out.append(
+                _user_message(
+                    content,
+                    parent_seq=_parent_of(key, seq, named_payload),
+                    attachments=named_payload.get("attachments") or (),
+                    **version,
+                )
+            )
     return out
 
 
-def _user_message(content: str, *, parent_seq: int | None, **version: int) -> dict[str, Any]:
-    return {**UserMessageEvent(content).to_dict(), "parentSeq": parent_seq, **version}
+def _user_message(
+    content: str, *, parent_seq: int | None, attachments: Sequence[dict[str, Any]] = (), **version: int
+) -> dict[str, Any]:
+    message = {**UserMessageEvent(content).to_dict(), "parentSeq": parent_seq, **version}
+    if attachments:
+        message["attachments"] = list(attachments)
+    return message
 
 
 def _parent_of(conversation_key, seq: int, payload: dict[str, Any]) -> int | None:

@@ -48,6 +48,7 @@ OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "usage": dict,
     "resumed": bool,
     "ts": str,
+    "attachments": list,
 }
 FRAME_COLUMNS = ("seq", "runId", "ts")  # columns of an Event row, not payload
 _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -105,6 +106,17 @@ def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
     if isinstance(value, bool) and kind is not bool:
         return False
     return isinstance(value, kind)
+
+
+def _is_attachment(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("path"), str)
+        and bool(item["path"])
+        and _is(item.get("size"), int)
+        and 0 <= item["size"] < 2**63
+        and isinstance(item.get("textPath", ""), str)
+    )
 
 
 def _timestamp(value: str, where: str) -> datetime:
@@ -170,6 +182,8 @@ def parse_import(raw: bytes) -> Imported:
             isinstance(ref, dict) and all(isinstance(v, str) for v in ref.values()) for ref in frame["references"]
         ):
             raise ImportRefused(f"{where}: references must be objects of strings")
+        if "attachments" in frame and not all(_is_attachment(item) for item in frame["attachments"]):
+            raise ImportRefused(f'{where}: attachments must be objects with "path" (a string) and "size" (an integer)')
         ts = _timestamp(frame["ts"], where) if "ts" in frame else None
 
         if run_id != current_id:
@@ -238,6 +252,13 @@ def _fence(text: str, info: str = "") -> str:
     return f"{marks}{info}\n{text}\n{marks}"
 
 
+def _code(text: str) -> str:
+    """An inline code span that the text cannot close."""
+    marks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{marks}{pad}{text}{pad}{marks}"
+
+
 def _pretty(arguments: str) -> tuple[str, str]:
     try:
         return json.dumps(json.loads(arguments), ensure_ascii=False, indent=2), "json"
@@ -265,7 +286,12 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
         if kind not in ("text", "thinking"):
             flush()
         if kind == "user_message":
-            out.extend(["", "---", "", "## You", "", frame["content"], "", "## Assistant"])
+            out.extend(["", "---", "", "## You", "", frame["content"]])
+            out.extend(
+                f"- Attached: {_code(attachment['path'])} ({attachment['size']} bytes)"
+                for attachment in frame.get("attachments") or []
+            )
+            out.extend(["", "## Assistant"])
         elif kind == "text":
             if thinking:
                 flush()

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import api, inspect_views, views
+from . import api, files_api, inspect_views, views
 
 urlpatterns = [
     path("", views.chat_page, name="chat"),
@@ -12,6 +12,8 @@ urlpatterns = [
     path("api/conversations/import/", api.conversation_import, name="api-conversation-import"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
+    path("api/conversations/<uuid:conversation_id>/files/", files_api.conversation_files, name="api-files"),
+    path("api/conversations/<uuid:conversation_id>/files/<path:path>", files_api.conversation_file, name="api-file"),
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
     path("api/agents/", api.agents, name="api-agents"),

@@ -123,6 +123,19 @@ JS_STRINGS = (
     gettext_noop("retry %s of %s"),
     gettext_noop("running"),
     gettext_noop("running…"),
+    # files (static/chat/attachments.js, files-panel.js)
+    gettext_noop("Uploading %s"),
+    gettext_noop("Remove %s"),
+    gettext_noop("Remove"),
+    gettext_noop("Could not upload %s: %s"),
+    gettext_noop("Attached files"),
+    gettext_noop("Could not list the files: %s"),
+    gettext_noop("Delete %s"),
+    gettext_noop("Download %s"),
+    gettext_noop("Download"),
+    gettext_noop("Delete the file “%s”?"),
+    gettext_noop("Delete file"),
+    gettext_noop("Wait a moment and try again."),
 )
 
 

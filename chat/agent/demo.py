@@ -23,6 +23,9 @@ DEMO_BASE_URL = "http://demo.agentsite.invalid/v1"
 _ARITHMETIC = re.compile(r"[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+")
 _TIME_WORDS = re.compile(r"\b(time|date|today|clock|hour)\b|时间|几点|日期", re.IGNORECASE)
 _REVERSE_STRING = re.compile(r"revers\w*\b.*\bstring|反转字符串", re.IGNORECASE | re.DOTALL)
+# The note chat.history adds to a message with files, and its first entry: path, then a PDF's text.
+_ATTACHED = re.compile(r"\[Attached files in your workspace \(read them with read_file\): (.*)\]\s*$", re.DOTALL)
+_ATTACHMENT_ENTRY = re.compile(r"(.+?) \((?:\d+|\?) bytes(?:; its text is in (.+?))?\)(?:, |$)")
 # Places named in other scripts than the zone names' (the page's Chinese suggestions ask about 上海).
 _PLACE_ALIASES = {"上海": "Asia/Shanghai", "北京": "Asia/Shanghai", "东京": "Asia/Tokyo", "伦敦": "Europe/London"}
 
@@ -107,6 +110,36 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _attached_file(question: str) -> str | None:
+    """The first file the server's attachment note names (chat.history), its text for a PDF."""
+    note = _ATTACHED.search(question)
+    entry = _ATTACHMENT_ENTRY.match(note.group(1)) if note else None
+    if entry is None:
+        return None
+    return entry.group(2) or entry.group(1)
+
+
+def _describe_file(content: str) -> str:
+    """What the demo can say of a file read_file returned: its lines, a CSV's columns, the start."""
+    body = re.sub(r"\n\[\.\.\. \d+ more bytes of \d+;[^\]]*\]$", "", content)
+    lines = body.splitlines()
+    head = "\n".join(lines[:8])
+    fence = "`" * max(3, max((len(m) for m in re.findall(r"`+", head)), default=0) + 1)
+    said = f"I read the file: {len(lines)} line{'s' if len(lines) != 1 else ''} in the part I was given."
+    if lines and lines[0].count(",") >= 1:
+        columns = [column.strip() for column in lines[0].split(",")]
+        said += f" It looks like CSV with {len(columns)} columns: {', '.join(columns)}; {len(lines) - 1} data rows."
+    return f"{said} It begins:\n\n{fence}\n{head}\n{fence}\n\n(A real model would go on to analyse it; this is the offline demo model.)"
+
+
+def _called_tool(messages: list[dict[str, Any]]) -> str:
+    """The name of the tool the last assistant message called."""
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            return message["tool_calls"][0].get("function", {}).get("name", "")
+    return ""
+
+
 def demo_reply(body: dict[str, Any]) -> _Script:
     messages = body.get("messages", [])
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
@@ -119,13 +152,20 @@ def demo_reply(body: dict[str, Any]) -> _Script:
                 break
             results.insert(0, message.get("content", ""))
         script.say("<think>The tool answered; I can reply now.</think>")
-        if any('"error"' in r for r in results):
+        if any(r.startswith('{"error"') for r in results):
             script.say(f"The tool reported a problem: {results[0]} (This is the offline demo model.)")
+        elif _called_tool(messages) == "read_file":
+            script.say(_describe_file(results[0]))
         else:
             script.say(f"The tool says: **{'; '.join(results)}**. (Answered by the offline demo model.)")
         return script
 
     question = _last_user_text(messages)
+    attached = _attached_file(question)
+    if attached and "read_file" in tools:
+        script.say(f"<think>The user attached a file; I will read {attached} first.</think>")
+        script.call("read_file", {"path": attached})
+        return script
     expression = _ARITHMETIC.search(question)
     if expression and "calculator" in tools:
         expr = expression.group(0).strip()

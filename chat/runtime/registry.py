@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -115,12 +116,15 @@ class RunRegistry:
         parent_seq: int | None = None,
         edits: int | None = None,
         regenerates: int | None = None,
+        attachments: tuple[dict[str, Any], ...] = (),
     ) -> Run:
         """Start a run for a user message, an edit or a regenerate (services.RunStart). Raises
         services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
-        start = services.RunStart(conversation, user, content, model, self.channel, parent_seq, edits, regenerates)
+        start = services.RunStart(
+            conversation, user, content, model, self.channel, parent_seq, edits, regenerates, attachments
+        )
         return await self._starts.submit(start)
 
     async def _start_group(self, starts: list[services.RunStart]) -> list[Run | Exception]:

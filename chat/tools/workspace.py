@@ -24,7 +24,7 @@ import logging
 import os
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -105,7 +105,10 @@ def _is_symlink(name: str, dir_fd: int) -> bool:
 @contextmanager
 def open_dir(root: Path, parts: list[str], *, create: bool = False, display: str = "") -> Iterator[int]:
     """A descriptor of the folder `parts` below root, walked without following symlinks."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:  # a workspace nothing was written to yet
+        raise ToolError(f"{display or '/'.join(parts)!r} does not exist") from None
     try:
         for part in parts:
             if create:
@@ -140,8 +143,8 @@ class Confined:
             return parts
         return _resolved_parts(self.root, parts, path)
 
-    def read_bytes(self, path: str, *, offset: int = 0, limit: int) -> tuple[bytes, int]:
-        """Up to `limit` bytes from `offset`, and the file's size. Regular files only."""
+    def open_file(self, path: str) -> tuple[int, int]:
+        """A blocking read-only descriptor of the regular file at path, and its size; the caller closes it."""
         parts = self.locate(path)
         if not parts:
             raise ToolError(f"{path!r} is the {self.label} folder, not a file")
@@ -158,6 +161,15 @@ class Confined:
             if not stat.S_ISREG(info.st_mode):
                 raise ToolError(f"{path!r} is not a regular file")
             os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, info.st_size
+
+    def read_bytes(self, path: str, *, offset: int = 0, limit: int) -> tuple[bytes, int]:
+        """Up to `limit` bytes from `offset`, and the file's size. Regular files only."""
+        fd, size = self.open_file(path)
+        try:
             os.lseek(fd, offset, os.SEEK_SET)
             chunks, remaining = [], limit
             while remaining > 0:
@@ -166,11 +178,16 @@ class Confined:
                     break
                 chunks.append(chunk)
                 remaining -= len(chunk)
-            return b"".join(chunks), info.st_size
+            return b"".join(chunks), size
         finally:
             os.close(fd)
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        self.write_chunks(path, [data])
+
+    def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
+        """Create or replace the regular file at path with the chunks, one at a time (an upload
+        need not be held in memory)."""
         parts = self.locate(path)
         if not parts:
             raise ToolError("path is empty; give a file name relative to the workspace")
@@ -188,11 +205,26 @@ class Confined:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ToolError(f"{path!r} is not a regular file")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for data in chunks:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
+
+    def remove_file(self, path: str) -> None:
+        """Delete the regular file at path (a symlink is removed as a link); folders are refused."""
+        parts = self.locate(path)
+        if not parts:
+            raise ToolError(f"{path!r} is the {self.label} folder, not a file")
+        with open_dir(self.root, parts[:-1], display=path) as dir_fd:
+            try:
+                info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    raise ToolError(f"{path!r} is a folder, not a file")
+                os.unlink(parts[-1], dir_fd=dir_fd)
+            except OSError as exc:
+                raise _walk_error(exc, path) from None
 
     def size_of(self, path: str) -> int:
         """The size of the regular file at path, 0 when there is none (what replacing it frees)."""

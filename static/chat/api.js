@@ -44,6 +44,35 @@ async function request(method, path, { body, raw, signal } = {}) {
   return response.json();
 }
 
+/** Uploads one file into a conversation's workspace with XMLHttpRequest (fetch reports no upload
+ * progress): resolves to {path, size, textPath?}; onProgress(fraction) while it goes. */
+function uploadFile(id, file, onProgress, signal) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", `/api/conversations/${id}/files/`);
+    xhr.setRequestHeader("X-CSRFToken", csrfToken());
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.responseType = "json";
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable && onProgress) onProgress(event.loaded / event.total);
+    });
+    xhr.addEventListener("load", () => {
+      const data = xhr.response || {};
+      if (xhr.status === 201) resolve(data);
+      else reject(new ApiError(xhr.status, String(data.message || xhr.statusText || xhr.status)));
+    });
+    xhr.addEventListener("error", () => reject(new ApiError(0, "the connection failed")));
+    xhr.addEventListener("abort", () => reject(new ApiError(0, "cancelled")));
+    if (signal) signal.addEventListener("abort", () => xhr.abort());
+    const body = new FormData();
+    body.append("file", file);
+    xhr.send(body);
+  });
+}
+
+/** A file path as URL path segments (each encoded, the slashes kept). */
+const pathUrl = (path) => path.split("/").map(encodeURIComponent).join("/");
+
 export const api = {
   /** One page of the list, newest first: {conversations, next}; `before` is the previous page's `next`;
    * with a `query`, only the conversations that match it, each with a `snippet`. */
@@ -73,4 +102,9 @@ export const api = {
   feedback: (id, signal) =>
     request("GET", `/api/conversations/${id}/feedback/`, { signal }).then((d) => d.feedback || []),
   rateRun: (runId, body) => request("POST", `/api/runs/${runId}/feedback/`, { body }),
+  /** The files of a conversation's workspace: [{path, size, modified}]. */
+  files: (id) => request("GET", `/api/conversations/${id}/files/`).then((d) => d.files || []),
+  uploadFile,
+  fileUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}`,
+  deleteFile: (id, path) => request("DELETE", `/api/conversations/${id}/files/${pathUrl(path)}`),
 };

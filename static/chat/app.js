@@ -8,6 +8,7 @@ import { ConversationState, State } from "./conversation-state.js";
 import { ConversationView } from "./conversation.js";
 import { showConnection } from "./connection.js";
 import { setUpDemoBanner } from "./banner.js";
+import { FilesPanel } from "./files-panel.js";
 import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
 import { handleCopyButtons } from "./markdown.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
@@ -39,7 +40,8 @@ const els = {
 let query = ""; // the sidebar's search; "" lists every conversation
 
 const state = new ConversationState();
-const composer = new Composer(state, { startConversation });
+const files = new FilesPanel({ toggle: $("files-toggle"), panel: $("files-panel"), list: $("file-list"), close: $("files-close") });
+const composer = new Composer(state, { startConversation, ensureConversation, onFilesChanged: () => files.refresh() });
 const agentPicker = new AgentPicker();
 showConnection(state);
 
@@ -128,6 +130,7 @@ function startDraft({ push }) {
   els.app.dataset.conversation = "";
   els.exportActions.hidden = true;
   agentPicker.toDraft();
+  files.show(null);
   if (els.inspector) els.inspector.href = "/inspect/";
   composer.focus();
 }
@@ -155,6 +158,7 @@ function openConversation(id, { push, firstMessage = null }) {
       announce(last && last.status === "cancelled" ? t("Stopped.") : t("The answer is complete."));
       refreshList();
       refreshUsage(els.usage);
+      files.refresh(); // the agent may have written some
     },
     onScroll: (force) => scrollToEnd(force),
     // An edit or regenerate from a turn's buttons: sent when a message could be sent now.
@@ -181,6 +185,7 @@ function openConversation(id, { push, firstMessage = null }) {
   els.exportJson.href = api.exportUrl(id, "json");
   els.exportMarkdown.href = api.exportUrl(id, "markdown");
   els.exportActions.hidden = false;
+  files.show(id);
   if (els.inspector) els.inspector.href = `/inspect/?conversation=${id}`; // this conversation's runs
   followLatest();
   view.open();
@@ -210,6 +215,24 @@ async function startConversation(content) {
     composer.giveBack(content);
     showNotice(tf("Could not start the conversation: %s", [error.message]));
   }
+}
+
+/** The open conversation's id; a draft's conversation is created (untitled: its first message
+ * names it) and opened, so that files can be uploaded into it before anything is sent. */
+async function ensureConversation() {
+  if (state.view) return state.view.id;
+  if (state.name !== State.DRAFT) throw new Error(t("Wait a moment and try again."));
+  state.create();
+  let conversation;
+  try {
+    conversation = await api.createConversation("");
+  } catch (error) {
+    state.createFailed();
+    throw error;
+  }
+  sidebar.upsert({ running: false, ...conversation });
+  openConversation(conversation.id, { push: true });
+  return conversation.id;
 }
 
 // --- search, import ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The message box and its buttons: whether a message may be written and sent in the current
 // conversation state (and why not), Enter to send, Stop, the suggestions of an empty
 // conversation, and the message given back when it could not be sent.
+import { Attachments } from "./attachments.js";
 import { State } from "./conversation-state.js";
 import { showNotice } from "./notices.js";
 import { t } from "./i18n.js";
@@ -16,13 +17,19 @@ function refusalText(frame) {
     BAD_REQUEST: t("The server did not accept that message."),
     AGENT_UNAVAILABLE: t("This conversation's agent is no longer available to you; pick another."),
   };
+  // An attachment that is not there says which one.
+  if (frame.code === "BAD_REQUEST" && frame.detail && frame.detail.startsWith("attachment ")) {
+    return `${frame.message} ${frame.detail}`;
+  }
   return messages[frame.code] || frame.message || t("Something went wrong.");
 }
 
 export class Composer {
   /**
    * @param {ConversationState} state
-   * @param {object} hooks  startConversation(content): a draft's first message was submitted
+   * @param {object} hooks  startConversation(content): a draft's first message was submitted;
+   *                        ensureConversation(): the open conversation's id, a draft's created
+   *                        first (files are uploaded into it); onFilesChanged(): a file was uploaded
    */
   constructor(state, hooks) {
     this.state = state;
@@ -32,7 +39,19 @@ export class Composer {
     this.sendButton = document.getElementById("send-button");
     this.stopButton = document.getElementById("stop-button");
     this.reason = document.getElementById("composer-reason");
-    state.addEventListener("change", (event) => this.onChange(event.detail.previous));
+    this.fileInput = document.getElementById("attach-input");
+    this.lastAttachments = [];
+    this.attachments = new Attachments(document.getElementById("attachment-list"), {
+      conversationId: () => hooks.ensureConversation(),
+      onChange: () => this.render(),
+      onError: (text) => showNotice(text),
+      onUploaded: () => hooks.onFilesChanged(),
+    });
+    this.watchFiles();
+    state.addEventListener("change", (event) => {
+      this.attachments.follow(state.view ? state.view.id : null);
+      this.onChange(event.detail.previous);
+    });
     state.addEventListener("unsent", (event) => this.unsent(event.detail));
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -58,6 +77,44 @@ export class Composer {
         this.input.focus();
       });
     }
+  }
+
+  /** Files come from the paperclip, a drop onto the composer, or a paste into the message box. */
+  watchFiles() {
+    this.fileInput.addEventListener("change", () => {
+      const files = [...this.fileInput.files];
+      this.fileInput.value = "";
+      this.attachments.add(files);
+    });
+    let depth = 0; // dragenter/dragleave fire for every child the pointer crosses
+    const dragging = (on) => this.form.classList.toggle("is-dropping", on);
+    const hasFiles = (event) => Boolean(event.dataTransfer && [...event.dataTransfer.types].includes("Files"));
+    this.form.addEventListener("dragenter", (event) => {
+      if (!hasFiles(event)) return;
+      event.preventDefault();
+      depth += 1;
+      dragging(true);
+    });
+    this.form.addEventListener("dragover", (event) => {
+      if (hasFiles(event)) event.preventDefault();
+    });
+    this.form.addEventListener("dragleave", () => {
+      depth = Math.max(0, depth - 1);
+      if (depth === 0) dragging(false);
+    });
+    this.form.addEventListener("drop", (event) => {
+      if (!hasFiles(event)) return;
+      event.preventDefault();
+      depth = 0;
+      dragging(false);
+      this.attachments.add(event.dataTransfer.files);
+    });
+    this.input.addEventListener("paste", (event) => {
+      const files = event.clipboardData ? [...event.clipboardData.files] : [];
+      if (!files.length) return; // plain text pastes as usual
+      event.preventDefault();
+      this.attachments.add(files);
+    });
   }
 
   /** Why nothing can be sent now ("" when a message can be). */
@@ -90,13 +147,16 @@ export class Composer {
     // A message of ours in flight, or a run going: what is typed now could not be sent.
     this.input.disabled = [State.CREATING, State.QUEUED, State.SENDING, State.RUNNING, State.STOPPING].includes(state.name);
     this.input.setAttribute("aria-describedby", block ? "composer-reason composer-hint" : "composer-hint");
-    this.sendButton.disabled = Boolean(block) || this.input.value.trim() === "";
+    this.sendButton.disabled = Boolean(block) || this.input.value.trim() === "" || this.attachments.uploading;
+    this.fileInput.disabled = state.name === State.CREATING;
+    this.fileInput.parentElement.classList.toggle("is-disabled", this.fileInput.disabled);
     this.sendButton.hidden = state.running;
     this.stopButton.hidden = !state.running;
     this.stopButton.disabled = state.name === State.STOPPING || !(state.facts && state.facts.connection === "open");
   }
 
   onChange(previous) {
+    if (this.state.name === State.RUNNING) this.lastAttachments = []; // the message went through
     this.render();
     const runEnded = (previous === State.RUNNING || previous === State.STOPPING) && this.state.name === State.IDLE;
     if (runEnded && document.activeElement === document.body) this.input.focus();
@@ -114,19 +174,27 @@ export class Composer {
   submit() {
     const content = this.input.value.trim();
     const { name } = this.state;
-    if (!content || this.blockReason() || (name !== State.DRAFT && name !== State.IDLE)) return;
+    if (!content || this.blockReason() || this.attachments.uploading || (name !== State.DRAFT && name !== State.IDLE)) return;
     this.input.value = "";
     this.autosize();
-    if (name === State.DRAFT) this.hooks.startConversation(content);
-    else if (!this.state.send(content)) this.unsent(content);
+    // A draft has no files: attaching one opens its conversation first.
+    if (name === State.DRAFT) {
+      this.hooks.startConversation(content);
+      return;
+    }
+    const attachments = this.attachments.take();
+    this.lastAttachments = attachments;
+    if (!this.state.send(content, attachments)) this.unsent(content);
   }
 
-  /** Puts a message that did not go through back into an empty input. */
+  /** Puts a message that did not go through back into an empty input, with its files. */
   giveBack(content) {
     if (content && !this.input.value) {
       this.input.value = content;
       this.autosize();
+      this.attachments.restore(this.attachments.conversationId, this.lastAttachments);
     }
+    this.lastAttachments = [];
     this.render();
   }
 

@@ -97,10 +97,11 @@ export class ConversationState extends EventTarget {
     if (unsent !== null) this.dispatchEvent(new CustomEvent("unsent", { detail: unsent }));
   }
 
-  /** Sends a message on the open conversation's socket; false when it could not go out. */
-  send(content) {
+  /** Sends a message (with the paths of its uploaded files) on the open conversation's socket;
+   * false when it could not go out. */
+  send(content, attachments = []) {
     const previous = this.name;
-    if (!this.trySend(content)) return false;
+    if (!this.trySend(content, null, attachments)) return false;
     this.changed(previous);
     return true;
   }
@@ -125,8 +126,8 @@ export class ConversationState extends EventTarget {
   }
 
   // --- internals ---------------------------------------------------------------------------
-  trySend(content, frame = null) {
-    if (!this.view || !(frame ? this.view.sendFrame(frame) : this.view.send(content))) return false;
+  trySend(content, frame = null, attachments = []) {
+    if (!this.view || !(frame ? this.view.sendFrame(frame) : this.view.send(content, attachments))) return false;
     this.lastSent = content;
     this.turnsAtSend = this.facts ? this.facts.turns : 0;
     this.queued = null;

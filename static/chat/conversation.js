@@ -56,6 +56,7 @@ export class ConversationView {
       showVersion: (turn, step) => this.showVersion(turn, step),
       approve: (toolCallId, decision, reason) =>
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
+      fileUrl: (path) => api.fileUrl(this.id, path),
     };
   }
 
@@ -328,10 +329,13 @@ export class ConversationView {
     }
   }
 
-  /** Sends a message that continues the branch being viewed. */
-  send(content) {
+  /** Sends a message that continues the branch being viewed, naming its uploaded files. */
+  send(content, attachments = []) {
+    const frame = { type: "message", content };
     const parentSeq = this.viewedLeafSeq;
-    return this.sendFrame(parentSeq === null ? { type: "message", content } : { type: "message", content, parentSeq });
+    if (parentSeq !== null) frame.parentSeq = parentSeq;
+    if (attachments.length) frame.attachments = attachments;
+    return this.sendFrame(frame);
   }
 
   sendFrame(frame) {

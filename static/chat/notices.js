@@ -7,6 +7,8 @@ const noticeText = document.getElementById("notice-text");
 const srStatus = document.getElementById("sr-status");
 const dialog = document.getElementById("confirm-dialog");
 const dialogText = document.getElementById("confirm-text");
+const dialogTitle = document.getElementById("confirm-title");
+const defaultTitle = dialogTitle.textContent; // "Delete conversation"
 
 let noticeTimer = null;
 
@@ -31,8 +33,9 @@ export function announce(text) {
 }
 
 /** Resolves to true when the user confirms, false when they cancel or press Escape. */
-export function confirmDialog(text) {
+export function confirmDialog(text, { title = defaultTitle } = {}) {
   dialogText.textContent = text;
+  dialogTitle.textContent = title;
   return new Promise((resolve) => {
     const onClose = () => {
       dialog.removeEventListener("close", onClose);

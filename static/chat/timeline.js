@@ -9,6 +9,7 @@
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns. The answer's Markdown is re-rendered at
 // most once per animation frame, however many text deltas arrive.
+import { fileChip, humanSize } from "./attachments.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { copyText, renderMarkdown } from "./markdown.js";
@@ -57,6 +58,7 @@ export class Turn {
     this.versions = 1;
     this.userText = null;
     this.agentLabel = "";
+    this.attachments = []; // the user_message's files: [{path, size}]
     this.items = [];
     this.tools = new Map();
     this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
@@ -82,9 +84,11 @@ export class Turn {
         this.userText = String(frame.content ?? "");
         // The agent and model that answer (logs stored before profiles existed name none).
         this.agentLabel = [frame.agentName, frame.model].filter((part) => typeof part === "string" && part).join(" · ");
+        this.attachments = Array.isArray(frame.attachments) ? frame.attachments.filter((a) => a && typeof a.path === "string") : [];
         if (this.el) {
           this.userBubble.textContent = this.userText;
           this.updateAgent();
+          this.updateAttachments();
         }
         break;
       case "thinking": {
@@ -198,13 +202,15 @@ export class Turn {
     this.statusLine = h("div", { className: "turn-status", role: "status" });
     this.footer = h("div", { className: "turn-footer" });
     this.agentTag = h("div", { className: "turn-agent" });
+    this.attachmentList = h("div", { className: "msg-attachments", "aria-label": t("Attached files") });
     this.userMsg = h("div", { className: "msg msg-user" },
-      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.mountUserActions());
+      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.attachmentList, this.mountUserActions());
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
       h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, this.statusLine, this.footer,
         this.mountAnswerActions(), this.feedback.mount()));
     this.el.hidden = !this.shown;
+    this.updateAttachments();
     this.updateVersions();
     this.updateAgent();
     this.updateSummary();
@@ -271,6 +277,16 @@ export class Turn {
     this.editor.remove();
     this.editor = null;
     this.userMsg.classList.remove("is-editing");
+  }
+
+  /** The message's files as chips that download them (names as text only). */
+  updateAttachments() {
+    this.attachmentList.replaceChildren(...this.attachments.map((file) => fileChip(
+      String(file.path),
+      h("span", { className: "chip-meta", text: Number.isInteger(file.size) ? humanSize(file.size) : "" }),
+      { href: this.actions ? this.actions.fileUrl(String(file.path)) : null },
+    )));
+    this.attachmentList.hidden = this.attachments.length === 0;
   }
 
   /** Shown or hidden (a version on another branch), and which version of its turn it is. */

@@ -125,3 +125,23 @@ async def test_the_fallback_hints_are_code_and_each_one_works(demo_agent):
         events = await run_events(demo_agent.stream(hint))
         assert [e["type"] for e in events].count("tool_end") == 1
         assert HOW_TO_CONFIGURE not in joined(events, "text")
+
+
+async def test_an_attached_file_is_read_and_described(tmp_path):
+    """The demo reads the first file the attachment note names (chat.history) and describes a CSV."""
+    from chat.agent import ToolContext
+    from chat.history import attachments_note
+    from chat.tools.files import read_file
+
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,10\nsouth,32\n")
+    note = attachments_note({"attachments": [{"path": "sales.csv", "size": 32}]})
+    client = openai.AsyncOpenAI(
+        api_key="demo", base_url=DEMO_BASE_URL, http_client=httpx2.AsyncClient(transport=DemoTransport(chunk_delay=0))
+    )
+    agent = Agent(ChatModel(client=client, model="demo"), tools=ToolRegistry([make_tool(read_file)]), retry_interval=0)
+    context = ToolContext(conversation_id="c", user_id="u", run_id="r", workspace=tmp_path)
+    events = await run_events(agent.stream("What is in it?" + note, context=context))
+    await client.close()
+    start = next(e for e in events if e["type"] == "tool_start")
+    assert start["toolName"] == "read_file" and '"sales.csv"' in start["arguments"]
+    assert "CSV with 2 columns: region, amount; 2 data rows" in joined(events, "text")

@@ -68,6 +68,7 @@ def demo_server(ui_tmp):
         database_url=f"sqlite:///{ui_tmp / 'demo.sqlite3'}",
         llm_base_url="http://127.0.0.1:9/unused",
         AGENT_MODEL="demo",
+        AGENT_TOOLS="calculator,current_time,read_file,write_file,list_files,load_skill",  # the default
         AGENT_DEMO_CHUNK_DELAY="0.005",
         AGENT_WORKSPACE_ROOT=str(ui_tmp / "demo-workspaces"),
     )
