@@ -83,8 +83,11 @@ class Run(models.Model):
 
 
 class Event(models.Model):
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of their own: (conversation, seq) and (run, seq) below lead with them and serve
+    # every lookup and cascade; the two single-column copies cost ~80 of the ~300 bytes of
+    # each row besides its text, and two index writes per event (bench/storage.py).
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=32)
     # The event's protocol JSON without seq and runId, which are columns.
