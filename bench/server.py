@@ -182,7 +182,8 @@ class Stack:
             self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
             self.ports.append(port)
         for index, process in enumerate(self.servers):
-            wait_http(self.base(index) + "/healthz", process=process)
+            # Generous: on a loaded shared machine a start-up has taken ~30 s.
+            wait_http(self.base(index) + "/healthz", timeout=90, process=process)
         return self
 
     def stop(self) -> None:

@@ -14,7 +14,7 @@ from chat.agent import Agent, ChatModel, ModelCallObserver, ModelOptions, ToolCo
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
-from chat.skills import discover, skills_prompt
+from chat.skills import discover_recent, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry
 from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
@@ -90,7 +90,7 @@ def tool_timeouts() -> dict[str, float]:
 def system_prompt(tool_names: list[str]) -> str:
     prompt = settings.AGENT_SYSTEM_PROMPT
     if "load_skill" in tool_names:
-        skills, _problems = discover(settings.AGENT_SKILLS_DIR)  # bad skills: reported by a system check
+        skills, _problems = discover_recent(settings.AGENT_SKILLS_DIR)  # bad skills: a system check says
         listing = skills_prompt(skills)
         if listing:
             prompt = f"{prompt}\n\n{listing}" if prompt else listing
