@@ -261,6 +261,9 @@ AGENT_SKILLS_DIR = Path(os.environ.get("AGENT_SKILLS_DIR", str(BASE_DIR / "skill
 AGENT_WORKSPACE_ROOT = Path(os.environ.get("AGENT_WORKSPACE_ROOT", str(BASE_DIR / "workspaces")))
 AGENT_MAX_MESSAGE_CHARS = env_number("AGENT_MAX_MESSAGE_CHARS", "32000")
 AGENT_STREAM_FLUSH_MS = env_number("AGENT_STREAM_FLUSH_MS", "50")
+# The longest coalescing window: a stream's windows double from AGENT_STREAM_FLUSH_MS up to it
+# (chat/runtime/sink.py); at most AGENT_STREAM_FLUSH_MS keeps every window that short.
+AGENT_STREAM_FLUSH_MAX_MS = env_number("AGENT_STREAM_FLUSH_MAX_MS", "500")
 # Largest conversation file POST /api/conversations/import/ accepts (over it: 413).
 AGENT_MAX_IMPORT_BYTES = env_number("AGENT_MAX_IMPORT_BYTES", "10485760")
 # Largest file POST /api/conversations/<id>/files/ accepts (over it: 413); all of a conversation's

@@ -117,6 +117,12 @@ def token_delays(stream: Stream) -> tuple[list[float], list[float]]:
     return added, oldest
 
 
+def first_token_stamp(stream: Stream) -> float:
+    """When the model wrote the stream's first token (its stamp, in the first text frame)."""
+    _, frame = stream.text_frames[0]
+    return float(frame["content"].split()[0].split("@", 1)[1])
+
+
 def percentile(values: list[float], p: float) -> float:
     if not values:
         return math.nan

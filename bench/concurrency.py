@@ -17,7 +17,7 @@ RATE = 100
 CONNECT_AT_ONCE = 50
 
 
-async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) -> dict:
+async def level(stack, model, pool, count: int, *, tokens: int, rate: float) -> dict:
     pairs = pool.take(count)
     gate = asyncio.Semaphore(CONNECT_AT_ONCE)
 
@@ -43,6 +43,8 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
     done = [st for st in streams if st.done_at]
     wall = (max(st.done_at for st in done) - min(st.sent_at for st in streams)) if done else float("nan")
     first = [st.first_text_at - st.sent_at for st in streams if st.first_text_at]
+    # What the server adds before the first text: its arrival after the model wrote token 0.
+    lead = [at - clients.first_token_stamp(st) for st in streams if (at := st.first_text_at)]
     echo = [st.frames[0][0] - st.sent_at for st in streams if st.frames]
     added, oldest, gaps = [], [], []
     for st in streams:
@@ -60,6 +62,7 @@ async def _level(stack, model, pool, count: int, *, tokens: int, rate: float) ->
             "p95": ms(percentile(first, 95)),
             "p99": ms(percentile(first, 99)),
         },
+        "first_text_after_model_ms": {"p50": ms(percentile(lead, 50)), "p95": ms(percentile(lead, 95))},
         "user_message_ms": {"p50": ms(percentile(echo, 50)), "p95": ms(percentile(echo, 95))},
         "added_ms_p99": ms(percentile(added, 99)),
         "added_ms_p50": ms(percentile(added, 50)),
@@ -122,18 +125,25 @@ async def sdk_floor(base_url: str, count: int) -> dict:
 
 
 async def measure(stack, model, pool, *, levels=(50, 100, 200, 400), tokens: int = TOKENS, rate: float = RATE) -> dict:
-    solo = await _level(stack, model, pool, 1, tokens=tokens, rate=rate)
+    solo = await level(stack, model, pool, 1, tokens=tokens, rate=rate)
+    print(
+        f"    C=1: first text {solo['first_text_ms']['p50']} ms, "
+        f"{solo['first_text_after_model_ms']['p50']} ms after the model's first token",
+        flush=True,
+    )
     nominal = tokens / rate
     results = []
     for count in levels:
         await asyncio.sleep(1)
-        result = await _level(stack, model, pool, count, tokens=tokens, rate=rate)
+        result = await level(stack, model, pool, count, tokens=tokens, rate=rate)
         result["stretch"] = round(result["wall_s"] / solo["wall_s"], 2)
         result["stretch_nominal"] = round(result["wall_s"] / nominal, 2)
         results.append(result)
         print(
             f"    C={count}: wall {result['wall_s']} s, stretch {result['stretch']}, first text p95 "
-            f"{result['first_text_ms']['p95']} ms, ok {result['ok']}/{count}",
+            f"{result['first_text_ms']['p95']} ms (after the model's first token p50/p95 "
+            f"{result['first_text_after_model_ms']['p50']}/{result['first_text_after_model_ms']['p95']} ms), "
+            f"ok {result['ok']}/{count}",
             flush=True,
         )
     floor = await sdk_floor(model.base_url, 200)

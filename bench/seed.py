@@ -12,6 +12,9 @@
   finished run of N events (user_message, text deltas, complete).
 - {"op": "count", "conversations": [...]}: rows in the event, run and tool record
   tables for those conversations, and the number of text tokens they stored.
+- {"op": "storage", "conversations": [...]}: `count`, the bytes of the text those
+  events hold, and the bytes the event table and its indexes use (SQLite's
+  dbstat, the whole table: run it on a database holding only those runs).
 """
 
 from __future__ import annotations
@@ -106,11 +109,35 @@ def count(conversations: list[str]) -> dict:
     }
 
 
+def storage(conversations: list[str]) -> dict:
+    from django.db import connection
+
+    from chat.models import Event
+
+    texts = Event.objects.filter(conversation_id__in=conversations, type="text").values_list(
+        "payload__content", flat=True
+    )
+    table = Event._meta.db_table
+    with connection.cursor() as cursor:
+        # Bytes in use (pages less their free space) of the table and each of its indexes.
+        cursor.execute(
+            "SELECT name, SUM(pgsize - unused) FROM dbstat WHERE name = %s OR name IN "
+            "(SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s) GROUP BY name",
+            [table, table],
+        )
+        used = dict(cursor.fetchall())
+    return count(conversations) | {
+        "text_bytes": sum(len(text.encode()) for text in texts),
+        "table_bytes": used.pop(table),
+        "index_bytes": used,
+    }
+
+
 def main() -> None:
     command = json.loads(sys.stdin.read())
     setup()
     op = command.pop("op")
-    result = {"users": users, "replay": replay, "count": count}[op](**command)
+    result = {"users": users, "replay": replay, "count": count, "storage": storage}[op](**command)
     print(json.dumps(result))
 
 

@@ -92,6 +92,7 @@ class Stack:
     server: str = "daphne"  # daphne | uvicorn
     processes: int = 1
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
+    max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
     ports: list[int] = field(default_factory=list)
     servers: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -134,6 +135,8 @@ class Stack:
         )
         if self.flush_ms is not None:
             env["AGENT_STREAM_FLUSH_MS"] = str(self.flush_ms)
+        if self.max_flush_ms is not None:
+            env["AGENT_STREAM_FLUSH_MAX_MS"] = str(self.max_flush_ms)
         if self.database == "postgres":
             self._pg_name = f"agentsite_bench_{uuid.uuid4().hex[:8]}"
             _pg_admin(f'CREATE DATABASE "{self._pg_name}"')
@@ -179,7 +182,8 @@ class Stack:
             self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
             self.ports.append(port)
         for index, process in enumerate(self.servers):
-            wait_http(self.base(index) + "/healthz", process=process)
+            # Generous: on a loaded shared machine a start-up has taken ~30 s.
+            wait_http(self.base(index) + "/healthz", timeout=90, process=process)
         return self
 
     def stop(self) -> None:

@@ -18,7 +18,7 @@ from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
 from chat.memory import MEMORY_MESSAGES
 from chat.profiles import AgentConfig
-from chat.skills import discover, skills_prompt
+from chat.skills import discover_recent, skills_prompt
 from chat.tool_limits import rate_limit
 from chat.tools import build_registry
 from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
@@ -94,7 +94,7 @@ def tool_timeouts() -> dict[str, float]:
 def system_prompt(tool_names: list[str], *, base: str | None = None, skills: frozenset[str] | None = None) -> str:
     prompt = settings.AGENT_SYSTEM_PROMPT if base is None else base
     if "load_skill" in tool_names:
-        found, _problems = discover(settings.AGENT_SKILLS_DIR)  # bad skills: reported by a system check
+        found, _problems = discover_recent(settings.AGENT_SKILLS_DIR)  # bad skills: a system check says
         listing = skills_prompt({name: skill for name, skill in found.items() if skills is None or name in skills})
         if listing:
             prompt = f"{prompt}\n\n{listing}" if prompt else listing

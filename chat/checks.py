@@ -37,6 +37,7 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_MAX_ITERATIONS": (settings.AGENT_MAX_ITERATIONS, 1),
         "AGENT_MAX_MESSAGE_CHARS": (settings.AGENT_MAX_MESSAGE_CHARS, 1),
         "AGENT_STREAM_FLUSH_MS": (settings.AGENT_STREAM_FLUSH_MS, 0),
+        "AGENT_STREAM_FLUSH_MAX_MS": (settings.AGENT_STREAM_FLUSH_MAX_MS, 0),
         "AGENT_MAX_RESUMES": (settings.AGENT_MAX_RESUMES, 0),
         "AGENT_DAILY_TOKEN_QUOTA": (settings.AGENT_DAILY_TOKEN_QUOTA, 0),
         "AGENT_MAX_UPLOAD_BYTES": (settings.AGENT_MAX_UPLOAD_BYTES, 1),

@@ -9,6 +9,7 @@ queryable index of the tool calls, written from the same tool_end events;
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from django.conf import settings
@@ -141,13 +142,27 @@ class Run(models.Model):
         return f"Run {str(self.id)[:8]} ({self.status})"
 
 
+class Utf8JSONEncoder(json.JSONEncoder):
+    """Text stored as itself, not as \\uXXXX escapes. On SQLite (JSON kept as text) an escape takes
+    6 bytes where the UTF-8 character takes 2-3: a Chinese answer's rows were twice its size.
+    PostgreSQL's jsonb stores the parsed value either way. Every stored string went through
+    chat.text, so there is no lone surrogate that UTF-8 could not hold."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["ensure_ascii"] = False
+        super().__init__(*args, **kwargs)
+
+
 class Event(models.Model):
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of their own: (conversation, seq) and (run, seq) below lead with them and serve
+    # every lookup and cascade; the two single-column copies cost ~80 of the ~300 bytes of
+    # each row besides its text, and two index writes per event (bench/storage.py).
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=32)
     # The event's protocol JSON without seq and runId, which are columns.
-    payload = models.JSONField()
+    payload = models.JSONField(encoder=Utf8JSONEncoder)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

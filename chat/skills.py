@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +106,21 @@ def _parse_file(path: Path, mtime_ns: int, size: int) -> tuple[dict, str]:
     and YAML parsing them each time was a measurable share of a run's start."""
     front, body = parse_skill_md(path.read_text(encoding="utf-8"))
     return front, body
+
+
+# How old the list of skills in a run's prompt may be. Listing the folder stats every SKILL.md on
+# the event loop: at 200 run starts at once that was ~6% of the server's CPU (py-spy, issue 17).
+RESCAN_SECONDS = 2.0
+_recent: dict[str, tuple[float, tuple[dict[str, Skill], list[SkillProblem]]]] = {}
+
+
+def discover_recent(skills_dir: Path | str | None) -> tuple[dict[str, Skill], list[SkillProblem]]:
+    """`discover`, at most RESCAN_SECONDS old: a skill added or edited shows within that time."""
+    key, now = str(skills_dir), time.monotonic()
+    found = _recent.get(key)
+    if found is None or now - found[0] > RESCAN_SECONDS:
+        found = _recent[key] = (now, discover(skills_dir))
+    return found[1]
 
 
 def discover(skills_dir: Path | str | None) -> tuple[dict[str, Skill], list[SkillProblem]]:

@@ -152,3 +152,16 @@ def test_system_prompt_lists_skills_when_load_skill_is_enabled(settings, skills_
     assert system_prompt(["load_skill"]).startswith("Be nice.\n\nSkills are instructions")
     assert "- pdf-tools:" in system_prompt(["load_skill"])
     assert system_prompt(["calculator"]) == "Be nice."
+
+
+def test_the_prompts_list_of_skills_is_rescanned_after_a_short_while(settings, skills_dir, monkeypatch):
+    from chat import skills
+    from chat.assistant import system_prompt
+
+    settings.AGENT_SKILLS_DIR = skills_dir
+    before = system_prompt(["load_skill"])
+    write_skill(skills_dir, "late-skill", "---\nname: late-skill\ndescription: Added later.\n---\nBody.\n")
+    assert system_prompt(["load_skill"]) == before  # a run start does not list the folder each time
+    clock = skills.time.monotonic() + skills.RESCAN_SECONDS + 1
+    monkeypatch.setattr(skills.time, "monotonic", lambda: clock)
+    assert "- late-skill: Added later." in system_prompt(["load_skill"])

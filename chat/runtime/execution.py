@@ -78,7 +78,10 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
     `announce` (the frames that started or resumed the run, stored before anything the agent says)."""
     run_id, conversation_id = handle.run_id, handle.conversation_id
     sink = EventSink(
-        conversation_id=conversation_id, run_id=run_id, flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000
+        conversation_id=conversation_id,
+        run_id=run_id,
+        flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000,
+        max_flush_seconds=settings.AGENT_STREAM_FLUSH_MAX_MS / 1000,
     )
     await publish(conversation_id, announce)
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)

@@ -8,11 +8,13 @@
 // A Turn keeps its state apart from its DOM: events can be applied before the turn is
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns. The answer's Markdown is re-rendered at
-// most once per animation frame, however many text deltas arrive.
+// most once per animation frame, however many text deltas arrive; a live answer is drawn at an
+// even pace across each frame's window (pacing.js).
 import { fileChip, humanSize } from "./attachments.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { copyText, renderMarkdown } from "./markdown.js";
+import { Pace } from "./pacing.js";
 import { ApprovalItem, ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
 import { t } from "./i18n.js";
@@ -30,11 +32,14 @@ function scheduleAnswer(turn) {
   dirtyTurns.add(turn);
   if (frameRequested) return;
   frameRequested = true;
-  requestAnimationFrame(() => {
+  requestAnimationFrame((now) => {
     frameRequested = false;
     const turns = [...dirtyTurns];
     dirtyTurns.clear();
-    for (const each of turns) each.renderAnswer();
+    for (const each of turns) {
+      each.renderAnswer(now);
+      if (each.pace.active) scheduleAnswer(each); // more to reveal at the next frame
+    }
     if (afterRenderHook) afterRenderHook();
   });
 }
@@ -64,6 +69,7 @@ export class Turn {
     this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
     this.text = "";
     this.parts = []; // the answer's text events: {seq, content}
+    this.pace = new Pace();
     this.status = null; // null while running, else the complete event's status
     this.stats = null; // complete's durationMs and usage
     this.hasError = false; // something went wrong for good (red); a retry is only a warning
@@ -100,6 +106,7 @@ export class Turn {
       case "text": {
         const content = String(frame.content ?? "");
         this.parts.push({ seq: frame.seq, content });
+        if (live && this.running) this.pace.arrived(this.text.length, this.text.length + content.length, performance.now());
         this.text += content;
         if (this.el) scheduleAnswer(this);
         break;
@@ -149,6 +156,7 @@ export class Turn {
       case "complete":
         this.status = frame.status || "succeeded";
         this.stats = { durationMs: frame.durationMs, usage: frame.usage };
+        this.pace.reset(); // the whole answer with the run's end, as its status line says
         if (this.status === "failed" || this.status === "interrupted") this.hasError = true;
         for (const tool of this.tools.values()) tool.interrupt();
         for (const approval of this.approvals.values()) approval.close();
@@ -176,6 +184,7 @@ export class Turn {
     item.discarded = this.parts.filter(discarded).map((part) => part.content).join("");
     this.parts = kept;
     this.text = kept.map((part) => part.content).join("");
+    this.pace.reset();
     if (this.el) scheduleAnswer(this);
   }
 
@@ -341,13 +350,14 @@ export class Turn {
     this.feedback.el.hidden = this.running;
   }
 
-  renderAnswer() {
+  renderAnswer(now = performance.now()) {
     if (!this.el) return;
     this.answer.classList.toggle("streaming", this.running && this.text.length > 0);
-    if (this.renderedText === this.text) return;
-    this.renderedText = this.text;
-    this.answer.replaceChildren(renderMarkdown(this.text));
-    this.answer.hidden = this.text.length === 0;
+    const text = this.pace.visible(this.text, now);
+    if (this.renderedText === text) return;
+    this.renderedText = text;
+    this.answer.replaceChildren(renderMarkdown(text));
+    this.answer.hidden = text.length === 0;
   }
 
   /** The answer's Markdown source (for the copy-answer button). */

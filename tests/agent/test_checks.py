@@ -16,6 +16,7 @@ def good(settings):
     settings.AGENT_MAX_ITERATIONS = 10
     settings.AGENT_MAX_MESSAGE_CHARS = 32000
     settings.AGENT_STREAM_FLUSH_MS = 50
+    settings.AGENT_STREAM_FLUSH_MAX_MS = 500
     settings.AGENT_MAX_RESUMES = 1
     settings.AGENT_TEMPERATURE = None
     settings.AGENT_MAX_TOKENS = None
@@ -52,6 +53,7 @@ def test_model_missing_when_a_key_is_set(good):
         ("AGENT_MAX_ITERATIONS", 0, 1),
         ("AGENT_MAX_MESSAGE_CHARS", 0, 1),
         ("AGENT_STREAM_FLUSH_MS", -10, 0),
+        ("AGENT_STREAM_FLUSH_MAX_MS", -1, 0),
         ("AGENT_MAX_RESUMES", -1, 0),
     ],
 )

@@ -148,6 +148,37 @@ async def test_reconnect_with_after_gets_exactly_the_rest(conversation, registry
         await again.close()
 
 
+async def test_resume_by_seq_is_exact_while_the_windows_grow(conversation, registry, llm_settings, settings):
+    """A socket that leaves mid-stream and comes back with `after` gets exactly what it missed,
+    the live rest once, and the whole run equals its replay, whatever the window was."""
+    from tests.server.conftest import Socket
+
+    settings.AGENT_STREAM_FLUSH_MS, settings.AGENT_STREAM_FLUSH_MAX_MS = 20, 200
+    answer = "".join(f"w{i:03d} " for i in range(150))
+    llm_settings.script(text_reply(answer, piece=5, delay=0.01))  # 1.5 s: windows 20 ... 200 ms
+    first = Socket(conversation.owner, conversation.pk)
+    await first.connect()
+    await first.history()
+    await first.send({"type": "message", "content": "count slowly"})
+    seen = await first.until(lambda f: f["type"] == "text" and "w030" in texts([f]))
+    assert seen[1]["type"] == "text" and seen[1]["content"] == "w000 "  # the first delta alone, at once
+    await first.close()
+    await asyncio.sleep(0.3)  # the run goes on, in the longer windows, with no one watching
+    again = Socket(conversation.owner, conversation.pk, after=seen[-1]["seq"])
+    await again.connect()
+    rest = await again.until(lambda f: f["type"] == "complete")
+    live = seen + [f for f in rest if f["type"] != "sync"]
+    check_run_invariants(live)
+    assert texts(live) == answer
+    replay = Socket(conversation.owner, conversation.pk)
+    await replay.connect()
+    assert (await replay.history())[:-1] == live
+    texts_stored = [f for f in live if f["type"] == "text"]
+    assert len(texts_stored) < 40  # 150 deltas in a few growing windows (at 20 ms: ~75)
+    await again.close()
+    await replay.close()
+
+
 async def test_second_message_while_running_is_refused_and_not_stored(conversation, registry, llm_settings):
     from tests.server.conftest import Socket
 

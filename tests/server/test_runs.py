@@ -112,7 +112,10 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
     await registry.wait_idle()
 
     tool_events = await sync_to_async(_payloads)(run_tool.pk)
-    assert tool_events[len(MID_TOOL) + 1 :] == [
+    resumed = tool_events[len(MID_TOOL) + 1 :]
+    # The answer's first delta is stored at once, the rest in the next window.
+    assert "".join(e["content"] for e in resumed if e["type"] == "text") == "resumed: cut mid-tool"
+    assert [e for e in resumed if e["type"] != "text"] == [
         {
             "type": "tool_end",
             "toolName": "calculator",
@@ -128,11 +131,11 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
             "detail": "",
             "resumed": True,
         },
-        {"type": "text", "content": "resumed: cut mid-tool"},
         {"type": "complete", "status": "succeeded", "durationMs": ANY, "usage": NO_USAGE},
     ]
     answer_events = await sync_to_async(_payloads)(run_answer.pk)
-    assert [e["type"] for e in answer_events[len(MID_ANSWER) + 1 :]] == ["error", "text", "complete"]
+    kinds = [e["type"] for e in answer_events[len(MID_ANSWER) + 1 :]]
+    assert kinds[0] == "error" and kinds[-1] == "complete" and set(kinds[1:-1]) == {"text"}
     half_answer_seq = await sync_to_async(
         lambda: Event.objects.get(run_id=run_answer.pk, type="text", payload__content="The answer is fo").seq
     )()

@@ -133,6 +133,23 @@ def test_events_append_into_a_deleted_conversation_raises(conversation):
         services.events_append(conversation_id=pk, run_id=run.pk, payloads=[{"type": "text", "content": "x"}])
 
 
+def test_non_ascii_text_is_stored_as_itself_not_as_escapes(conversation):
+    run, _ = _start(conversation)
+    answer = "答案是四十二。🙂 é"
+    services.events_append(
+        conversation_id=conversation.pk, run_id=run.pk, payloads=[{"type": "text", "content": answer}]
+    )
+    assert _payloads(run)[-1] == {"type": "text", "content": answer}
+    with connection.cursor() as cursor:  # the stored bytes: jsonb keeps the parsed value, SQLite the text
+        cast = "payload::text" if connection.vendor == "postgresql" else "payload"
+        cursor.execute(
+            f"SELECT {cast} FROM chat_event WHERE run_id = %s AND type = 'text'",
+            [run.pk.hex if connection.vendor == "sqlite" else run.pk],
+        )
+        (stored,) = cursor.fetchone()
+    assert answer in stored and "\\u" not in stored
+
+
 # -- starting runs -------------------------------------------------------------------------
 
 

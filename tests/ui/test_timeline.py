@@ -344,3 +344,49 @@ def test_the_sidebar_shows_the_users_own_tokens_today_and_this_month(user_page, 
     page.reload()
     expect(page.locator("#usage-line")).to_have_text("1,234 tokens today · 1,234 this month", timeout=15000)
     assert_clean(page)
+
+
+# Records the answer's length at every animation frame that changed it (what reached the screen).
+ANSWER_SAMPLER = """
+window.__answerLengths = [];
+const sample = () => {
+  const answers = document.querySelectorAll("article.turn .answer");
+  const length = answers.length ? answers[answers.length - 1].textContent.length : 0;
+  const seen = window.__answerLengths;
+  if (length && seen[seen.length - 1] !== length) seen.push(length);
+  requestAnimationFrame(sample);
+};
+requestAnimationFrame(sample);
+"""
+
+
+def test_a_live_answer_is_drawn_at_an_even_pace_and_ends_whole(user_page, replies, shot):
+    page = user_page
+    message = unique("Pace yourself")
+    expected = answer_text(150)
+    replies.set(message, slow_text_reply(expected, chunks=150, delay=0.02))  # 3 s, windows up to 500 ms
+    text_frames = []
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived",
+            lambda payload: text_frames.append(payload) if '"type":"text"' in str(payload) else None,
+        ),
+    )
+    page.reload()  # the socket opened after the listener
+    page.wait_for_selector("#message-input")
+    page.evaluate(ANSWER_SAMPLER)
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_contain_text("w060", timeout=15000)
+    shot(page, "h-stream-paced-answer-mid-stream")
+    expect(turn.locator(".answer")).to_have_text(expected.strip(), timeout=20000)
+    expect(turn).not_to_have_class(re.compile("is-running"))
+    lengths = page.evaluate("window.__answerLengths")
+    assert lengths == sorted(lengths)  # only ever grows
+    # Drawn between the frames as well as at them: more screen updates than text frames came.
+    assert 0 < len(text_frames) < len(lengths), (len(text_frames), len(lengths))
+    assert len(text_frames) < 40  # the growing windows: ~150 deltas in about a dozen frames
+    page.reload()  # the replay of the finished run shows the same answer at once
+    expect(last_turn(page).locator(".answer")).to_have_text(expected.strip())
+    assert_clean(page)
