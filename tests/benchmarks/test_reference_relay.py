@@ -66,7 +66,13 @@ async def test_relay_reports_a_model_error_without_a_seq(relay_model):
 
 
 def _level(c: int, stretch: float, p95: float, cpu: float) -> dict:
-    return {"C": c, "stretch": stretch, "first_text_ms": {"p50": p95 / 2, "p95": p95}, "cpu_s": {"server0": cpu}}
+    return {
+        "C": c,
+        "stretch": stretch,
+        "first_text_ms": {"p50": p95 / 2, "p95": p95},
+        "cpu_s": {"server0": cpu},
+        "ok": c - 1,
+    }
 
 
 def test_reference_summary_divides_the_project_by_the_relay():
@@ -89,3 +95,5 @@ def test_reference_summary_divides_the_project_by_the_relay():
     row = next(line for line in text.splitlines() if line.startswith("| sqlite"))
     # first text 60/30, stretch 1.84/5.63, p95 900/3000, CPU per 1k tokens (4/60)/(16/60)
     assert row == "| sqlite+memory, 1x daphne | 2.00x | 0.33x | 0.30x | 0.25x |"
+    relay = next(line for line in text.splitlines() if line.startswith("| reference relay"))
+    assert "5.63 (199/200 whole)" in relay
