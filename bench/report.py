@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from pathlib import Path
@@ -123,7 +124,7 @@ def _server_cpu_per_1k(level: dict, tokens: int) -> float:
 
 
 def _ratio(project, relay) -> str:
-    if project is None or relay is None or not relay:
+    if project is None or relay is None or not relay or math.isnan(project) or math.isnan(relay):
         return "-"
     return f"{project / relay:.2f}x"
 
