@@ -18,7 +18,7 @@ Per database, one server (1 daphne; PostgreSQL with Redis) against the bench's f
   request) over the socket on conversations of the big table.
 
 Each curve's growth comes from its own figures: the slope b of log(p50) against log(size),
-fitted by least squares (growth()). The figures go to bench/results/growth.json and the plot
+fitted by least squares over the sizes but the smallest (growth()). The figures go to bench/results/growth.json and the plot
 to docs/bench-growth.png (bench/plot.py).
 """
 
@@ -50,11 +50,14 @@ REQUESTS = 100  # per table size and list/search query
 
 def growth(sizes: list[float], values: list[float]) -> tuple[str, float]:
     """(flat | log | linear | superlinear, b): b is the least-squares slope of log(value) against
-    log(size). A constant cost has b ~ 0, a linear one b ~ 1; a logarithmic one has a small b
-    that shrinks as the sizes grow, so over these ranges (x1,000) it falls between."""
+    log(size), the smallest size left out when there are three or more: there a fixed cost
+    (the socket, the request) hides how the rest grows. A constant cost has b ~ 0, a linear
+    one b ~ 1; a logarithmic one has a small b that shrinks as the sizes grow."""
     points = [(math.log(s), math.log(v)) for s, v in zip(sizes, values) if s > 0 and v and v > 0]
     if len(points) < 2:
         return "-", math.nan
+    if len(points) >= 3:
+        points = points[1:]
     mx = sum(x for x, _ in points) / len(points)
     my = sum(y for _, y in points) / len(points)
     b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
@@ -230,7 +233,7 @@ def table(results: list[dict]) -> str:
         lines.append(f"\n== growth, {result['label']} ==")
         if "error" in result:
             lines.append(f"  FAILED: {result['error']}")
-        fitted = result.get("growth") or curves(result)
+        fitted = curves(result)
         rows = result.get("length") or []
         if rows:
             lines.append("  conversation length (turns with a tool call each), p50 / p95 ms:")

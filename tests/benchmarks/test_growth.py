@@ -77,3 +77,9 @@ def test_plot_writes_a_png(tmp_path):
     path = plot.growth([_figures(0.5), {**_figures(0.2), "database": "postgres"}], tmp_path / "growth.png")
     assert path.read_bytes().startswith(b"\x89PNG")
     assert path.stat().st_size > 20_000
+
+
+def test_growth_leaves_out_the_smallest_size_where_a_fixed_cost_hides_the_rest():
+    # 100 ms of fixed cost, then 1 ms a turn: over all four points the slope would be ~0.6.
+    kind, b = growth.growth(SIZES, [100 + s for s in SIZES])
+    assert kind == "linear" and b > 0.75
