@@ -41,9 +41,9 @@ class RelayStack:
         env.update(OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="x", PYTHONUNBUFFERED="1")
         port = free_port()
         cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0"]
-        log = open(os.path.join(self._tmp, "relay.log"), "w")
         cmd.append("bench.reference_relay:application")
-        self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+        with open(os.path.join(self._tmp, "relay.log"), "w") as log:  # the child keeps its own descriptor
+            self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
         self.ports.append(port)
         wait_http(self.base(0) + "/", process=self.servers[0])
         return self
