@@ -8,7 +8,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: lint run test install install-test browser sandbox nginx bench clean
+.PHONY: lint run test install install-test browser sandbox nginx bench bench-growth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ lint: $(VENV)/.installed-test
 
 bench: install-test
 	$(PY) -m bench
+
+# Opt-in (seeding 1,000,000 events per database takes minutes): the growth curves and docs/bench-growth.png.
+bench-growth: install-test
+	$(PY) -m bench --only growth
 
 clean:
 	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts

@@ -4,6 +4,7 @@ python -m bench                 # everything (about 5-8 minutes on 2 cores)
 python -m bench --quick         # smaller numbers, the SQLite stacks only (about a minute)
 python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
+python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import time
 import traceback
 from pathlib import Path
 
-from . import concurrency, idle, relay, replay, report, search, writes
+from . import concurrency, firsttext, growth, idle, plot, reference, relay, replay, report, search, writes
 from .pool import Pool
 from .procs import raise_fd_limit
 from .server import FakeModel, Stack
 
-MEASUREMENTS = ("relay", "concurrency", "idle", "replay", "writes")
-# Not in the default run: seeding its volume takes minutes per database (bench/search.py).
-OPT_IN = ("search",)
+MEASUREMENTS = ("relay", "concurrency", "idle", "replay", "writes", "reference")
+# Not in the default run: seeding their volume takes minutes per database (bench/search.py, bench/growth.py).
+OPT_IN = ("search", "growth")
 STACKS = {
     "sqlite-daphne": dict(database="sqlite", server="daphne", processes=1),
     "sqlite-uvicorn": dict(database="sqlite", server="uvicorn", processes=1),
@@ -46,9 +47,15 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def concurrency_levels(args) -> list[int]:
+    if args.levels:
+        return [int(x) for x in args.levels.split(",")]
+    return [50, 100] if args.quick else [50, 100, 200, 400]
+
+
 async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
     quick = args.quick
-    levels = [int(x) for x in args.levels.split(",")] if args.levels else ([50, 100] if quick else [50, 100, 200, 400])
+    levels = concurrency_levels(args)
     idle_sockets = 200 if quick else idle.SOCKETS
     stack = Stack(name=name, flush_ms=args.flush_ms, **STACKS[name])
     out: dict = {"name": name, "label": stack.label}
@@ -56,7 +63,7 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
     print(f"\n[{name}] {stack.label}: starting", flush=True)
     try:
         stack.start(model)
-        need = 1 + sum(levels) + 4 + 50 + idle_sockets
+        need = 1 + sum(levels) + 4 + 50 + idle_sockets + firsttext.RUNS + 1
         users = 400
         pool = Pool(stack.seed(op="users", count=users, conversations=-(-need // users)))
         # First: a server that has not yet streamed, so freed memory cannot hide what sockets cost.
@@ -68,6 +75,9 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
             out["relay"] = await asyncio.wait_for(
                 relay.measure(stack, model, pool, tokens=1000 if quick else relay.TOKENS), 300
             )
+        if "reference" in only:  # the same single streams as the relay's, for the ratios
+            print(f"[{name}] first text", flush=True)
+            out["first_text"] = await asyncio.wait_for(firsttext.measure(stack, pool), 300)
         if "concurrency" in only:
             print(f"[{name}] concurrency {levels}", flush=True)
             out["concurrency"] = await asyncio.wait_for(concurrency.measure(stack, model, pool, levels=levels), 600)
@@ -118,24 +128,37 @@ async def main() -> int:
     model = FakeModel()
     results = {"args": vars(args), "stacks": []}
     try:
-        for name in names if only - set(OPT_IN) else []:
+        for name in names if only - set(OPT_IN) - {"reference"} else []:
             results["stacks"].append(await run_stack(name, args, model, only))
+        if "reference" in only:
+            results["reference"] = await reference.measure(model, levels=concurrency_levels(args))
+        if "growth" in only:
+            databases = list(dict.fromkeys(STACKS[name]["database"] for name in names))
+            results["growth"] = [await growth.measure(model, database=db, quick=args.quick) for db in databases]
     finally:
         model.stop()
+    if "growth" in only:
+        print(growth.table(results["growth"]))
+        growth_path = report.write({"growth": results["growth"]}, Path(args.out) if args.out else growth.RESULTS)
+        png = growth.RESULTS.with_name("growth-quick.png") if args.quick else plot.DOCS_PNG
+        print(f"\nwritten to {growth_path}; plotted to {plot.growth(results['growth'], png)}")
     if "search" in only:
         size = dict(conversations=1000, events=100_000) if args.quick else {}
         databases = dict.fromkeys(STACKS[name]["database"] for name in names)
         results["search"] = [await asyncio.to_thread(search.run, database=db, **size) for db in databases]
         for result in results["search"]:
             print(search.table(result))
-        if not results["stacks"]:  # search alone: keep the suite's latest.json as it is
-            if args.out:
-                report.write(results, Path(args.out))
-            return 0
+    if not results["stacks"] and "reference" not in only:  # opt-ins alone: keep the suite's latest.json as it is
+        if args.out and "search" in only:
+            report.write(results, Path(args.out))
+        return 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))
     print()
     print(report.summary(results))
+    if results.get("reference"):
+        print()
+        print(report.reference_summary(results))
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
     return 1 if any("error" in s for s in results["stacks"]) else 0

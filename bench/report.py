@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ def table(results: dict) -> str:
                 f"raw direct read {r.get('direct_raw_s')} s, ratio {r.get('ratio_raw')}x"
                 + (f"  PROBLEMS {r['problems']}" if r["problems"] else "")
             )
+        lines += _first_text_lines(stack.get("first_text"))
         c = stack.get("concurrency")
         if c:
             lines.append(
@@ -89,7 +91,87 @@ def table(results: dict) -> str:
                     f"  writes ({label}): {w['rows_per_1k_tokens']} rows inserted per 1k tokens, "
                     f"~{w['row_writes_per_1k_tokens']} row writes incl. updates   (target {TARGETS['rows']})"
                 )
+    ref = results.get("reference")
+    if ref:
+        lines.append(f"\n== {ref['label']} ==")
+        if "error" in ref:
+            lines.append(f"  FAILED: {ref['error']}")
+        lines += _first_text_lines(ref.get("first_text"))
+        for lv in ref.get("concurrency", {}).get("levels", []):
+            ft = lv["first_text_ms"]
+            lines.append(
+                f"  C={lv['C']}: stretch {lv['stretch']}, first text p50/p95 {ft['p50']} / {ft['p95']} ms, "
+                f"server CPU {_server_cpu_per_1k(lv, ref['concurrency']['tokens'])} s per 1k tokens, "
+                f"ok {lv['ok']}/{lv['C']}"
+            )
     lines.append(f"\nsuite time: {results['elapsed_s']} s")
+    return "\n".join(lines)
+
+
+def _first_text_lines(f: dict | None) -> list[str]:
+    if not f or not f.get("first_text_ms"):
+        return []
+    t, m = f["first_text_ms"], f["model_first_token_ms"]
+    return [
+        f"  one stream at a time ({f['runs']} runs): first text p50/p95 {t['p50']} / {t['p95']} ms, "
+        f"the model's first token {m['p50']} / {m['p95']} ms" + (f"  PROBLEMS {f['problems']}" if f["problems"] else "")
+    ]
+
+
+def _server_cpu_per_1k(level: dict, tokens: int) -> float:
+    server = sum(v for k, v in level["cpu_s"].items() if k.startswith("server"))
+    return round(server / (level["C"] * tokens / 1000), 3)
+
+
+def _ratio(project, relay) -> str:
+    if project is None or relay is None or not relay or math.isnan(project) or math.isnan(relay):
+        return "-"
+    return f"{project / relay:.2f}x"
+
+
+def reference_summary(results: dict) -> str:
+    """Each stack against the reference relay measured in the same run: project / relay, so
+    below 1 the project is the faster or the cheaper (what the README's ratio table shows)."""
+    ref = results["reference"]
+    ref_levels = {x["C"]: x for x in ref.get("concurrency", {}).get("levels", [])}
+    ref_tokens = ref.get("concurrency", {}).get("tokens", 0)
+    ref_first = (ref.get("first_text") or {}).get("first_text_ms") or {}
+    cs = sorted(ref_levels)
+    head = "| stack | first text C=1 p50 | " + " | ".join(
+        f"C={c} stretch | C={c} first text p95 | C={c} server CPU/1k tokens" for c in cs
+    )
+    lines = [
+        "project / reference relay, same run (below 1: the project is faster or cheaper)",
+        head + " |",
+        "|" + "---|" * (2 + 3 * len(cs)),
+    ]
+    rows = [(s["label"], s) for s in results["stacks"]]
+    for label, s in rows:
+        levels = {x["C"]: x for x in s.get("concurrency", {}).get("levels", [])}
+        tokens = s.get("concurrency", {}).get("tokens", 0)
+        first = ((s.get("first_text") or {}).get("first_text_ms") or {}).get("p50")
+        cells = [_ratio(first, ref_first.get("p50"))]
+        for c in cs:
+            mine, theirs = levels.get(c), ref_levels[c]
+            cells += [
+                _ratio(mine and mine["stretch"], theirs["stretch"]),
+                _ratio(mine and mine["first_text_ms"]["p95"], theirs["first_text_ms"]["p95"]),
+                _ratio(
+                    mine and _server_cpu_per_1k(mine, tokens), ref_tokens and _server_cpu_per_1k(theirs, ref_tokens)
+                ),
+            ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    cells = [f"{ref_first.get('p50', '-')} ms"]
+    for c in cs:
+        lv = ref_levels[c]
+        # A relay level with streams that did not finish: its wall (and so stretch) is of the ones that did.
+        whole = "" if lv["ok"] == c else f" ({lv['ok']}/{c} whole)"
+        cells += [
+            f"{lv['stretch']}{whole}",
+            f"{lv['first_text_ms']['p95']} ms",
+            f"{_server_cpu_per_1k(lv, ref_tokens)} s",
+        ]
+    lines.append(f"| {ref['label']} (absolute) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

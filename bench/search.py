@@ -42,22 +42,37 @@ def _word(rng: random.Random) -> str:
 
 
 def seed(*, conversations: int, events: int, users: int) -> list:
+    owners = seed_users(users)
+    seed_conversations(owners, conversations=conversations, events=events)
+    return owners
+
+
+def seed_users(users: int) -> list:
     from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    owners = User.objects.bulk_create(User(username=f"search-{i}", password="!") for i in range(users))
+    if owners[0].pk is None:
+        owners = list(User.objects.filter(username__startswith="search-").order_by("id"))
+    return owners
+
+
+def seed_conversations(owners: list, *, conversations: int, events: int, offset: int = 0) -> None:
+    """`conversations` more conversations holding `events` events in all, spread over `owners`;
+    `offset` = how many an earlier call made (bench/growth.py grows the tables step by step)."""
     from django.db import transaction
     from django.utils import timezone
 
     from chat import search
     from chat.models import Conversation, Event, Run
 
-    rng = random.Random(7)
-    User = get_user_model()
-    owners = User.objects.bulk_create(User(username=f"search-{i}", password="!") for i in range(users))
-    if owners[0].pk is None:
-        owners = list(User.objects.filter(username__startswith="search-").order_by("id"))
+    rng = random.Random(7 + offset)
+    users = len(owners)
     per_run = max(3, events // (conversations * RUNS_PER_CONVERSATION))
     now = timezone.now()
     chunk = max(1, 2000 // RUNS_PER_CONVERSATION)
-    for start in range(0, conversations, chunk):
+    conversations += offset
+    for start in range(offset, conversations, chunk):
         with transaction.atomic():
             convs = [
                 Conversation(
@@ -92,7 +107,6 @@ def seed(*, conversations: int, events: int, users: int) -> list:
         done = min(start + chunk, conversations)
         if done % (chunk * 10) == 0 or done == conversations:
             print(f"  seeded {done}/{conversations} conversations", file=sys.stderr, flush=True)
-    return owners
 
 
 def _percentiles(samples: list[float]) -> dict:

@@ -32,10 +32,22 @@ def setup() -> None:
     django.setup()
 
 
-def users(count: int, conversations: int) -> dict:
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-    from django.contrib.auth.hashers import make_password
+def session_for(user) -> str:
+    """A logged-in session of the user, as django.contrib.auth.login() would fill it."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return session.session_key
+
+
+def users(count: int, conversations: int) -> dict:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.hashers import make_password
     from django.db import transaction
 
     from chat.models import Conversation
@@ -51,13 +63,8 @@ def users(count: int, conversations: int) -> dict:
         Conversation.objects.bulk_create(convs)
         out = []
         for index, user in enumerate(created):
-            session = SessionStore()
-            session[SESSION_KEY] = str(user.pk)
-            session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-            session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-            session.create()
             mine = convs[index * conversations : (index + 1) * conversations]
-            out.append({"session": session.session_key, "conversations": [str(c.pk) for c in mine]})
+            out.append({"session": session_for(user), "conversations": [str(c.pk) for c in mine]})
     return {"users": out}
 
 

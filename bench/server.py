@@ -34,7 +34,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
+def wait_http(url: str, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
