@@ -257,10 +257,13 @@ def table(results: list[dict]) -> str:
 
 
 def seed_long(turns: list[int]) -> dict:
-    """A user with one conversation per length, each of that many finished turns with a tool call."""
+    """A user with one conversation per length, each of that many finished turns with a tool call,
+    stored as the server stores them: each turn's user_message names the one before it, and each
+    finished run has its memory checkpoint (chat.memory)."""
     from django.db import transaction
     from django.utils import timezone
 
+    from chat import memory
     from chat.models import Conversation, Event, Run
 
     from .seed import users
@@ -269,7 +272,7 @@ def seed_long(turns: list[int]) -> dict:
     out: dict = {"session": user["session"], "conversations": {}, "last_seq": {}}
     for count, conversation_id in zip(turns, user["conversations"]):
         conversation = Conversation.objects.select_related("owner").get(pk=conversation_id)
-        seq, now = 0, timezone.now()
+        seq, now, parent = 0, timezone.now(), None
         for start in range(0, count, 1000):
             with transaction.atomic():
                 runs = [
@@ -281,7 +284,7 @@ def seed_long(turns: list[int]) -> dict:
                 for index, run in enumerate(runs, start):
                     call = f"call_{index}"
                     for payload in (
-                        {"type": "user_message", "content": f"turn {index}: what is {index} * 7?"},
+                        {"type": "user_message", "content": f"turn {index}: what is {index} * 7?", "parentSeq": parent},
                         {"type": "tool_start", "toolName": "calculator", "toolCallId": call, "arguments": "{}"},
                         {
                             "type": "tool_end",
@@ -297,11 +300,14 @@ def seed_long(turns: list[int]) -> dict:
                         {"type": "complete", "status": "succeeded"},
                     ):
                         seq += 1
+                        if payload["type"] == "user_message":
+                            parent = seq
                         rows.append(
                             Event(conversation=conversation, run=run, seq=seq, type=payload["type"], payload=payload)
                         )
                 Event.objects.bulk_create(rows, batch_size=5000)
         Run.objects.filter(conversation=conversation).update(finished_at=now)
+        memory.checkpoints_fill(conversation_id=conversation.pk)
         Conversation.objects.filter(pk=conversation.pk).update(last_seq=seq, updated_at=now)
         out["conversations"][str(count)] = conversation_id
         out["last_seq"][str(count)] = seq
@@ -309,8 +315,8 @@ def seed_long(turns: list[int]) -> dict:
 
 
 def derive(conversation: str, repeats: int) -> dict:
-    """The memory of a run that follows the conversation's last turn, derived as a run start does."""
-    from chat import history, selectors
+    """The memory of the conversation's last run, derived as a run start does (chat.memory)."""
+    from chat import memory
     from chat.models import Conversation, Event
 
     conversation_id = Conversation.objects.values_list("pk", flat=True).get(pk=conversation)
@@ -323,8 +329,7 @@ def derive(conversation: str, repeats: int) -> dict:
     times, messages = [], []
     for _ in range(repeats + 1):  # the first one warms up the connection and the caches
         started = time.perf_counter()
-        events = selectors.runs_memory_events(runs={conversation_id: run_id})[conversation_id]
-        messages = history.messages_from_events(events)
+        messages = memory.runs_memory(runs={conversation_id: run_id})[conversation_id]
         times.append(time.perf_counter() - started)
     return {"memory_ms": _ms(times[1:]), "messages": len(messages)}
 
