@@ -120,6 +120,7 @@ JS_STRINGS = (
     gettext_noop("done"),
     gettext_noop("failed"),
     gettext_noop("not finished"),
+    gettext_noop("not run"),
     gettext_noop("retry %s of %s"),
     gettext_noop("running"),
     gettext_noop("running…"),

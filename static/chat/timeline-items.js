@@ -46,8 +46,9 @@ export class ToolItem {
     this.durationMs = null;
     this.el = null;
   }
-  end(frame) {
-    this.status = frame.isError ? "failed" : "done";
+  // notRun: the call was denied or expired at approval, so the tool never ran: grey, not red.
+  end(frame, { notRun = false } = {}) {
+    this.status = notRun ? "not-run" : frame.isError ? "failed" : "done";
     this.result = typeof frame.result === "string" ? frame.result : JSON.stringify(frame.result);
     this.durationMs = typeof frame.durationMs === "number" ? frame.durationMs : null;
     if (frame.toolName) this.name = frame.toolName;
@@ -62,6 +63,7 @@ export class ToolItem {
   metaText() {
     if (this.status === "running") return t("running…");
     if (this.status === "stopped") return t("not finished");
+    if (this.status === "not-run") return t("not run");
     const took = this.durationMs === null ? "" : ` · ${this.durationMs < 1000 ? `${this.durationMs} ms` : `${(this.durationMs / 1000).toFixed(1)} s`}`;
     return (this.status === "failed" ? t("failed") : t("done")) + took;
   }
@@ -89,8 +91,9 @@ export class ToolItem {
       h("div", { className: "detail-label", text: t("Arguments") }),
       foldedPre(prettyJson(this.arguments || "{}"), "tool-pre"));
     if (this.result !== null) {
-      body.append(h("div", { className: "detail-label", text: this.status === "failed" ? t("Error") : t("Result") }),
-        foldedPre(prettyJson(this.result), `tool-pre${this.status === "failed" ? " is-error" : ""}`));
+      const failed = this.status === "failed" || this.status === "not-run";
+      body.append(h("div", { className: "detail-label", text: failed ? t("Error") : t("Result") }),
+        foldedPre(prettyJson(this.result), `tool-pre${failed ? " is-error" : ""}`));
     } else {
       body.append(h("div", { className: "detail-label muted", text: t("Waiting for the result…") }));
     }
@@ -100,7 +103,7 @@ export class ToolItem {
   }
   update() {
     this.el.dataset.status = this.status;
-    this.icon.className = `status-icon ${this.status}`;
+    this.icon.className = `status-icon ${this.status === "not-run" ? "stopped" : this.status}`;
     this.meta.textContent = this.metaText();
     this.srStatus.textContent = ` (${this.metaText()})`;
     if (this.body) this.fillBody();

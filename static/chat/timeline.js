@@ -119,14 +119,16 @@ export class Turn {
       }
       case "tool_end": {
         let item = this.tools.get(frame.toolCallId);
+        let notRun = false;
         if (!item) {
           // A call denied at approval ends without a start: its arguments are the request's.
           const asked = this.approvals.get(frame.toolCallId);
+          notRun = Boolean(asked);
           item = new ToolItem(asked ? { ...frame, arguments: asked.arguments } : frame);
           this.tools.set(item.toolCallId, item);
           this.pushItem(item);
         }
-        item.end(frame);
+        item.end(frame, { notRun });
         break;
       }
       case "error": {

@@ -86,7 +86,8 @@ def test_deny_with_a_reason(user_page, replies, shot):
     expect(last_turn(page).locator(".answer")).to_have_text("Understood, I won't.")
     # The denial is the tool's result, and the tool never ran.
     tool = last_turn(page).locator("li.tl-tool")
-    expect(tool).to_have_attribute("data-status", "failed")
+    expect(tool).to_have_attribute("data-status", "not-run")
+    expect(tool.locator(".tool-meta")).to_have_text("not run")
     last_turn(page).locator(".timeline-summary").click()
     tool.locator("summary").click()
     expect(tool.locator(".tool-pre.is-error")).to_contain_text("denied by the user: too dangerous")
