@@ -43,6 +43,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--stacks", default=None, help=f"comma list of {', '.join(STACKS)}")
     parser.add_argument("--levels", default=None, help="concurrency levels, e.g. 50,100,200,400")
     parser.add_argument("--flush-ms", type=int, default=None, help="AGENT_STREAM_FLUSH_MS for the servers")
+    parser.add_argument(
+        "--growth-parts", default=",".join(growth.PARTS), help="for --only growth: length, table or both"
+    )
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json)")
     return parser.parse_args()
 
@@ -134,7 +137,10 @@ async def main() -> int:
             results["reference"] = await reference.measure(model, levels=concurrency_levels(args))
         if "growth" in only:
             databases = list(dict.fromkeys(STACKS[name]["database"] for name in names))
-            results["growth"] = [await growth.measure(model, database=db, quick=args.quick) for db in databases]
+            parts = tuple(part for part in growth.PARTS if part in args.growth_parts.split(","))
+            results["growth"] = [
+                await growth.measure(model, database=db, quick=args.quick, parts=parts) for db in databases
+            ]
     finally:
         model.stop()
     if "growth" in only:

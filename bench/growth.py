@@ -43,6 +43,7 @@ TABLE_SIZES = ((100, 10_000), (1_000, 100_000), (10_000, 1_000_000))  # (convers
 USERS = 1_000
 EVENTS_PER_TURN = 7
 RECONNECT_EVENTS = 20
+PARTS = ("length", "table")  # `--growth-parts`: the table's seeding takes most of the time
 REPEATS = 5  # per length: run starts, reconnects, derivations (replays: 3)
 SAMPLES = 20  # per table size: conversations replayed and run starts
 REQUESTS = 100  # per table size and list/search query
@@ -206,7 +207,7 @@ def curves(result: dict) -> dict:
     return out
 
 
-async def measure(model: FakeModel, *, database: str, quick: bool = False) -> dict:
+async def measure(model: FakeModel, *, database: str, quick: bool = False, parts: tuple[str, ...] = PARTS) -> dict:
     lengths = LENGTHS[:3] if quick else LENGTHS
     sizes = tuple((c // 10, e // 10) for c, e in TABLE_SIZES[:2]) if quick else TABLE_SIZES
     stack = Stack(name=f"growth-{database}", database=database, server="daphne", processes=1)
@@ -214,10 +215,12 @@ async def measure(model: FakeModel, *, database: str, quick: bool = False) -> di
     print(f"\n[growth] {stack.label}", flush=True)
     try:
         stack.start(model)
-        print("[growth] conversation length", flush=True)
-        out["length"] = await _lengths(stack, lengths, REPEATS)
-        print("[growth] table size", flush=True)
-        out["table"] = await _tables(stack, sizes, REQUESTS // 5 if quick else REQUESTS, SAMPLES)
+        if "length" in parts:
+            print("[growth] conversation length", flush=True)
+            out["length"] = await _lengths(stack, lengths, REPEATS)
+        if "table" in parts:
+            print("[growth] table size", flush=True)
+            out["table"] = await _tables(stack, sizes, REQUESTS // 5 if quick else REQUESTS, SAMPLES)
         out["growth"] = curves(out)
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
