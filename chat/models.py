@@ -10,6 +10,7 @@ queryable index of the tool calls, written from the same tool_end events;
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 from django.conf import settings
@@ -142,15 +143,25 @@ class Run(models.Model):
         return f"Run {str(self.id)[:8]} ({self.status})"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class Utf8JSONEncoder(json.JSONEncoder):
     """Text stored as itself, not as \\uXXXX escapes. On SQLite (JSON kept as text) an escape takes
     6 bytes where the UTF-8 character takes 2-3: a Chinese answer's rows were twice its size.
-    PostgreSQL's jsonb stores the parsed value either way. Every stored string went through
-    chat.text, so there is no lone surrogate that UTF-8 could not hold."""
+    PostgreSQL's jsonb stores the parsed value either way. Every string stored now went through
+    chat.text; a lone surrogate can still come back from a row an older version wrote (SQLite
+    kept it escaped) and be written again (a memory checkpoint): that value keeps its escapes."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["ensure_ascii"] = False
         super().__init__(*args, **kwargs)
+
+    def encode(self, o) -> str:
+        text = super().encode(o)
+        if not text.isascii() and _SURROGATE.search(text):
+            return json.dumps(o, ensure_ascii=True, cls=json.JSONEncoder)
+        return text
 
 
 class Event(models.Model):

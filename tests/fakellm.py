@@ -117,6 +117,14 @@ class FakeLLM:
         self.script(*replies)
         return replies
 
+    async def endings(self, count: int = 1, timeout: float = 5.0) -> list[str]:
+        """stream_endings once `count` streams have ended: the server notes an ending after its
+        last write, which the client may have read (and the test moved on) a moment before."""
+        deadline = time.monotonic() + timeout
+        while len(self.stream_endings) < count and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return list(self.stream_endings)
+
     def reset(self) -> None:
         with self._lock:
             self.replies.clear()

@@ -179,14 +179,14 @@ async def test_truncated_stream_is_a_failed_call(fake_llm, chat_model):
             seen.append(item.to_dict())
     assert seen == [{"type": "text", "content": "Half an "}, {"type": "text", "content": "answer"}]
     assert failure.value.detail  # says why
-    assert fake_llm.stream_endings == ["truncated"]
+    assert await fake_llm.endings() == ["truncated"]
 
 
 async def test_stream_ending_with_neither_finish_reason_nor_done_is_a_failed_call(fake_llm, chat_model):
     fake_llm.script({"chunks": [{"delta": {"content": "no end"}}], "done": False})
     with pytest.raises(ModelCallError, match="truncated"):
         await stream(chat_model)
-    assert fake_llm.stream_endings == ["done"]  # the body ended cleanly, just without an end
+    assert await fake_llm.endings() == ["done"]  # the body ended cleanly, just without an end
 
 
 async def test_done_without_finish_reason_is_a_finished_turn(fake_llm, chat_model):

@@ -102,14 +102,13 @@ async def test_message_runs_the_agent_and_everything_is_stored(conversation, reg
     frames = await socket.run_to_end()
     check_run_invariants(frames)
     assert frames[0]["content"] == "what is 6*7?"
-    assert [f["type"] for f in frames] == [
-        "user_message",
-        "tool_start",
-        "tool_end",
-        "thinking",
-        "text",
-        "complete",
-    ]  # thinking and text coalesced into one event each within the flush window
+    types = [f["type"] for f in frames]
+    runs_of_a_type = [kind for n, kind in enumerate(types) if n == 0 or types[n - 1] != kind]
+    assert runs_of_a_type == ["user_message", "tool_start", "tool_end", "thinking", "text", "complete"]
+    # Each stream's first delta is stored at once, the rest coalesced within the flush window
+    # (whether the first write is still in flight when the rest arrives depends on the machine).
+    assert 1 <= types.count("thinking") <= 2 and 1 <= types.count("text") <= 2, types
+    assert "".join(f["content"] for f in frames if f["type"] == "thinking") == "Let me compute."
     assert frames[2]["result"] == "42" and frames[2]["isError"] is False
     assert texts(frames) == "It is 42."
     assert frames[-1]["status"] == "succeeded"

@@ -343,3 +343,11 @@ async def test_a_conversation_stored_with_a_surrogate_opens_and_goes_on(conversa
     assert frames[-1]["status"] == "succeeded"
     users = [m["content"] for m in llm_settings.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["old \ufffd", "new"]  # the memory went out, cleaned
+
+
+def test_event_json_keeps_text_as_utf8_and_an_old_surrogate_escaped():
+    from chat.models import Utf8JSONEncoder
+
+    assert Utf8JSONEncoder().encode({"content": "中文"}) == '{"content": "中文"}'
+    # A lone surrogate read back from an older row cannot be UTF-8: it is written escaped, not refused.
+    assert Utf8JSONEncoder().encode({"content": "old \ud800 中"}) == '{"content": "old \\ud800 \\u4e2d"}'

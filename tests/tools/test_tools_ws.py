@@ -33,6 +33,7 @@ def tool_settings(settings, llm_settings, page_url):
     settings.AGENT_FETCH_ALLOWED_HOSTS = ["127.0.0.1"]
     settings.TAVILY_API_KEY = "tvly-test"
     settings.AGENT_TOOL_RATE_LIMIT = 100
+    settings.AGENT_APPROVAL_TOOLS = []  # the tools themselves here; bash's approval: tests/e2e/test_approvals.py
     yield llm_settings
     shutil.rmtree(top, ignore_errors=True)
 
