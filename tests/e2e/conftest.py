@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -104,32 +105,51 @@ def log_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("e2e-logs")
 
 
-@pytest.fixture(scope="session")
-def make_server(e2e_llm, log_dir):
-    """Start a daphne on a database (with REDIS_URL when set); all are stopped at the end."""
-    servers: list[Server] = []
+class Servers:
+    """Starts daphnes on a database (with REDIS_URL when set). Each holds database connections
+    and the suite starts about thirty: a module's own are stopped when the module ends (below),
+    or PostgreSQL runs out of connections near the end; the shared one lives for the session."""
 
-    def start(database_url: str, name: str = "daphne", **env: str) -> Server:
+    def __init__(self, e2e_llm, log_dir: Path):
+        self.e2e_llm, self.log_dir = e2e_llm, log_dir
+        self.started: list[tuple[Server, bool]] = []  # (server, kept for the session)
+
+    def __call__(self, database_url: str, name: str = "daphne", *, keep: bool = False, **env: str) -> Server:
         server = Server(
-            server_env(database_url=database_url, llm_base_url=e2e_llm.base_url, redis_url=REDIS_URL, **env),
-            log_dir=log_dir,
+            server_env(database_url=database_url, llm_base_url=self.e2e_llm.base_url, redis_url=REDIS_URL, **env),
+            log_dir=self.log_dir,
             name=name,
         )
-        servers.append(server)
+        self.started.append((server, keep))
         return server.start()
 
-    yield start
-    for server in servers:  # all at once: each takes a moment to shut down
-        if server.running:
-            server.proc.terminate()
-    for server in servers:
-        server.stop()
+    def stop(self, *, kept: bool) -> None:
+        servers = [server for server, keep in self.started if kept or not keep]
+        for server in servers:  # all at once: each takes a moment to shut down
+            if server.running:
+                server.proc.terminate()
+        for server in servers:
+            server.stop()
+        self.started = [(server, keep) for server, keep in self.started if server not in servers]
+
+
+@pytest.fixture(scope="session")
+def make_server(e2e_llm, log_dir):
+    servers = Servers(e2e_llm, log_dir)
+    yield servers
+    servers.stop(kept=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stop_the_modules_servers(make_server):
+    yield
+    make_server.stop(kept=False)
 
 
 @pytest.fixture(scope="session")
 def server(databases, make_server):
     """One daphne shared by the tests that do not stop their server."""
-    return make_server(databases.new(), name="shared")
+    return make_server(databases.new(), name="shared", keep=True)
 
 
 @pytest.fixture

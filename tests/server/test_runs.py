@@ -263,8 +263,11 @@ async def test_shutdown_hands_a_resumable_run_to_another_process_which_finishes_
         await other.close()
     after = await sync_to_async(_payloads)(run.pk)
     assert after[: len(before)] == before
-    assert [e["type"] for e in after[len(before) :]] == ["error", "text", "complete"]
-    assert after[len(before)]["resumed"] is True and after[-2]["content"] == "Resumed answer."
+    resumed = after[len(before) :]
+    # The answer's first delta is stored at once, the rest (if it came later) coalesced.
+    types = [e["type"] for e in resumed]
+    assert types[0] == "error" and types[-1] == "complete" and set(types[1:-1]) == {"text"} and len(types) <= 4
+    assert resumed[0]["resumed"] is True and "".join(e["content"] for e in resumed[1:-1]) == "Resumed answer."
     assert [e["type"] for e in after].count("complete") == 1
     assert (await sync_to_async(_run)(run.pk)).status == "succeeded"
 
