@@ -70,6 +70,27 @@ function uploadFile(id, file, onProgress, signal) {
   });
 }
 
+/** Whether the browser is still signed in after a socket's session ended (conversation.js). The
+ * server closes the socket the moment the password is saved, before the response that carries
+ * the new session cookie has reached the browser: ask a few times. A plain fetch, as request()
+ * would go to the login page at the first 401. False once `signal` aborts. */
+async function stillSignedIn(id, signal) {
+  for (const delayMs of [300, 1000, 2000]) {
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    if (signal.aborted) return false;
+    try {
+      const response = await fetch(`/api/conversations/${id}/`, {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      });
+      if (response.status !== 401 && !response.redirected) return true;
+    } catch {
+      // offline for a moment: ask again
+    }
+  }
+  return false;
+}
+
 /** A file path as URL path segments (each encoded, the slashes kept). */
 const pathUrl = (path) => path.split("/").map(encodeURIComponent).join("/");
 
@@ -94,6 +115,7 @@ export const api = {
   agents: () => request("GET", "/api/agents/"),
   setAgent: (id, agent) => request("PATCH", `/api/conversations/${id}/`, { body: { agent } }),
   getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),
+  stillSignedIn,
   renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),
   deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),
   events: (id, after, signal) =>

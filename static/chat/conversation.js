@@ -6,19 +6,13 @@
 // page's own safety net). History is fetched first and drawn in batches, newest turns
 // first; the socket then resumes with ?after=<lastSeq>, so nothing is missed or doubled.
 //
-// Versions (edits, regenerated answers) are derived from the user_messages alone, the same
-// way in every tab and after every reconnect: each turn follows the turn of its `parentSeq`
-// (an old user_message without one follows the one before it); turns with the same parent
-// are versions of one another, in seq order. Every turn stays in the DOM in seq order and the
-// ones off the branch being viewed are hidden. The viewed branch runs through `target` (the
-// newest turn, or the version the user switched to) and below it through the newest turns;
-// a new turn becomes the target, and a message sent continues the branch being viewed.
+// Versions (edits, regenerated answers) are derived from the user_messages alone, by the
+// version tree (versions.js); the turns off the branch being viewed are hidden.
 import { api, ApiError } from "./api.js";
+import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
-
-const MIN_BATCH_TURNS = 4;
-const SLICE_MS = 12;
+import { VersionTree } from "./versions.js";
 
 export class ConversationView {
   /**
@@ -44,12 +38,7 @@ export class ConversationView {
     this.abort = new AbortController();
     this.socket = null;
     this.historyMs = null;
-    // The version tree: user_message seq -> turn, parent seq (0 for the first turns) -> its turns.
-    this.bySeq = new Map();
-    this.children = new Map();
-    this.lastUserSeq = null;
-    this.target = null;
-    this.treeChanged = false;
+    this.tree = new VersionTree();
     this.turnActions = {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
       regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
@@ -124,7 +113,7 @@ export class ConversationView {
       // The socket's session ended, but the browser may still be signed in under a new key
       // (a password change moves the session to one). HTTP tells; once per healthy socket,
       // so that a server refusing every socket cannot make the page loop.
-      if (!this.reopenedAfterRevocation && (await this.stillSignedIn())) {
+      if (!this.reopenedAfterRevocation && (await api.stillSignedIn(this.id, this.abort.signal))) {
         if (this.closed) return;
         this.reopenedAfterRevocation = true;
         this.connectSocket();
@@ -142,26 +131,6 @@ export class ConversationView {
     } catch (error) {
       if (error instanceof ApiError && error.status === 404 && !this.closed) this.hooks.onGone();
     }
-  }
-
-  async stillSignedIn() {
-    // The server closes the socket the moment the password is saved, before the response
-    // that carries the new session cookie has reached the browser: ask a few times. A plain
-    // fetch, as api.js would go to the login page at the first 401.
-    for (const delayMs of [300, 1000, 2000]) {
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
-      if (this.closed) return false;
-      try {
-        const response = await fetch(`/api/conversations/${this.id}/`, {
-          headers: { Accept: "application/json" },
-          credentials: "same-origin",
-        });
-        if (response.status !== 401 && !response.redirected) return true;
-      } catch {
-        // offline for a moment: ask again
-      }
-    }
-    return false;
   }
 
   onFrame(frame) {
@@ -196,7 +165,7 @@ export class ConversationView {
       applied += 1;
     }
     if (this.pending.size > 0 && !this.filling) this.fillGap();
-    if (this.treeChanged) this.layoutBranch();
+    if (this.tree.changed) this.tree.layout(this.order);
     if (applied && this.mounted) {
       this.emitState();
       this.hooks.onScroll(false);
@@ -211,7 +180,7 @@ export class ConversationView {
       turn = new Turn(runId, this.turnActions);
       this.turns.set(runId, turn);
       this.order.push(turn);
-      if (frame.type === "user_message") this.placeTurn(turn, frame);
+      if (frame.type === "user_message") this.tree.place(turn, frame);
       if (this.mounted) {
         this.container.append(turn.mount());
         turn.apply(frame, live);
@@ -222,51 +191,10 @@ export class ConversationView {
     turn.apply(frame, live && this.mounted);
   }
 
-  /** A new turn's place in the version tree; it becomes the one viewed. */
-  placeTurn(turn, frame) {
-    let parent = Object.hasOwn(frame, "parentSeq") ? frame.parentSeq : this.lastUserSeq;
-    // A parent that is not an earlier turn (a damaged log): a first turn, as the server reads it.
-    if (!Number.isInteger(parent) || parent >= frame.seq || !this.bySeq.has(parent)) parent = 0;
-    turn.seq = frame.seq;
-    turn.parentSeq = parent;
-    turn.newest = frame.seq; // the newest seq in its subtree
-    this.lastUserSeq = frame.seq;
-    this.bySeq.set(frame.seq, turn);
-    if (!this.children.has(parent)) this.children.set(parent, []);
-    this.children.get(parent).push(turn);
-    for (let up = this.bySeq.get(parent); up; up = this.bySeq.get(up.parentSeq)) up.newest = frame.seq;
-    this.target = frame.seq;
-    this.treeChanged = true;
-  }
-
-  /** Shows the branch through `target`, hides the others, and tells each turn its version. */
-  layoutBranch() {
-    this.treeChanged = false;
-    const shown = new Set();
-    let turn = this.bySeq.get(this.target);
-    for (let up = turn; up; up = this.bySeq.get(up.parentSeq)) shown.add(up);
-    while (turn) {
-      const below = this.children.get(turn.seq);
-      turn = below ? below.reduce((a, b) => (b.newest > a.newest ? b : a)) : null;
-      if (turn) shown.add(turn);
-    }
-    for (const each of this.order) {
-      if (each.seq === null) {
-        each.place({ shown: true, version: 1, versions: 1 }); // no user_message: outside the tree
-        continue;
-      }
-      const versions = this.children.get(each.parentSeq);
-      each.place({ shown: shown.has(each), version: versions.indexOf(each) + 1, versions: versions.length });
-    }
-  }
-
   /** Switches a turn to its previous (-1) or next (+1) version, without a reload. */
   showVersion(turn, step) {
-    const versions = this.children.get(turn.parentSeq) || [];
-    const other = versions[versions.indexOf(turn) + step];
-    if (!other) return;
-    this.target = other.seq;
-    this.layoutBranch();
+    if (!this.tree.step(turn, step)) return;
+    this.tree.layout(this.order);
     this.emitState();
   }
 
@@ -297,36 +225,18 @@ export class ConversationView {
     }
   }
 
-  /** Draws the turns collected so far: the newest first, older ones above them in slices of
-   * about one frame's work, yielding between slices so that the page never freezes. */
-  async mountHistory() {
-    const turns = this.order.slice();
-    const mountSlice = () => {
-      const fragment = document.createDocumentFragment();
-      const batch = [];
-      const started = performance.now();
-      while (turns.length && (batch.length < MIN_BATCH_TURNS || performance.now() - started < SLICE_MS)) {
-        batch.unshift(turns.pop());
-        fragment.prepend(batch[0].mount());
-      }
-      return fragment;
-    };
-    this.container.append(mountSlice());
-    this.mounted = true;
-    this.emitState();
-    this.hooks.onScroll(true);
-    const scroller = this.container.closest(".messages-scroll") || this.container;
-    while (turns.length && !this.closed) {
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      if (this.closed) return;
-      const older = mountSlice();
-      // Keep what the reader is looking at in place while older turns appear above it.
-      const before = scroller.scrollHeight;
-      const top = scroller.scrollTop;
-      this.container.prepend(older);
-      scroller.scrollTop = top + (scroller.scrollHeight - before);
-      this.hooks.onScroll(false);
-    }
+  /** Draws the turns collected so far, the newest first (slices.js); the conversation is
+   * loaded once they are in. */
+  mountHistory() {
+    return mountInSlices(this.order, this.container, {
+      newestDrawn: () => {
+        this.mounted = true;
+        this.emitState();
+        this.hooks.onScroll(true);
+      },
+      olderDrawn: () => this.hooks.onScroll(false),
+      closed: () => this.closed,
+    });
   }
 
   /** Sends a message that continues the branch being viewed, naming its uploaded files. */

@@ -1,7 +1,7 @@
 // The page's layout behaviour: the message list follows the newest output while the reader
 // is at the bottom (with "Jump to latest" when they are not), and the conversation list is a
 // drawer at phone width.
-import { onAfterRender } from "./timeline.js";
+import { onAfterRender } from "./answer.js";
 
 const STICK_DISTANCE_PX = 80;
 

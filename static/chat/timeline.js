@@ -1,50 +1,23 @@
 // One assistant turn = one run: the user's message, a timeline of what the agent did
 // (thinking, tool calls, errors, sources) and the Markdown answer under it. This module owns
-// the Turn (applying events, drawing the turn, its buttons: edit, versions ‹ n / m ›, copy
-// answer, regenerate) and the per-frame answer re-rendering; the steps are in
-// timeline-items.js, the summary and status words in turn-labels.js. Which version is shown
-// is decided by the conversation (conversation.js); a Turn only draws what it is told.
+// the Turn: applying events and drawing the turn. The user's message's buttons (edit, versions
+// ‹ n / m ›) and files are in user-message.js, the answer's per-frame re-rendering and its
+// buttons (copy answer, regenerate) in answer.js, the steps in timeline-items.js, the summary
+// and status words in turn-labels.js. Which version is shown is decided by the conversation
+// (conversation.js); a Turn only draws what it is told.
 //
 // A Turn keeps its state apart from its DOM: events can be applied before the turn is
 // mounted (a long history is applied first and drawn in batches), and once mounted each
-// event updates only the element it concerns. The answer's Markdown is re-rendered at
-// most once per animation frame, however many text deltas arrive; a live answer is drawn at an
-// even pace across each frame's window (pacing.js).
-import { fileChip, humanSize } from "./attachments.js";
+// event updates only the element it concerns.
+import { mountAnswerActions, renderAnswer, scheduleAnswer } from "./answer.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
-import { copyText, renderMarkdown } from "./markdown.js";
 import { Pace } from "./pacing.js";
 import { ApprovalItem, ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
+import { mountUserActions, updateAttachments, updateVersions } from "./user-message.js";
 import { t } from "./i18n.js";
 
-// --- markdown re-rendering, batched per animation frame ---------------------------------
-const dirtyTurns = new Set();
-let frameRequested = false;
-let afterRenderHook = null;
-
-export function onAfterRender(hook) {
-  afterRenderHook = hook;
-}
-
-function scheduleAnswer(turn) {
-  dirtyTurns.add(turn);
-  if (frameRequested) return;
-  frameRequested = true;
-  requestAnimationFrame((now) => {
-    frameRequested = false;
-    const turns = [...dirtyTurns];
-    dirtyTurns.clear();
-    for (const each of turns) {
-      each.renderAnswer(now);
-      if (each.pace.active) scheduleAnswer(each); // more to reveal at the next frame
-    }
-    if (afterRenderHook) afterRenderHook();
-  });
-}
-
-// --- the turn ------------------------------------------------------------------------------
 export class Turn {
   /**
    * @param {string} runId
@@ -94,7 +67,7 @@ export class Turn {
         if (this.el) {
           this.userBubble.textContent = this.userText;
           this.updateAgent();
-          this.updateAttachments();
+          updateAttachments(this);
         }
         break;
       case "thinking": {
@@ -215,89 +188,20 @@ export class Turn {
     this.agentTag = h("div", { className: "turn-agent" });
     this.attachmentList = h("div", { className: "msg-attachments", "aria-label": t("Attached files") });
     this.userMsg = h("div", { className: "msg msg-user" },
-      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.attachmentList, this.mountUserActions());
+      h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.attachmentList, mountUserActions(this));
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
       h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, this.statusLine, this.footer,
-        this.mountAnswerActions(), this.feedback.mount()));
+        mountAnswerActions(this), this.feedback.mount()));
     this.el.hidden = !this.shown;
-    this.updateAttachments();
-    this.updateVersions();
+    updateAttachments(this);
+    updateVersions(this);
     this.updateAgent();
     this.updateSummary();
     this.updateStatus();
     this.updateFeedback();
-    this.renderAnswer();
+    renderAnswer(this);
     return this.el;
-  }
-
-  mountUserActions() {
-    const button = (action, label, text, onClick) => {
-      const el = h("button", { type: "button", className: "turn-action", dataset: { action }, "aria-label": label, title: label, text });
-      el.addEventListener("click", onClick);
-      return el;
-    };
-    this.prevVersion = button("previous-version", t("Previous version"), "‹", () => this.actions?.showVersion(this, -1));
-    this.nextVersion = button("next-version", t("Next version"), "›", () => this.actions?.showVersion(this, 1));
-    this.versionLabel = h("span", { className: "version-label" });
-    this.versionNav = h("div", { className: "versions", role: "group", "aria-label": t("Versions of this message") },
-      this.prevVersion, this.versionLabel, this.nextVersion);
-    this.editButton = button("edit", t("Edit this message"), t("Edit"), () => this.startEdit());
-    return h("div", { className: "msg-actions" }, this.versionNav, this.editButton);
-  }
-
-  mountAnswerActions() {
-    const copy = h("button", { type: "button", className: "turn-action", dataset: { action: "copy-answer" }, title: t("Copy the answer as Markdown"), text: t("Copy") });
-    copy.addEventListener("click", async () => {
-      const ok = await copyText(this.answerText);
-      copy.textContent = ok ? t("Copied") : t("Copy failed");
-      setTimeout(() => {
-        if (copy.isConnected) copy.textContent = t("Copy");
-      }, 1500);
-    });
-    const regenerate = h("button", { type: "button", className: "turn-action", dataset: { action: "regenerate" }, title: t("Answer this message again"), text: t("Regenerate") });
-    regenerate.addEventListener("click", () => this.actions?.regenerate(this));
-    this.answerActions = h("div", { className: "answer-actions" }, copy, regenerate);
-    return this.answerActions;
-  }
-
-  /** The user's message becomes a text box; saving sends an edit (a new version of this turn). */
-  startEdit() {
-    if (this.editor || !this.el) return;
-    const input = h("textarea", { className: "edit-input", rows: "3", "aria-label": t("Edit your message") });
-    input.value = this.userText ?? "";
-    const save = h("button", { type: "submit", className: "btn btn-primary", text: t("Send") });
-    const cancel = h("button", { type: "button", className: "btn", text: t("Cancel") });
-    this.editor = h("form", { className: "edit-form" }, input, h("div", { className: "edit-buttons" }, cancel, save));
-    this.editor.addEventListener("submit", (event) => {
-      event.preventDefault();
-      const content = input.value.trim();
-      if (content && this.actions?.edit(this, content)) this.stopEdit();
-    });
-    input.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") this.stopEdit();
-    });
-    cancel.addEventListener("click", () => this.stopEdit());
-    this.userMsg.classList.add("is-editing");
-    this.userBubble.after(this.editor);
-    input.focus();
-  }
-
-  stopEdit() {
-    if (!this.editor) return;
-    this.editor.remove();
-    this.editor = null;
-    this.userMsg.classList.remove("is-editing");
-  }
-
-  /** The message's files as chips that download them (names as text only). */
-  updateAttachments() {
-    this.attachmentList.replaceChildren(...this.attachments.map((file) => fileChip(
-      String(file.path),
-      h("span", { className: "chip-meta", text: Number.isInteger(file.size) ? humanSize(file.size) : "" }),
-      { href: this.actions ? this.actions.fileUrl(String(file.path)) : null },
-    )));
-    this.attachmentList.hidden = this.attachments.length === 0;
   }
 
   /** Shown or hidden (a version on another branch), and which version of its turn it is. */
@@ -307,16 +211,7 @@ export class Turn {
     this.versions = versions;
     if (!this.el) return;
     this.el.hidden = !shown;
-    this.updateVersions();
-  }
-
-  updateVersions() {
-    this.versionNav.hidden = this.versions < 2;
-    this.versionLabel.textContent = `${this.version} / ${this.versions}`;
-    this.prevVersion.disabled = this.version <= 1;
-    this.nextVersion.disabled = this.version >= this.versions;
-    // Without a stored user_message (cannot happen) there is nothing to edit or answer again.
-    this.editButton.hidden = this.seq === null;
+    updateVersions(this);
   }
 
   updateSummary() {
@@ -350,16 +245,6 @@ export class Turn {
   /** The thumbs are offered once the run has ended. */
   updateFeedback() {
     this.feedback.el.hidden = this.running;
-  }
-
-  renderAnswer(now = performance.now()) {
-    if (!this.el) return;
-    this.answer.classList.toggle("streaming", this.running && this.text.length > 0);
-    const text = this.pace.visible(this.text, now);
-    if (this.renderedText === text) return;
-    this.renderedText = text;
-    this.answer.replaceChildren(renderMarkdown(text));
-    this.answer.hidden = text.length === 0;
   }
 
   /** The answer's Markdown source (for the copy-answer button). */

@@ -1,0 +1,58 @@
+// A turn's answer: its Markdown re-rendered at most once per animation frame, however many
+// text deltas arrive (a live answer is drawn at an even pace across each frame's window,
+// pacing.js), and its buttons: copy the answer, regenerate. Functions of a Turn
+// (timeline.js), which keeps the answer's text and its elements.
+import { h } from "./dom.js";
+import { copyText, renderMarkdown } from "./markdown.js";
+import { t } from "./i18n.js";
+
+// --- markdown re-rendering, batched per animation frame ---------------------------------
+const dirtyTurns = new Set();
+let frameRequested = false;
+let afterRenderHook = null;
+
+export function onAfterRender(hook) {
+  afterRenderHook = hook;
+}
+
+export function scheduleAnswer(turn) {
+  dirtyTurns.add(turn);
+  if (frameRequested) return;
+  frameRequested = true;
+  requestAnimationFrame((now) => {
+    frameRequested = false;
+    const turns = [...dirtyTurns];
+    dirtyTurns.clear();
+    for (const each of turns) {
+      renderAnswer(each, now);
+      if (each.pace.active) scheduleAnswer(each); // more to reveal at the next frame
+    }
+    if (afterRenderHook) afterRenderHook();
+  });
+}
+
+export function renderAnswer(turn, now = performance.now()) {
+  if (!turn.el) return;
+  turn.answer.classList.toggle("streaming", turn.running && turn.text.length > 0);
+  const text = turn.pace.visible(turn.text, now);
+  if (turn.renderedText === text) return;
+  turn.renderedText = text;
+  turn.answer.replaceChildren(renderMarkdown(text));
+  turn.answer.hidden = text.length === 0;
+}
+
+// --- the answer's buttons ------------------------------------------------------------------
+export function mountAnswerActions(turn) {
+  const copy = h("button", { type: "button", className: "turn-action", dataset: { action: "copy-answer" }, title: t("Copy the answer as Markdown"), text: t("Copy") });
+  copy.addEventListener("click", async () => {
+    const ok = await copyText(turn.answerText);
+    copy.textContent = ok ? t("Copied") : t("Copy failed");
+    setTimeout(() => {
+      if (copy.isConnected) copy.textContent = t("Copy");
+    }, 1500);
+  });
+  const regenerate = h("button", { type: "button", className: "turn-action", dataset: { action: "regenerate" }, title: t("Answer this message again"), text: t("Regenerate") });
+  regenerate.addEventListener("click", () => turn.actions?.regenerate(turn));
+  turn.answerActions = h("div", { className: "answer-actions" }, copy, regenerate);
+  return turn.answerActions;
+}
