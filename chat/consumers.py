@@ -257,9 +257,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels hops to the ORM thread before every handler to close stale connections.
         # A doorbell rarely touches the database, and at ~20 a second per socket those
-        # hops queued every run start behind them (C = 200: first text 2 s later).
+        # hops queued every run start behind them (C = 200: first text 2 s later). A client
+        # frame's hop queued behind the run starts just the same, and made 200 messages sent
+        # at once reach the registry in dribs: the run starts close stale connections
+        # themselves, once per group, on the thread where they query (registry).
         if message["type"] == "chat.events":
             await self.chat_events(message)
+        elif message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
         else:
             await super().dispatch(message)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django import db
 from django.conf import settings
 
 from chat import history, memory, profiles, selectors, services
@@ -221,6 +222,7 @@ def _start_with_memory(
     """Start the runs, then read each one's memory (chat.memory): one trip to the ORM thread for
     the whole group (a first turn, whose parentSeq is null, is its own memory). Each comes with
     the configuration of its agent, from the profile the start read."""
+    db.close_old_connections()  # what Channels did before each socket frame (consumers.dispatch)
     started = services.runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}

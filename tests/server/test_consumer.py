@@ -334,6 +334,35 @@ async def test_a_gap_in_the_doorbell_is_filled_from_the_database(conversation, r
     await socket.close()
 
 
+async def test_a_frame_is_not_held_behind_a_busy_orm_thread(conversation, registry):
+    """Channels hops to the ORM thread before every client frame (to close stale connections);
+    ours go straight to their handler, so that a burst of messages is not queued frame by frame
+    behind the run starts that thread is storing (the starts close stale connections themselves)."""
+    import threading
+
+    from tests.server.conftest import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(10)
+
+    blocker = asyncio.ensure_future(sync_to_async(hold)())  # the thread every ORM call shares
+    try:
+        assert await asyncio.to_thread(held.wait, 5)
+        await socket.send({"type": "ping"})
+        assert await socket.recv(timeout=3) == {"type": "pong"}
+        assert not release.is_set()  # answered while the thread was still held
+    finally:
+        release.set()
+        await blocker
+    await socket.close()
+
+
 async def test_ping_catches_up_a_lost_tail(conversation, registry):
     from tests.server.conftest import Socket
 
