@@ -62,15 +62,19 @@ def _title(body: dict, *, required: bool) -> str | None:
         if required:
             raise ValueError("title is required")
         return None
-    title = body["title"]
-    if not isinstance(title, str):
-        raise ValueError("title must be a string")
-    if len(title) > services.TITLE_MAX:
-        raise ValueError(f"title is longer than {services.TITLE_MAX} characters")
-    reason = invalid_reason(title)
+    return _text(body["title"], "title", services.TITLE_MAX)
+
+
+def _text(value, name: str, max_length: int) -> str:
+    """A text field of a request body, or ValueError naming what is wrong with it."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string")
+    if len(value) > max_length:
+        raise ValueError(f"{name} is longer than {max_length} characters")
+    reason = invalid_reason(value)
     if reason:
-        raise ValueError(f"title contains text that cannot be stored: {reason}")
-    return title
+        raise ValueError(f"{name} contains text that cannot be stored: {reason}")
+    return value
 
 
 def _agent(body: dict, user) -> AgentProfile | None:
@@ -209,16 +213,7 @@ def _feedback_fields(body: dict) -> tuple[int, str]:
     if type(rating) is not int or rating not in (1, -1):
         raise ValueError("rating must be 1 or -1")
     comment = body.get("comment", "")
-    if comment is None:
-        comment = ""
-    if not isinstance(comment, str):
-        raise ValueError("comment must be a string")
-    if len(comment) > services.FEEDBACK_COMMENT_MAX:
-        raise ValueError(f"comment is longer than {services.FEEDBACK_COMMENT_MAX} characters")
-    reason = invalid_reason(comment)
-    if reason:
-        raise ValueError(f"comment contains text that cannot be stored: {reason}")
-    return rating, comment
+    return rating, _text("" if comment is None else comment, "comment", services.FEEDBACK_COMMENT_MAX)
 
 
 @require_http_methods(["POST"])

@@ -71,12 +71,7 @@ class Tool:
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
         """Model JSON -> keyword arguments, or ToolError saying what is wrong."""
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
-        if not isinstance(data, dict):
-            raise ToolError("arguments must be a JSON object")
+        data = json_object(raw)
         try:
             parsed = self.arguments_model.model_validate(data)
         except pydantic.ValidationError as exc:
@@ -109,13 +104,19 @@ class SchemaTool(Tool):
         }
 
     def parse_arguments(self, raw: str) -> dict[str, Any]:
-        try:
-            data = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
-        if not isinstance(data, dict):
-            raise ToolError("arguments must be a JSON object")
-        return {"arguments": data}
+        return {"arguments": json_object(raw)}
+
+
+def json_object(raw: str) -> dict[str, Any]:
+    """A tool call's arguments as the model wrote them: a JSON object (empty text: no arguments),
+    or ToolError saying what is wrong, for the model to read and correct."""
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(data, dict):
+        raise ToolError("arguments must be a JSON object")
+    return data
 
 
 def schema_tool(
