@@ -38,7 +38,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from . import history, selectors
-from .models import Event, Run, RunMemory
+from .models import RAW_PAYLOAD, Event, Run, RunMemory, payload_of
 
 # The messages the trimming hook keeps (chat.assistant configures it with this): how far back a
 # run start reads its branch.
@@ -51,20 +51,17 @@ _UNREAD = "thinking"
 CHUNK = 500
 
 
-def checkpoints_write(*, run_ids: Sequence[Any]) -> None:
-    """Store the checkpoints of runs that have just completed, in the caller's transaction. A run
-    whose user_message has no parentSeq (one started before versions existed) is left to
-    checkpoints_fill, which follows such messages as chat.history does."""
-    for start in range(0, len(run_ids), CHUNK):
-        runs = _events_of(run_ids[start : start + CHUNK])
-        heads = {run_id: _head(events) for run_id, (_, events) in runs.items()}
-        wanted = {
-            run_id: (runs[run_id][0], head)
-            for run_id, head in heads.items()
-            if head is not None and "parentSeq" in head
-        }
-        parents = _parent_runs(wanted)
-        _store((run_id, parents[run_id], history.run_messages(runs[run_id][1])) for run_id in wanted)
+def checkpoints_write(*, runs: Mapping[Any, tuple[Any, list[dict[str, Any]]]]) -> None:
+    """Store the checkpoints of runs that have just completed, in the caller's transaction, from
+    their events as events_of read them. A run whose user_message has no parentSeq (one started
+    before versions existed) is left to checkpoints_fill, which follows such messages as
+    chat.history does."""
+    heads = {run_id: _head(events) for run_id, (_, events) in runs.items()}
+    wanted = {
+        run_id: (runs[run_id][0], head) for run_id, head in heads.items() if head is not None and "parentSeq" in head
+    }
+    parents = _parent_runs(wanted)
+    _store((run_id, parents[run_id], history.run_messages(runs[run_id][1])) for run_id in wanted)
 
 
 def checkpoints_fill(*, conversation_id) -> None:
@@ -80,7 +77,7 @@ def checkpoints_fill(*, conversation_id) -> None:
         .values_list("pk", flat=True)
     )
     for start in range(0, len(missing), CHUNK):
-        runs = _events_of(missing[start : start + CHUNK])
+        runs = events_of(missing[start : start + CHUNK])
         checkpoints = []
         for run_id, (_, events) in runs.items():
             seqs = [e["seq"] for e in events if e["type"] == "user_message"]
@@ -102,7 +99,7 @@ def runs_memory(*, runs: Mapping[Any, Any]) -> dict[Any, list[Message]]:
 
 
 def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, list[Message]]:
-    own = _events_of(list(runs.values()))
+    own = events_of(list(runs.values()))
     out: dict[Any, list[Message]] = {}
     fallback: dict[Any, Any] = {}
     walks: dict[Any, tuple[Any, Mapping[str, Any]]] = {}
@@ -224,17 +221,18 @@ def _parent_runs(heads: Mapping[Any, tuple[Any, Mapping[str, Any]]]) -> dict[Any
     return {key: found.get((_key(wanted[key][0]), wanted[key][1])) if key in wanted else None for key in heads}
 
 
-def _events_of(run_ids: Sequence[Any]) -> dict[Any, tuple[Any, list[dict[str, Any]]]]:
-    """{run_id: (conversation_id, its events but thinking, in order, each with its seq)}."""
+def events_of(run_ids: Sequence[Any]) -> dict[Any, tuple[Any, list[dict[str, Any]]]]:
+    """{run_id: (conversation_id, its events but thinking, in order, each with its seq)}: what a
+    run's memory is made of, and (chat.search) its searchable text. At most CHUNK runs."""
     rows = (
         Event.objects.filter(run_id__in=run_ids)
         .exclude(type=_UNREAD)
         .order_by("run_id", "seq")
-        .values_list("run_id", "conversation_id", "seq", "payload")
+        .values_list("run_id", "conversation_id", "seq", RAW_PAYLOAD)
     )
     out: dict[Any, tuple[Any, list[dict[str, Any]]]] = {}
     for run_id, conversation_id, seq, payload in rows:
-        out.setdefault(run_id, (conversation_id, []))[1].append({**payload, "seq": seq})
+        out.setdefault(run_id, (conversation_id, []))[1].append({**payload_of(payload), "seq": seq})
     return out
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from typing import Any
 
+import orjson
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -162,6 +164,20 @@ class Utf8JSONEncoder(json.JSONEncoder):
         if not text.isascii() and _SURROGATE.search(text):
             return json.dumps(o, ensure_ascii=True, cls=json.JSONEncoder)
         return text
+
+
+# An event's payload as its JSON text, for the readers of many rows (a replay, a run's events at
+# its completion): decoded by payload_of rather than by the field's converter (json.loads) row by
+# row, orjson parses it in a quarter of the time.
+RAW_PAYLOAD = models.ExpressionWrapper(models.F("payload"), output_field=models.TextField())
+
+
+def payload_of(text: str) -> Any:
+    """A payload read as RAW_PAYLOAD."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # a lone surrogate escape an older version stored: json takes it
+        return json.loads(text)
 
 
 class Event(models.Model):

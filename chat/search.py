@@ -18,7 +18,7 @@ both databases find the same conversations.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import connection
@@ -80,14 +80,27 @@ def _documents_write(run_ids: list[Any], events, documents) -> None:
     grouped: dict[Any, tuple[Any, list[dict[str, Any]]]] = {}
     for run_id, conversation_id, payload in rows:
         grouped.setdefault(run_id, (conversation_id, []))[1].append(payload)
+    _documents_store(grouped, documents)
+
+
+def documents_store(*, runs: Mapping[Any, tuple[Any, list[dict[str, Any]]]]) -> None:
+    """documents_write for runs whose events the caller has read already: {run_id:
+    (conversation_id, payloads in order)} (the writer reads a completing run's events once, for
+    this and for its memory checkpoint: chat.memory.events_of)."""
+    from .models import SearchDocument
+
+    _documents_store(runs, SearchDocument)
+
+
+def _documents_store(runs: Mapping[Any, tuple[Any, list[dict[str, Any]]]], documents) -> None:
     # A run completes once, but a document left by anything else must not make the unique
     # run column refuse the insert, and with it the transaction that stores `complete`.
-    documents.objects.filter(run_id__in=run_ids).delete()
+    documents.objects.filter(run_id__in=list(runs)).delete()
     documents.objects.bulk_create(
         # Cleaned: a row stored before chat.text existed may hold a lone surrogate, which must
         # not keep the run's `complete` from being stored.
         documents(run_id=run_id, conversation_id=conversation_id, body=clean(run_text(payloads)))
-        for run_id, (conversation_id, payloads) in grouped.items()
+        for run_id, (conversation_id, payloads) in runs.items()
     )
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
@@ -15,7 +13,7 @@ from django.db.models.functions import Cast
 from . import history, search
 from .agent.approval import open_requests
 from .frames import EventFrame, event_frame, frame_time
-from .models import AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from .models import RAW_PAYLOAD, AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord, payload_of
 from .paging import page_of
 from .pricing import cost
 
@@ -104,14 +102,13 @@ def events_after(
 
 
 # The columns of a frame, read as the database driver gives them and decoded in _frames rather
-# than by the fields' converters, row by row: the payload is JSON text (orjson parses it in a
-# quarter of the json module's time); `created_at` is read as text, shared by a whole batch and
-# parsed once for it (on PostgreSQL Django's time zone loader runs in Python for each row); on
-# SQLite `run_id` is text shared by a whole run. The converters took 25-30% of the CPU of a
-# 10,000-event replay.
+# than by the fields' converters, row by row: the payload as JSON text (models.RAW_PAYLOAD);
+# `created_at` as text, shared by a whole batch and parsed once for it (on PostgreSQL Django's
+# time zone loader runs in Python for each row); on SQLite `run_id` is text shared by a whole
+# run. The converters took 25-30% of the CPU of a 10,000-event replay.
 _RAW_FRAME_COLUMNS = {
     "raw_run": ExpressionWrapper(F("run_id"), output_field=TextField()),
-    "raw_payload": ExpressionWrapper(F("payload"), output_field=TextField()),
+    "raw_payload": RAW_PAYLOAD,
     "raw_created": Cast("created_at", TextField()),
 }
 
@@ -126,7 +123,7 @@ def _frames(events: QuerySet[Event]) -> list[EventFrame]:
             last_run, run_id = raw_run, str(raw_run if isinstance(raw_run, uuid.UUID) else uuid.UUID(raw_run))
         if raw_created != last_time:
             last_time, ts = raw_created, frame_time(_stored_time(raw_created))
-        frames.append(event_frame(_json(raw_payload), seq=seq, run_id=run_id, ts=ts))
+        frames.append(event_frame(payload_of(raw_payload), seq=seq, run_id=run_id, ts=ts))
     return frames
 
 
@@ -135,13 +132,6 @@ def _stored_time(text: str) -> datetime:
     time Django wrote, without one."""
     moment = datetime.fromisoformat(text)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _json(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # a lone surrogate escape an older version stored: json takes it
-        return json.loads(text)
 
 
 def running_run(*, conversation_id) -> Run | None:

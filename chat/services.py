@@ -253,9 +253,10 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         for batch, frames in zip(batches, results)
         if frames is not None and batch.payloads and batch.payloads[-1]["type"] == "complete"
     ]
-    if finished:
-        search.documents_write(run_ids=finished)
-        memory.checkpoints_write(run_ids=finished)
+    for start in range(0, len(finished), memory.CHUNK):
+        runs = memory.events_of(finished[start : start + memory.CHUNK])  # read once for both
+        search.documents_store(runs=runs)
+        memory.checkpoints_write(runs=runs)
     return results
 
 
