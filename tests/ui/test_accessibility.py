@@ -1,0 +1,161 @@
+"""Accessibility in a real browser: axe-core finds no serious or critical violation on any page
+of the product, light and dark, at 1280x800 and 390x844 (tests/ui/axe.py).
+
+Each entry of PAGES brings a page to one state; a new page is one more entry, most often
+`"name": at("/path/", "selector shown once it is ready")`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.fakellm import text_reply, tool_call_reply
+from tests.ui.axe import audit
+from tests.ui.conftest import ROOT, PageWatch
+from tests.ui.test_timeline import assert_clean, last_turn, send, unique
+
+pytestmark = pytest.mark.browser
+
+
+class HoldAfterFirstText:
+    """A WebSocket proxy that passes frames to the page until the answer's first text, then
+    holds the rest: the page stays in the middle of a streaming answer, however fast the run."""
+
+    def __init__(self, page):
+        self.holding = False
+        page.route_web_socket(re.compile(r".*/ws/chat/.*"), self.route)
+
+    def route(self, ws) -> None:
+        server = ws.connect_to_server()
+
+        def from_server(message) -> None:
+            if self.holding:
+                return
+            ws.send(message)
+            self.holding = json.loads(message).get("type") == "text"
+
+        server.on_message(from_server)
+
+
+def make_staff(page, env) -> None:
+    """The page's user becomes staff (tests/ui/seed_inspector.py, with runs of other users)."""
+    subprocess.run(
+        [sys.executable, "-m", "tests.ui.seed_inspector", page.username],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+# Code with a line longer than a phone is wide, and a table wider than one: both scroll sideways.
+ANSWER = f"""6 × 7 is **42**; 1/0 is undefined.
+
+```python
+print(6 * 7)  # {"a comment as long as a line can be " * 3}
+```
+
+| {" | ".join(f"column {i}" for i in range(12))} |
+|{"---|" * 12}
+| {" | ".join(str(i * 7) for i in range(12))} |
+"""
+
+
+@dataclass
+class UI:
+    """What a page state is built from: the signed-up user's page and the UI tests' fixtures."""
+
+    page: Any
+    replies: Any
+    env: dict[str, str]
+    new_context: Any
+    server: Any
+
+
+def finished_with_tools(ui: UI) -> None:
+    message = unique("What is 6 * 7 and 1/0?")
+    ui.replies.set(
+        message,
+        tool_call_reply(("calculator", {"expression": "6*7"}), ("calculator", {"expression": "1/0"})),
+        text_reply(ANSWER, piece=12),
+    )
+    send(ui.page, message)
+    turn = last_turn(ui.page)
+    expect(turn).not_to_have_class(re.compile("is-running"))
+    expect(turn.locator(".feedback")).to_be_visible()
+    turn.locator(".timeline-summary").click()  # the folded timeline, opened with a tool's details
+    turn.locator("li.tl-tool summary").first.click()
+    expect(turn.locator(".tool-detail").first).to_contain_text("42")
+
+
+def at(path: str, ready: str, *, signed_in: bool = True, staff: bool = False) -> Callable[[UI], Any]:
+    """A state: a page at `path` once `ready` (a selector) shows, for the user (or staff), or signed out."""
+
+    def state(ui: UI):
+        page = ui.page
+        if not signed_in:
+            page = ui.new_context().new_page()
+            page.watch = PageWatch(page, ui.server.base)
+        if staff:
+            make_staff(page, ui.env)
+        page.goto(path)
+        expect(page.locator(ready).first).to_be_visible()
+        return page
+
+    return state
+
+
+def chat_streaming(ui: UI) -> None:
+    HoldAfterFirstText(ui.page)
+    ui.page.reload()
+    message = unique("Stream a long answer")
+    ui.replies.set(message, text_reply("A long answer, " * 40, piece=8))
+    send(ui.page, message)
+    expect(last_turn(ui.page).locator(".answer")).to_contain_text("A long")
+    expect(ui.page.locator("#stop-button")).to_be_visible()
+
+
+def chat_approval(ui: UI) -> None:
+    message = unique("List the files")
+    ui.replies.set(message, tool_call_reply(("bash", {"command": "ls -la"})), text_reply("Listed."))
+    send(ui.page, message)
+    expect(last_turn(ui.page).locator("li.tl-approval")).to_have_attribute("data-state", "pending")
+
+
+def inspector_run(ui: UI) -> None:
+    finished_with_tools(ui)
+    at(f"/inspect/?user={ui.page.username}", "tr.run-row", staff=True)(ui)
+    ui.page.locator("tr.run-row a").first.click()
+    expect(ui.page.locator("#replay article.turn")).to_be_visible()
+
+
+# Each state returns the page to check, or None for the user's page.
+PAGES: dict[str, Callable[[UI], Any]] = {
+    "sign-in": at("/accounts/login/", "#id_username", signed_in=False),
+    "sign-up": at("/accounts/signup/", "#id_password2", signed_in=False),
+    "chat-empty": at("/", "#empty-state"),
+    "chat-streaming": chat_streaming,
+    "chat-finished-with-tools": finished_with_tools,
+    "chat-approval": chat_approval,
+    "inspector-runs": at("/inspect/", "tr.run-row", staff=True),
+    "inspector-run": inspector_run,
+    "inspector-dashboard": at("/inspect/dashboard/", ".chart", staff=True),
+}
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_no_serious_accessibility_violation(name, user_page, replies, ui_env, new_context, ui_server):
+    ui = UI(page=user_page, replies=replies, env=ui_env, new_context=new_context, server=ui_server)
+    page = PAGES[name](ui) or user_page
+    audit(page, name)
+    assert_clean(page)
