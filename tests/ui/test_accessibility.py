@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.harness import answer_text
 from tests.fakellm import text_reply, tool_call_reply
 from tests.ui.axe import audit
 from tests.ui.conftest import ROOT, PageWatch
@@ -28,22 +29,30 @@ pytestmark = pytest.mark.browser
 
 class HoldAfterFirstText:
     """A WebSocket proxy that passes frames to the page until the answer's first text, then
-    holds the rest: the page stays in the middle of a streaming answer, however fast the run."""
+    holds the rest until release(): the page stays in the middle of a streaming answer."""
 
     def __init__(self, page):
         self.holding = False
+        self.held: list[str] = []
+        self.page_side = None
         page.route_web_socket(re.compile(r".*/ws/chat/.*"), self.route)
 
     def route(self, ws) -> None:
-        server = ws.connect_to_server()
+        self.page_side = ws
+        ws.connect_to_server().on_message(self.from_server)
 
-        def from_server(message) -> None:
-            if self.holding:
-                return
-            ws.send(message)
-            self.holding = json.loads(message).get("type") == "text"
+    def from_server(self, message) -> None:
+        if self.holding:
+            self.held.append(message)
+            return
+        self.page_side.send(message)
+        self.holding = json.loads(message).get("type") == "text"
 
-        server.on_message(from_server)
+    def release(self) -> None:
+        self.holding = False
+        for message in self.held:
+            self.page_side.send(message)
+        self.held.clear()
 
 
 def make_staff(page, env) -> None:
@@ -158,4 +167,62 @@ def test_no_serious_accessibility_violation(name, user_page, replies, ui_env, ne
     ui = UI(page=user_page, replies=replies, env=ui_env, new_context=new_context, server=ui_server)
     page = PAGES[name](ui) or user_page
     audit(page, name)
+    assert_clean(page)
+
+
+# Every text a live region of the page holds after a change, in order: what a screen reader says.
+LIVE_REGION_RECORDER = """
+window.__spoken = [];
+const LIVE = '[aria-live]:not([aria-live="off"]), [role=status], [role=log], [role=alert]';
+new MutationObserver((records) => {
+  const regions = new Set();
+  for (const record of records) {
+    const node = record.target.nodeType === Node.ELEMENT_NODE ? record.target : record.target.parentElement;
+    const region = node && node.closest(LIVE);
+    if (region) regions.add(region);
+  }
+  for (const region of regions) {
+    const text = region.textContent.trim();
+    if (text) window.__spoken.push(text);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def ax_properties(page, selector: str) -> dict[str, Any]:
+    """The accessibility properties chromium gives the element (live, busy, ...), from its own tree."""
+    cdp = page.context.new_cdp_session(page)
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
+    cdp.detach()
+    return {prop["name"]: prop["value"].get("value") for prop in ax.get("properties", [])}
+
+
+def test_a_streaming_answer_is_announced_once_politely_when_finished(user_page, replies):
+    page = user_page
+    page.add_init_script(LIVE_REGION_RECORDER)
+    proxy = HoldAfterFirstText(page)
+    page.reload()
+    message = unique("Count to sixty")
+    words = answer_text(60).strip()
+    replies.set(message, text_reply(f"**{words[:4]}** {words[5:]}", piece=5))
+    send(page, message)
+    answer = last_turn(page).locator(".answer")
+    expect(answer).to_contain_text("w000")
+
+    # Streaming: the answer is marked busy and is no live region; nothing has said any of it.
+    expect(answer).to_have_attribute("aria-busy", "true")
+    assert ax_properties(page, "article.turn:last-child .answer").get("busy")
+    assert "live" not in ax_properties(page, "article.turn:last-child .answer")
+    assert ax_properties(page, "#sr-status")["live"] == "polite"
+    assert [said for said in page.evaluate("window.__spoken") if "w000" in said] == []
+
+    proxy.release()
+    expect(answer).to_have_text(words)
+    expect(answer).to_have_attribute("aria-busy", "false")
+    # Finished: the polite status says so, with the answer's words (not its Markdown), once.
+    finished = f"The answer is complete. {words}"
+    expect(page.locator("#sr-status")).to_have_text(finished)
+    assert [said for said in page.evaluate("window.__spoken") if "w000" in said] == [finished]
     assert_clean(page)
