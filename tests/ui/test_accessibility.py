@@ -226,3 +226,77 @@ def test_a_streaming_answer_is_announced_once_politely_when_finished(user_page, 
     expect(page.locator("#sr-status")).to_have_text(finished)
     assert [said for said in page.evaluate("window.__spoken") if "w000" in said] == [finished]
     assert_clean(page)
+
+
+def tab_to(page, target, *, backwards: bool = False, limit: int = 80) -> None:
+    """Presses Tab (or Shift+Tab) until `target` has the focus: fails if the keyboard cannot reach it."""
+    handle = target.element_handle()
+    for _ in range(limit):
+        if page.evaluate("(element) => document.activeElement === element", handle):
+            return
+        page.keyboard.press("Shift+Tab" if backwards else "Tab")
+    raise AssertionError(f"{target} not reached in {limit} presses of {'Shift+Tab' if backwards else 'Tab'}")
+
+
+def shown_turns(page):
+    return page.locator("article.turn:visible")
+
+
+def test_everything_by_keyboard_alone(user_page, replies, shot):
+    """Send a message, open its timeline and a tool row, approve a call, regenerate an answer and
+    switch between its versions: Tab, Shift+Tab, typing, Enter and Space only, no pointer."""
+    page = user_page
+    composer = page.get_by_role("textbox", name="Message")
+    first, second = unique("Add 2 and 3"), unique("List the workspace")
+    replies.set(first, tool_call_reply(("calculator", {"expression": "2+3"})), text_reply("It is 5."))
+    replies.set(
+        second,
+        tool_call_reply(("bash", {"command": "ls"})),
+        text_reply("Listed, take 1."),
+        text_reply("Listed, take 2."),
+    )
+
+    # Send a message.
+    tab_to(page, composer)
+    page.keyboard.type(first)
+    page.keyboard.press("Enter")
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_have_text("It is 5.")
+    expect(turn).not_to_have_class(re.compile("is-running"))
+
+    # Open the folded timeline, then the tool call's row.
+    tab_to(page, turn.locator("summary", has_text="1 tool call"), backwards=True)
+    page.keyboard.press("Enter")
+    tool_row = turn.locator("li.tl-tool summary", has_text="calculator")
+    tab_to(page, tool_row)
+    page.keyboard.press("Enter")
+    expect(turn.locator(".tool-detail")).to_contain_text('"expression": "2+3"')
+    shot(page, "keyboard-tool-row")
+
+    # Approve a call.
+    tab_to(page, composer)
+    page.keyboard.type(second)
+    page.keyboard.press("Enter")
+    turn = last_turn(page)
+    expect(turn.locator("li.tl-approval")).to_have_attribute("data-state", "pending")
+    tab_to(page, turn.get_by_role("button", name="Approve"), backwards=True)
+    shot(page, "keyboard-approve")
+    page.keyboard.press("Enter")
+    expect(turn.locator("li.tl-approval")).to_have_attribute("data-state", "approved")
+    expect(turn.locator(".answer")).to_have_text("Listed, take 1.")
+
+    # Regenerate the answer, then switch back to the first version and forward again.
+    tab_to(page, turn.get_by_role("button", name="Regenerate"), backwards=True)
+    page.keyboard.press("Enter")
+    newest = shown_turns(page).last
+    expect(newest.locator(".answer")).to_have_text("Listed, take 2.", timeout=20000)
+    expect(newest).not_to_have_class(re.compile("is-running"))
+    tab_to(page, newest.get_by_role("button", name="Previous version"), backwards=True)
+    page.keyboard.press("Space")
+    expect(shown_turns(page).last.locator(".answer")).to_have_text("Listed, take 1.")
+    # The focus moved to the shown version's switch (its "previous" is disabled: to "next").
+    tab_to(page, shown_turns(page).last.get_by_role("button", name="Next version"), limit=1)
+    page.keyboard.press("Enter")
+    expect(shown_turns(page).last.locator(".answer")).to_have_text("Listed, take 2.")
+    shot(page, "keyboard-versions")
+    assert_clean(page)
