@@ -8,7 +8,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: lint run test install install-test browser sandbox nginx bench bench-growth clean
+.PHONY: lint run test install install-test browser sandbox nginx axe bench bench-growth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx
+install-test: $(VENV)/.installed-test browser sandbox nginx axe
 
 # Debian's chromium for the browser tests; Playwright drives it and never downloads one.
 browser:
@@ -30,6 +30,17 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+# axe-core from the npm registry, which the browser tests inject into chromium (tests/ui/axe.py): installed
+# from tests/ui/package-lock.json into tests/ui/node_modules (git-ignored), again only when the lock changes.
+AXE := tests/ui/node_modules/axe-core/axe.min.js
+
+axe: $(AXE)
+
+$(AXE): tests/ui/package.json tests/ui/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the browser tests need npm (Node.js 20) to install axe-core"; exit 1; }
+	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # Debian's bubblewrap: the bash tool's sandbox (without it the tool refuses to run).
 sandbox:
@@ -74,4 +85,4 @@ bench-growth: install-test
 	$(PY) -m bench --only growth
 
 clean:
-	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts
+	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules

@@ -24,13 +24,15 @@ def _n(value: float) -> str:
     return f"{value:.1f}"
 
 
-def _svg(height: int, label: str, body: SafeString, *, width: int = WIDTH) -> SafeString:
+def _svg(height: int, label: str, body: SafeString, *, width: int = WIDTH, role: str = "img") -> SafeString:
+    """role "img" for a picture; "group" for a chart whose bars are links (an image's parts cannot be)."""
     return format_html(
-        '<svg class="chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" aria-label="{}">{}</svg>',
+        '<svg class="chart" viewBox="0 0 {} {}" width="{}" height="{}" role="{}" aria-label="{}">{}</svg>',
         width,
         height,
         width,
         height,
+        role,
         label,
         body,
     )
@@ -164,4 +166,4 @@ def waterfall(spans: Sequence[Span], *, total_ms: float, label: str) -> SafeStri
             for i, s in enumerate(spans)
         ),
     )
-    return _svg(height, label, mark_safe("".join(ticks) + bars))  # noqa: S308 - parts came from format_html
+    return _svg(height, label, mark_safe("".join(ticks) + bars), role="group")  # noqa: S308 - parts came from format_html

@@ -33,12 +33,24 @@ export function scheduleAnswer(turn) {
 
 export function renderAnswer(turn, now = performance.now()) {
   if (!turn.el) return;
-  turn.answer.classList.toggle("streaming", turn.running && turn.text.length > 0);
+  const streaming = turn.running && turn.text.length > 0;
+  turn.answer.classList.toggle("streaming", streaming);
+  // Not a live region: it changes with every frame. A screen reader hears the finished answer
+  // once, from the page's polite status (spokenAnswer), and is told meanwhile that it is in flux.
+  turn.answer.setAttribute("aria-busy", String(turn.running));
   const text = turn.pace.visible(turn.text, now);
   if (turn.renderedText === text) return;
   turn.renderedText = text;
   turn.answer.replaceChildren(renderMarkdown(text));
   turn.answer.hidden = text.length === 0;
+}
+
+/** The answer as a screen reader is told it once the run has ended: the rendered Markdown's
+ * words, without the code blocks' language labels and buttons. */
+export function spokenAnswer(turn) {
+  const rendered = renderMarkdown(turn.text);
+  for (const bar of rendered.querySelectorAll(".code-bar")) bar.remove();
+  return rendered.textContent.replace(/\s+/g, " ").trim();
 }
 
 // --- the answer's buttons ------------------------------------------------------------------

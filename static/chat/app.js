@@ -2,6 +2,7 @@
 // the layout to one ConversationState, and owns navigation: which conversation is open (the
 // page's ?c= address, history), starting a conversation from a draft, keeping the list fresh.
 import { AgentPicker } from "./agents.js";
+import { spokenAnswer } from "./answer.js";
 import { api } from "./api.js";
 import { Composer } from "./composer.js";
 import { ConversationState, State } from "./conversation-state.js";
@@ -14,6 +15,7 @@ import { handleCopyButtons } from "./markdown.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
 import { watchSearchBox } from "./search.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
+import { statusMessage } from "./turn-labels.js";
 import { refreshUsage } from "./usage.js";
 import { t, tf } from "./i18n.js";
 
@@ -154,8 +156,10 @@ function openConversation(id, { push, firstMessage = null }) {
     },
     onRunFinished: () => {
       if (state.view !== view) return;
+      // Said once, politely: how the run ended, then its answer (never the answer's every delta).
       const last = view.order[view.order.length - 1];
-      announce(last && last.status === "cancelled" ? t("Stopped.") : t("The answer is complete."));
+      const ending = (last && statusMessage(last.status)) || t("The answer is complete.");
+      announce(last && last.status !== "cancelled" ? [ending, spokenAnswer(last)].join(" ").trim() : ending);
       refreshList();
       refreshUsage(els.usage);
       files.refresh(); // the agent may have written some

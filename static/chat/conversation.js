@@ -12,6 +12,7 @@ import { api, ApiError } from "./api.js";
 import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
+import { focusVersionSwitch } from "./user-message.js";
 import { VersionTree } from "./versions.js";
 
 export class ConversationView {
@@ -194,7 +195,11 @@ export class ConversationView {
   /** Switches a turn to its previous (-1) or next (+1) version, without a reload. */
   showVersion(turn, step) {
     if (!this.tree.step(turn, step)) return;
+    // The switch pressed is the hidden version's: the focus moves to the shown one's, or a
+    // keyboard user would be dropped at the top of the page.
+    const hadFocus = Boolean(turn.el && turn.el.contains(document.activeElement));
     this.tree.layout(this.order);
+    if (hadFocus) focusVersionSwitch(this.tree.bySeq.get(this.tree.target), step);
     this.emitState();
   }
 

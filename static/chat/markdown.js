@@ -141,6 +141,7 @@ function enhanceCodeBlock(pre) {
   copy.textContent = t("Copy");
   copy.setAttribute("aria-label", t("Copy code"));
   bar.append(label, copy);
+  pre.tabIndex = 0; // a long line scrolls it sideways: by keyboard too
   pre.replaceWith(wrapper);
   wrapper.append(bar, pre);
 }
@@ -165,6 +166,7 @@ export function renderMarkdown(source) {
   for (const table of fragment.querySelectorAll("table")) {
     const wrap = document.createElement("div");
     wrap.className = "table-wrap";
+    wrap.tabIndex = 0; // a wide table scrolls sideways: by keyboard too
     table.replaceWith(wrap);
     wrap.append(table);
   }

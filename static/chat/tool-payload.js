@@ -34,7 +34,7 @@ export function argumentsPreview(text) {
 
 /** A <pre> with long text folded to its first lines and a button to show the rest. */
 export function foldedPre(text, className) {
-  const pre = h("pre", { className });
+  const pre = h("pre", { className, tabindex: "0" }); // scrolls when long: by keyboard too
   const lines = text.split("\n");
   const long = text.length > RESULT_FOLD_CHARS || lines.length > RESULT_FOLD_LINES;
   if (!long) {

@@ -59,6 +59,14 @@ export function updateAttachments(turn) {
   turn.attachmentList.hidden = turn.attachments.length === 0;
 }
 
+/** Focuses the switch that goes `step` (-1 previous, +1 next) further, or the other one at the
+ * last version that way (a disabled button cannot hold the focus). */
+export function focusVersionSwitch(turn, step) {
+  if (!turn || !turn.el) return;
+  const [toward, back] = step < 0 ? [turn.prevVersion, turn.nextVersion] : [turn.nextVersion, turn.prevVersion];
+  (toward.disabled ? back : toward).focus();
+}
+
 export function updateVersions(turn) {
   turn.versionNav.hidden = turn.versions < 2;
   turn.versionLabel.textContent = `${turn.version} / ${turn.versions}`;

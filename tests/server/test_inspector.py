@@ -180,7 +180,7 @@ def test_a_long_run_shows_its_first_events_and_points_to_the_trace(staff, monkey
         for seq in range(2, 11)
     )
     page = client_for(staff).get(f"/inspect/runs/{run.pk}/").content.decode()
-    assert page.count('<pre class="payload">{') == 3
+    assert page.count('<pre class="payload" tabindex="0">{') == 3
     assert "&quot;d3&quot;" in page and "&quot;d4&quot;" not in page
     assert "7 more events" in page and f'href="/api/runs/{run.pk}/trace/"' in page
 
