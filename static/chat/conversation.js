@@ -7,7 +7,9 @@
 // first; the socket then resumes with ?after=<lastSeq>, so nothing is missed or doubled.
 //
 // Versions (edits, regenerated answers) are derived from the user_messages alone, by the
-// version tree (versions.js); the turns off the branch being viewed are hidden.
+// version tree (versions.js); the turns off the branch being viewed are hidden. The version the
+// user switched to is kept on the server (the conversation's `viewed_seq`), so that a reload or
+// another device opens on it; a new turn clears it there, as it becomes the one viewed here.
 import { api, ApiError } from "./api.js";
 import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
@@ -39,10 +41,11 @@ export class ConversationView {
     this.socket = null;
     this.historyMs = null;
     this.tree = new VersionTree();
+    this.choiceSaved = Promise.resolve(); // choices go out one after the other, the last one wins
     this.turnActions = {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
       regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
-      showVersion: (turn, step) => this.showVersion(turn, step),
+      showVersion: (turn, step, kind) => this.showVersion(turn, step, kind),
       approve: (toolCallId, decision, reason) =>
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
       fileUrl: (path) => api.fileUrl(this.id, path),
@@ -65,6 +68,8 @@ export class ConversationView {
     let history = [];
     // Ratings are extras: a page without them still shows the conversation.
     const feedback = api.feedback(this.id, this.abort.signal).catch(() => []);
+    // So is the version chosen last time: without it, the newest branch.
+    const chosen = api.getConversation(this.id, this.abort.signal).then((c) => c.viewed_seq, () => null);
     try {
       history = await api.events(this.id, 0, this.abort.signal);
     } catch (error) {
@@ -79,6 +84,9 @@ export class ConversationView {
     if (this.closed) return;
     this.container.dataset.historyFetchMs = String(Math.round(performance.now() - started));
     this.ingest(history, false);
+    const seq = await chosen;
+    if (this.closed) return;
+    if (Number.isInteger(seq) && this.tree.view(seq)) this.tree.layout(this.order);
     for (const each of await feedback) {
       const turn = this.turns.get(each.runId);
       if (turn) turn.feedback.set(each);
@@ -191,11 +199,15 @@ export class ConversationView {
     turn.apply(frame, live && this.mounted);
   }
 
-  /** Switches a turn to its previous (-1) or next (+1) version, without a reload. */
-  showVersion(turn, step) {
-    if (!this.tree.step(turn, step)) return;
+  /** Switches a turn's question or answer (`kind`) to its previous (-1) or next (+1) version,
+   * without a reload, and keeps the choice for the next load. */
+  showVersion(turn, step, kind) {
+    if (!this.tree.step(turn, step, kind)) return;
     this.tree.layout(this.order);
     this.emitState();
+    const seq = this.tree.target;
+    // Not kept (offline, say): the next load shows the newest branch, nothing else is lost.
+    this.choiceSaved = this.choiceSaved.then(() => api.viewVersion(this.id, seq)).catch(() => {});
   }
 
   /** The seq of the last turn of the branch being viewed (what a new message follows). */

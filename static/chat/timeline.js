@@ -1,15 +1,16 @@
 // One assistant turn = one run: the user's message, a timeline of what the agent did
 // (thinking, tool calls, errors, sources) and the Markdown answer under it. This module owns
-// the Turn: applying events and drawing the turn. The user's message's buttons (edit, versions
-// ‹ n / m ›) and files are in user-message.js, the answer's per-frame re-rendering and its
-// buttons (copy answer, regenerate) in answer.js, the steps in timeline-items.js, the summary
-// and status words in turn-labels.js. Which version is shown is decided by the conversation
-// (conversation.js); a Turn only draws what it is told.
+// the Turn: applying events and drawing the turn. The user's message's buttons (edit, the
+// question's versions ‹ n / m ›) and files are in user-message.js, the answer's per-frame
+// re-rendering and its buttons (the answer's versions, copy answer, regenerate) in answer.js,
+// the steps in timeline-items.js, the summary and status words in turn-labels.js. Which
+// version is shown is decided by the conversation (conversation.js); a Turn only draws what it
+// is told.
 //
 // A Turn keeps its state apart from its DOM: events can be applied before the turn is
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns.
-import { mountAnswerActions, renderAnswer, scheduleAnswer } from "./answer.js";
+import { mountAnswerActions, renderAnswer, scheduleAnswer, updateAnswerVersions } from "./answer.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { Pace } from "./pacing.js";
@@ -22,7 +23,8 @@ export class Turn {
   /**
    * @param {string} runId
    * @param {object} actions  edit(turn, content) and regenerate(turn): true when sent;
-   *                          showVersion(turn, step): step -1 / +1 among the turn's versions;
+   *                          showVersion(turn, step, kind): step -1 / +1 among the versions of
+   *                          the turn's question (kind "question") or answer ("answer");
    *                          approve(toolCallId, decision, reason): true when sent
    */
   constructor(runId, actions = null) {
@@ -32,8 +34,10 @@ export class Turn {
     this.seq = null;
     this.parentSeq = null;
     this.shown = true;
-    this.version = 1;
+    this.version = 1; // of its question (edits)
     this.versions = 1;
+    this.answerVersion = 1; // of its answer (regenerates)
+    this.answerVersions = 1;
     this.userText = null;
     this.agentLabel = "";
     this.attachments = []; // the user_message's files: [{path, size}]
@@ -196,6 +200,7 @@ export class Turn {
     this.el.hidden = !this.shown;
     updateAttachments(this);
     updateVersions(this);
+    updateAnswerVersions(this);
     this.updateAgent();
     this.updateSummary();
     this.updateStatus();
@@ -204,14 +209,18 @@ export class Turn {
     return this.el;
   }
 
-  /** Shown or hidden (a version on another branch), and which version of its turn it is. */
-  place({ shown, version, versions }) {
+  /** Shown or hidden (a version on another branch), and which version of its question and of
+   * its answer it is. */
+  place({ shown, version, versions, answerVersion, answerVersions }) {
     this.shown = shown;
     this.version = version;
     this.versions = versions;
+    this.answerVersion = answerVersion;
+    this.answerVersions = answerVersions;
     if (!this.el) return;
     this.el.hidden = !shown;
     updateVersions(this);
+    updateAnswerVersions(this);
   }
 
   updateSummary() {
