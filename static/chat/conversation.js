@@ -48,6 +48,7 @@ export class ConversationView {
       showVersion: (turn, step, kind) => this.showVersion(turn, step, kind),
       approve: (toolCallId, decision, reason) =>
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
+      connection: () => this.connection,
       fileUrl: (path) => api.fileUrl(this.id, path),
     };
   }
@@ -110,6 +111,8 @@ export class ConversationView {
         if (state === "waiting") this.retryAt = info.until;
         if (state !== "open") this.synced = false;
         this.emitState();
+        // Only the running turn, the last one, can have a request waiting.
+        this.order[this.order.length - 1]?.connectionChanged();
       },
       onRefused: (code) => this.onRefused(code),
     });
@@ -276,6 +279,7 @@ export class ConversationView {
   emitState() {
     this.hooks.onState({
       running: this.running,
+      awaitingApproval: Boolean(this.order[this.order.length - 1]?.awaitingApproval),
       runId: this.currentRunId,
       connection: this.connection,
       synced: this.synced,

@@ -25,7 +25,8 @@ export class Turn {
    * @param {object} actions  edit(turn, content) and regenerate(turn): true when sent;
    *                          showVersion(turn, step, kind): step -1 / +1 among the versions of
    *                          the turn's question (kind "question") or answer ("answer");
-   *                          approve(toolCallId, decision, reason): true when sent
+   *                          approve(toolCallId, decision, reason): true when sent;
+   *                          connection(): the socket's state ("open": an answer can go out)
    */
   constructor(runId, actions = null) {
     this.runId = runId;
@@ -44,6 +45,7 @@ export class Turn {
     this.items = [];
     this.tools = new Map();
     this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
+    this.expiredJustNow = []; // see apply()
     this.text = "";
     this.parts = []; // the answer's text events: {seq, content}
     this.pace = new Pace();
@@ -62,6 +64,9 @@ export class Turn {
 
   /** Applies one persisted event; `live` marks one that happened just now (folds on complete). */
   apply(frame, live) {
+    // Requests that expired with nothing after them but the ends of calls: a server that takes an
+    // interrupted run over writes these, then INTERRUPTED, in one round (one `ts`).
+    if (!["approval_result", "tool_end", "error"].includes(frame.type)) this.expiredJustNow = [];
     switch (frame.type) {
       case "user_message":
         this.userText = String(frame.content ?? "");
@@ -109,6 +114,12 @@ export class Turn {
         break;
       }
       case "error": {
+        if (frame.code === "INTERRUPTED") {
+          for (const approval of this.expiredJustNow) {
+            if (approval.settledAt === (frame.ts ?? null)) approval.stoppedByServer();
+          }
+        }
+        this.expiredJustNow = [];
         const item = new ErrorItem(frame);
         if (item.isWarning) this.retries += 1;
         else if (!item.isCancel) this.hasError = true;
@@ -121,7 +132,7 @@ export class Turn {
         break;
       case "approval_request": {
         const answer = (id, decision, reason) => Boolean(this.actions?.approve(id, decision, reason));
-        const item = new ApprovalItem(frame, answer);
+        const item = new ApprovalItem(frame, answer, () => this.actions?.connection() ?? "open");
         this.approvals.set(item.toolCallId, item);
         this.pushItem(item);
         if (this.el) this.timeline.open = true; // the question must be seen
@@ -130,6 +141,7 @@ export class Turn {
       case "approval_result": {
         const item = this.approvals.get(frame.toolCallId);
         if (item) item.settle(frame);
+        if (item && item.state === "expired") this.expiredJustNow.push(item);
         break;
       }
       case "complete":
@@ -249,6 +261,16 @@ export class Turn {
     this.statusLine.dataset.status = this.status || "running";
     this.footer.textContent = turnFooter(this);
     this.footer.hidden = !this.footer.textContent;
+  }
+
+  /** Waiting for the user's decision on a tool call. */
+  get awaitingApproval() {
+    return this.running && [...this.approvals.values()].some((approval) => approval.pending);
+  }
+
+  /** The socket opened or closed: the approval cards' buttons follow it. */
+  connectionChanged() {
+    for (const approval of this.approvals.values()) approval.refresh();
   }
 
   /** The thumbs are offered once the run has ended. */
