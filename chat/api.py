@@ -91,6 +91,21 @@ def _agent(body: dict, user) -> AgentProfile | None:
     return profile
 
 
+UNCHANGED = object()
+
+
+def _viewed_seq(body: dict):
+    """`viewed_seq` of a PATCH: a seq (checked by the service), None for the newest branch, or
+    UNCHANGED when the body has none."""
+    if "viewed_seq" not in body:
+        return UNCHANGED
+    seq = body["viewed_seq"]
+    # Bounded as the column is: a larger number would be a database error, not a 400.
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq < 2**63):
+        raise ValueError("viewed_seq must be the seq of a user_message of this conversation, or null")
+    return seq
+
+
 def agent_json(profile: AgentProfile | None) -> dict:
     if profile is None:
         return {
@@ -110,6 +125,7 @@ def conversation_json(conversation: Conversation, *, running: bool | None = None
         "created_at": conversation.created_at.isoformat(),
         "updated_at": conversation.updated_at.isoformat(),
         "running": bool(getattr(conversation, "running", False) if running is None else running),
+        "viewed_seq": conversation.viewed_seq,
     }
     if hasattr(conversation, "snippet"):  # a search hit
         out["snippet"] = conversation.snippet
@@ -167,12 +183,15 @@ def conversation_detail(request, conversation_id: uuid.UUID):
     if request.method == "PATCH":
         try:
             body = _json_body(request)
-            if "title" not in body and "agent" not in body:
-                raise ValueError("title or agent is required")
+            if not {"title", "agent", "viewed_seq"} & body.keys():
+                raise ValueError("title, agent or viewed_seq is required")
             title = _title(body, required=False)
             changes_agent = "agent" in body
             agent = _agent(body, request.user) if changes_agent else None
-        except ValueError as exc:
+            viewed_seq = _viewed_seq(body)
+            if viewed_seq is not UNCHANGED:
+                services.conversation_view_version(conversation=conversation, seq=viewed_seq)
+        except ValueError as exc:  # services.NotAUserMessage among them
             return _error(400, "bad_request", str(exc))
         except LookupError:
             return JsonResponse(AGENT_NOT_FOUND, status=404)

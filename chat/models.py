@@ -92,6 +92,10 @@ class Conversation(models.Model):
     # The last seq handed out; bumped with UPDATE ... SET last_seq = last_seq + n, whose
     # row lock serialises allocators across processes until their events are committed.
     last_seq = models.PositiveBigIntegerField(default=0, editable=False)
+    # The seq of the user_message whose version the owner chose to view (‹ ›), so that a
+    # reload or another device shows the same branch; null: the newest branch. A new run
+    # clears it: the turn it adds is the one to show.
+    viewed_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated_at"]

@@ -77,6 +77,10 @@ def conversation_for_user(*, user, conversation_id) -> Conversation | None:
     return conversations_for_user(user=user).filter(pk=conversation_id).first()
 
 
+def is_user_message(*, conversation_id, seq: int) -> bool:
+    return Event.objects.filter(conversation_id=conversation_id, seq=seq, type="user_message").exists()
+
+
 def run_for_user(*, user, run_id) -> Run | None:
     """The run if it belongs to one of the user's conversations; None otherwise (404 alike)."""
     if not getattr(user, "is_authenticated", False):

@@ -146,6 +146,17 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     return conversation
 
 
+def conversation_view_version(*, conversation: Conversation, seq: int | None) -> Conversation:
+    """Keep the version the owner chose to view (the seq of a user_message; None: the newest
+    branch) for their next load, on any device; NotAUserMessage for any other seq. Choosing
+    a version is not activity: `updated_at` stays, so the conversation keeps its place."""
+    if seq is not None and not selectors.is_user_message(conversation_id=conversation.pk, seq=seq):
+        raise NotAUserMessage(f"seq {seq} is not a user_message of this conversation")
+    conversation.viewed_seq = seq
+    conversation.save(update_fields=["viewed_seq"])
+    return conversation
+
+
 def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 
@@ -460,6 +471,10 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             )
     if accepted:
         Run.objects.bulk_create([run for _, run in accepted])
+        # The new turn is the one to show (PROTOCOL section 6: the newest branch by default).
+        Conversation.objects.filter(
+            pk__in={run.conversation_id for _, run in accepted}, viewed_seq__isnull=False
+        ).update(viewed_seq=None)
         titles = {
             run.conversation_id: _title_of(turns[index]["content"])
             for index, run in accepted

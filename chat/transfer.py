@@ -13,7 +13,7 @@ first and exactly one `complete` last (so no run is imported as running), every 
 ended once.
 
 Markdown is a readable transcript: the messages and answers as they are, thinking and tool
-calls folded in <details> blocks.
+calls folded in <details> blocks, edited messages and regenerated answers marked as versions.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 from chat.agent.events import RunStatus
 
 from .text import invalid_reason
+from .versions import TurnVersion, depth_first, tree
 
 EVENT_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "user_message": {"content": str},
@@ -267,11 +268,47 @@ def _pretty(arguments: str) -> tuple[str, str]:
 
 
 def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
+    """Every turn, each version followed by what continued from it (chat.versions), its headings
+    saying which version it is: an edited message, a regenerated answer (whose question is not
+    repeated)."""
     title = " ".join(conversation.title.split()) or "Conversation"
     out = [f"# {title}", "", f"*Exported from agentsite; started {conversation.created_at:%Y-%m-%d %H:%M} UTC.*"]
+    runs: dict[Any, list[dict[str, Any]]] = {}
+    for frame in frames:
+        runs.setdefault(frame["runId"], []).append(frame)
+    heads = {events[0]["seq"]: events for events in runs.values() if events[0]["type"] == "user_message"}
+    children, versions = tree([events[0] for events in heads.values()])
+    # A run without a user_message first (no log the server writes or imports) comes first.
+    order = sorted(
+        (events for events in runs.values() if events[0]["type"] != "user_message"), key=lambda e: e[0]["seq"]
+    )
+    order += [heads[seq] for seq in depth_first(children)]
+    for events in order:
+        _markdown_run(out, events, versions.get(events[0]["seq"]))
+    return "\n".join(out) + "\n"
+
+
+def _headings(version: TurnVersion | None) -> tuple[str | None, str]:
+    """The run's "## You" heading (None: a regenerated answer, whose question stands above it)
+    and its "## Assistant" heading."""
+    if version is None:
+        return "## You", "## Assistant"
+    you = "## You"
+    if version.edited:
+        you += f" (edited: version {version.question} of {version.questions})"
+    elif version.questions > 1:
+        you += f" (version {version.question} of {version.questions})"
+    assistant = "## Assistant"
+    if version.answers > 1:
+        assistant += f" (answer {version.answer} of {version.answers})"
+    return (you if version.answer == 1 else None), assistant
+
+
+def _markdown_run(out: list[str], events: list[dict[str, Any]], version: TurnVersion | None) -> None:
     text: list[str] = []
     thinking: list[str] = []
     starts: dict[str, dict[str, Any]] = {}
+    you, assistant = _headings(version)
 
     def flush() -> None:
         if thinking:
@@ -281,17 +318,21 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
             out.extend(["", "".join(text).strip()])
             text.clear()
 
-    for frame in frames:
+    for index, frame in enumerate(events):
         kind = frame["type"]
         if kind not in ("text", "thinking"):
             flush()
         if kind == "user_message":
-            out.extend(["", "---", "", "## You", "", frame["content"]])
+            out.extend(["", "---"])
+            if index == 0 and you is None:  # a regenerated answer: its question is above
+                out.extend(["", assistant])
+                continue
+            out.extend(["", you or "## You", "", frame["content"]])
             out.extend(
                 f"- Attached: {_code(attachment['path'])} ({attachment['size']} bytes)"
                 for attachment in frame.get("attachments") or []
             )
-            out.extend(["", "## Assistant"])
+            out.extend(["", assistant if index == 0 else "## Assistant"])
         elif kind == "text":
             if thinking:
                 flush()
@@ -330,4 +371,3 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
         elif kind == "complete" and frame["status"] != RunStatus.SUCCEEDED:
             out.extend(["", f"*The run ended: {frame['status']}.*"])
     flush()
-    return "\n".join(out) + "\n"

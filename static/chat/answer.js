@@ -1,10 +1,12 @@
 // A turn's answer: its Markdown re-rendered at most once per animation frame, however many
 // text deltas arrive (a live answer is drawn at an even pace across each frame's window,
-// pacing.js), and its buttons: copy the answer, regenerate. Functions of a Turn
-// (timeline.js), which keeps the answer's text and its elements.
+// pacing.js), and its buttons: the answer's versions ‹ n / m › (made by regenerates), copy
+// the answer, regenerate. Functions of a Turn (timeline.js), which keeps the answer's text and
+// its elements.
 import { h } from "./dom.js";
 import { copyText, renderMarkdown } from "./markdown.js";
 import { t } from "./i18n.js";
+import { versionSwitcher } from "./switcher.js";
 
 // --- markdown re-rendering, batched per animation frame ---------------------------------
 const dirtyTurns = new Set();
@@ -65,6 +67,16 @@ export function mountAnswerActions(turn) {
   });
   const regenerate = h("button", { type: "button", className: "turn-action", dataset: { action: "regenerate" }, title: t("Answer this message again"), text: t("Regenerate") });
   regenerate.addEventListener("click", () => turn.actions?.regenerate(turn));
-  turn.answerActions = h("div", { className: "answer-actions" }, copy, regenerate);
+  // Regenerated answers are versions of the answer, switched here (the question stays).
+  turn.answerVersionSwitcher = versionSwitcher(
+    { group: t("Versions of this answer"), previous: t("Previous answer"), next: t("Next answer") },
+    "answer",
+    (step) => turn.actions?.showVersion(turn, step, "answer"),
+  );
+  turn.answerActions = h("div", { className: "answer-actions" }, turn.answerVersionSwitcher.el, copy, regenerate);
   return turn.answerActions;
+}
+
+export function updateAnswerVersions(turn) {
+  turn.answerVersionSwitcher.update(turn.answerVersion, turn.answerVersions);
 }

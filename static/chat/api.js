@@ -116,6 +116,9 @@ export const api = {
   setAgent: (id, agent) => request("PATCH", `/api/conversations/${id}/`, { body: { agent } }),
   getConversation: (id, signal) => request("GET", `/api/conversations/${id}/`, { signal }),
   stillSignedIn,
+  /** Keeps the version the user chose to view (a user_message's seq; null: the newest) for
+   * their next load, on any device. */
+  viewVersion: (id, seq) => request("PATCH", `/api/conversations/${id}/`, { body: { viewed_seq: seq } }),
   renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),
   deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),
   events: (id, after, signal) =>

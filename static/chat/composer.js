@@ -128,6 +128,9 @@ export class Composer {
       case State.SENDING:
         return t("Sending…");
       case State.RUNNING:
+        if (state.facts && state.facts.awaitingApproval) {
+          return t("The agent is waiting for your decision: approve or deny its request above, or press Stop.");
+        }
         return t("The agent is working on an answer. Wait for it, or press Stop.");
       case State.STOPPING:
         return t("Stopping…");

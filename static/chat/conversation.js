@@ -7,12 +7,13 @@
 // first; the socket then resumes with ?after=<lastSeq>, so nothing is missed or doubled.
 //
 // Versions (edits, regenerated answers) are derived from the user_messages alone, by the
-// version tree (versions.js); the turns off the branch being viewed are hidden.
+// version tree (versions.js); the turns off the branch being viewed are hidden. The version the
+// user switched to is kept on the server (the conversation's `viewed_seq`), so that a reload or
+// another device opens on it; a new turn clears it there, as it becomes the one viewed here.
 import { api, ApiError } from "./api.js";
 import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
-import { focusVersionSwitch } from "./user-message.js";
 import { VersionTree } from "./versions.js";
 
 export class ConversationView {
@@ -40,12 +41,14 @@ export class ConversationView {
     this.socket = null;
     this.historyMs = null;
     this.tree = new VersionTree();
+    this.choiceSaved = Promise.resolve(); // choices go out one after the other, the last one wins
     this.turnActions = {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
       regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
-      showVersion: (turn, step) => this.showVersion(turn, step),
+      showVersion: (turn, step, kind) => this.showVersion(turn, step, kind),
       approve: (toolCallId, decision, reason) =>
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
+      connection: () => this.connection,
       fileUrl: (path) => api.fileUrl(this.id, path),
     };
   }
@@ -66,6 +69,8 @@ export class ConversationView {
     let history = [];
     // Ratings are extras: a page without them still shows the conversation.
     const feedback = api.feedback(this.id, this.abort.signal).catch(() => []);
+    // So is the version chosen last time: without it, the newest branch.
+    const chosen = api.getConversation(this.id, this.abort.signal).then((c) => c.viewed_seq, () => null);
     try {
       history = await api.events(this.id, 0, this.abort.signal);
     } catch (error) {
@@ -80,6 +85,9 @@ export class ConversationView {
     if (this.closed) return;
     this.container.dataset.historyFetchMs = String(Math.round(performance.now() - started));
     this.ingest(history, false);
+    const seq = await chosen;
+    if (this.closed) return;
+    if (Number.isInteger(seq) && this.tree.view(seq)) this.tree.layout(this.order);
     for (const each of await feedback) {
       const turn = this.turns.get(each.runId);
       if (turn) turn.feedback.set(each);
@@ -103,6 +111,8 @@ export class ConversationView {
         if (state === "waiting") this.retryAt = info.until;
         if (state !== "open") this.synced = false;
         this.emitState();
+        // Only the running turn, the last one, can have a request waiting.
+        this.order[this.order.length - 1]?.connectionChanged();
       },
       onRefused: (code) => this.onRefused(code),
     });
@@ -192,15 +202,20 @@ export class ConversationView {
     turn.apply(frame, live && this.mounted);
   }
 
-  /** Switches a turn to its previous (-1) or next (+1) version, without a reload. */
-  showVersion(turn, step) {
-    if (!this.tree.step(turn, step)) return;
+  /** Switches a turn's question or answer (`kind`) to its previous (-1) or next (+1) version,
+   * without a reload, and keeps the choice for the next load. */
+  showVersion(turn, step, kind) {
+    if (!this.tree.step(turn, step, kind)) return;
     // The switch pressed is the hidden version's: the focus moves to the shown one's, or a
     // keyboard user would be dropped at the top of the page.
     const hadFocus = Boolean(turn.el && turn.el.contains(document.activeElement));
     this.tree.layout(this.order);
-    if (hadFocus) focusVersionSwitch(this.tree.bySeq.get(this.tree.target), step);
+    const shown = this.tree.bySeq.get(this.tree.target);
+    if (hadFocus && shown) (kind === "answer" ? shown.answerVersionSwitcher : shown.questionVersions).focus(step);
     this.emitState();
+    const seq = this.tree.target;
+    // Not kept (offline, say): the next load shows the newest branch, nothing else is lost.
+    this.choiceSaved = this.choiceSaved.then(() => api.viewVersion(this.id, seq)).catch(() => {});
   }
 
   /** The seq of the last turn of the branch being viewed (what a new message follows). */
@@ -269,6 +284,7 @@ export class ConversationView {
   emitState() {
     this.hooks.onState({
       running: this.running,
+      awaitingApproval: Boolean(this.order[this.order.length - 1]?.awaitingApproval),
       runId: this.currentRunId,
       connection: this.connection,
       synced: this.synced,

@@ -110,18 +110,43 @@ export class ToolItem {
   }
 }
 
+/** What an error means to the person reading the timeline, by its code (PROTOCOL section 4):
+ * the row's title, in the page's language. The code itself is only a badge beside it. */
+function errorTitle(item, message) {
+  switch (item.code) {
+    case "LLM_CALL_FAILED":
+      return item.retry ? t("The model did not answer; trying again") : t("The model did not answer");
+    case "MAX_ITERATIONS":
+      return t("Stopped: the agent reached its limit of model calls without a final answer");
+    case "CANCELLED":
+      return t("Stopped at your request");
+    case "INTERRUPTED":
+      return item.isWarning ? t("The server restarted; the run went on where it was") : t("The server stopped during this run");
+    case "INVALID_OUTPUT":
+      return t("The answer did not have the form that was asked for");
+    case "AGENT_ERROR":
+      return t("The agent failed");
+    default:
+      return message && message !== item.code ? message : t("Something went wrong.");
+  }
+}
+
 export class ErrorItem {
   constructor(frame) {
     this.kind = "error";
     this.code = frame.code || "ERROR";
-    const message = frame.message || frame.code || t("Error");
+    const message = frame.message || "";
     // A retry's count is said once, by its badge: "(1/3)" leaves the message.
     this.retry = this.code === "LLM_CALL_FAILED" ? message.match(RETRY_COUNT) : null;
-    this.message = this.retry ? message.slice(0, this.retry.index).trimEnd() : message;
-    // INTERRUPTED's detail named the server's internal channel in older logs: never shown.
-    this.detail = this.code === "INTERRUPTED" ? "" : frame.detail || "";
     // The run goes on after it: a retry, or a resume on another server (a warning, not a failure).
     this.isWarning = Boolean(this.retry) || (this.code === "INTERRUPTED" && frame.resumed === true);
+    this.title = errorTitle(this, message);
+    // Under the title, what the server said of the cause: a failed model call's message names it
+    // (a retry's only says "retrying", which the title does); the others' messages are the
+    // title's words in English. INTERRUPTED's detail named the server's internal channel in
+    // older logs: never shown.
+    const said = this.code === "LLM_CALL_FAILED" && !this.retry ? message : "";
+    this.detail = [said, this.code === "INTERRUPTED" ? "" : frame.detail || ""].filter(Boolean).join(" · ");
     this.discarded = ""; // the text this failed attempt had streamed, taken out of the answer
     this.el = null;
   }
@@ -129,12 +154,13 @@ export class ErrorItem {
     return this.code === "CANCELLED";
   }
   mount() {
-    const title = h("div", { className: "tl-title" }, h("span", { text: this.message }));
+    const title = h("div", { className: "tl-title" }, h("span", { text: this.title }));
     if (this.retry) {
       title.append(" ", h("span", { className: "badge badge-warn", text: tf("retry %s of %s", [this.retry[1], this.retry[2]]) }));
     }
-    const body = h("div", { className: "tl-body" }, title,
-      h("div", { className: "error-detail" }, h("code", { text: this.code }), this.detail ? ` ${this.detail}` : ""));
+    title.append(" ", h("code", { className: "code-badge", text: this.code }));
+    const body = h("div", { className: "tl-body" }, title);
+    if (this.detail) body.append(h("div", { className: "error-detail", text: this.detail }));
     if (this.discarded) {
       body.append(h("details", { className: "discarded" },
         h("summary", { text: t("Discarded partial answer") }), h("div", { className: "discarded-text", text: this.discarded })));
@@ -170,19 +196,25 @@ export class ReferenceItem {
 }
 
 /** A tool call waiting for the user's approval (PROTOCOL section 7): the tool, its arguments
- * (inert text), Approve / Deny with an optional reason; once answered, from this tab or any
- * other, or expired, or its run ended, the card shows the outcome instead of the buttons. */
+ * (inert text), Approve / Deny with an optional reason, disabled with the reason said while the
+ * socket is down; once answered, from this tab or any other, or expired, or its run ended, the
+ * card shows the outcome instead of the buttons. */
 export class ApprovalItem {
   /** @param {object} frame  the approval_request
-   *  @param {function} answer  (toolCallId, decision, reason) => true when the frame went out */
-  constructor(frame, answer) {
+   *  @param {function} answer  (toolCallId, decision, reason) => true when the frame went out
+   *  @param {function} connection  () => the socket's state: "open" (an answer can go out),
+   *                               "connecting", "waiting" or "closed" */
+  constructor(frame, answer, connection = () => "open") {
     this.kind = "approval";
     this.toolCallId = frame.toolCallId;
     this.name = frame.toolName || "tool";
     this.arguments = frame.arguments ?? "";
     this.answer = answer;
+    this.connection = connection;
     this.state = "pending"; // pending | approved | denied | expired | closed (run ended unanswered)
     this.reason = "";
+    this.settledAt = null; // the approval_result's `ts`
+    this.serverStopped = false; // expired because the server stopped while it waited
     this.sending = false;
     this.el = null;
   }
@@ -192,6 +224,13 @@ export class ApprovalItem {
   settle(frame) {
     this.state = ["approved", "denied", "expired"].includes(frame.decision) ? frame.decision : "denied";
     this.reason = String(frame.reason ?? "");
+    this.settledAt = frame.ts ?? null;
+    if (this.el) this.update();
+  }
+  /** It expired because the server running the run stopped (the turn reads that from the log):
+   * nobody failed to answer. */
+  stoppedByServer() {
+    this.serverStopped = true;
     if (this.el) this.update();
   }
   /** The run ended without a result for it (a log cut short): nothing can answer it any more. */
@@ -200,15 +239,22 @@ export class ApprovalItem {
     this.state = "closed";
     if (this.el) this.update();
   }
+  /** The connection came or went: the buttons follow it. */
+  refresh() {
+    if (this.el && this.pending) this.update();
+  }
   outcomeText() {
     const why = this.reason ? `: ${this.reason}` : "";
     if (this.state === "approved") return t("Approved") + why;
     if (this.state === "denied") return t("Denied") + why;
+    if (this.state === "expired" && this.serverStopped) {
+      return t("Not run: the server restarted while the request waited for your decision");
+    }
     if (this.state === "expired") return t("Expired: nobody answered in time") + (this.reason && !this.reason.startsWith("no answer") ? ` (${this.reason})` : "");
     return t("Not answered");
   }
   send(decision) {
-    if (!this.pending || this.sending) return;
+    if (!this.pending || this.sending || this.connection() !== "open") return;
     this.sending = this.answer(this.toolCallId, decision, this.reasonInput.value.trim());
     this.update();
   }
@@ -224,22 +270,34 @@ export class ApprovalItem {
       if (event.key === "Enter") this.send("deny"); // a reason typed is a reason to deny
     });
     this.form = h("div", { className: "approval-actions" }, this.reasonInput, this.denyButton, this.approveButton);
+    this.offline = h("div", { className: "approval-offline", role: "status" });
     this.outcome = h("div", { className: "approval-outcome", role: "status" });
     this.title = h("div", { className: "tl-title" });
     this.el = h("li", { className: "tl-item tl-approval", dataset: { toolCallId: this.toolCallId || "" } }, this.icon,
       h("div", { className: "tl-body" }, this.title,
-        foldedPre(prettyJson(this.arguments || "{}"), "tool-pre approval-args"), this.form, this.outcome));
+        foldedPre(prettyJson(this.arguments || "{}"), "tool-pre approval-args"), this.form, this.offline, this.outcome));
     this.update();
     return this.el;
   }
   update() {
+    const connection = this.connection();
+    const offline = this.pending && connection !== "open";
+    this.offline.textContent = !offline ? ""
+      : connection === "connecting" ? t("Connecting… You can approve or deny once connected.")
+        : t("Not connected: you can approve or deny once the connection is back.");
     this.el.dataset.state = this.state;
+    this.el.dataset.offline = String(offline);
     this.icon.className = `status-icon ${{ pending: "approval", approved: "done" }[this.state] || "stopped"}`;
     this.title.replaceChildren(
       h("span", { text: this.pending ? t("Approval needed to run") : t("Approval for") }), " ",
       h("span", { className: "tool-name", text: this.name }));
     this.form.hidden = !this.pending;
-    for (const control of [this.reasonInput, this.approveButton, this.denyButton]) control.disabled = this.sending;
+    for (const control of [this.approveButton, this.denyButton]) {
+      control.disabled = this.sending || offline;
+      control.title = offline ? this.offline.textContent : "";
+    }
+    this.reasonInput.disabled = this.sending; // a reason may be typed while offline, and sent later
+    this.offline.hidden = !offline;
     this.outcome.hidden = this.pending;
     this.outcome.textContent = this.pending ? "" : this.outcomeText();
   }

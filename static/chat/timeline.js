@@ -1,15 +1,16 @@
 // One assistant turn = one run: the user's message, a timeline of what the agent did
 // (thinking, tool calls, errors, sources) and the Markdown answer under it. This module owns
-// the Turn: applying events and drawing the turn. The user's message's buttons (edit, versions
-// ‹ n / m ›) and files are in user-message.js, the answer's per-frame re-rendering and its
-// buttons (copy answer, regenerate) in answer.js, the steps in timeline-items.js, the summary
-// and status words in turn-labels.js. Which version is shown is decided by the conversation
-// (conversation.js); a Turn only draws what it is told.
+// the Turn: applying events and drawing the turn. The user's message's buttons (edit, the
+// question's versions ‹ n / m ›) and files are in user-message.js, the answer's per-frame
+// re-rendering and its buttons (the answer's versions, copy answer, regenerate) in answer.js,
+// the steps in timeline-items.js, the summary and status words in turn-labels.js. Which
+// version is shown is decided by the conversation (conversation.js); a Turn only draws what it
+// is told.
 //
 // A Turn keeps its state apart from its DOM: events can be applied before the turn is
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns.
-import { mountAnswerActions, renderAnswer, scheduleAnswer } from "./answer.js";
+import { mountAnswerActions, renderAnswer, scheduleAnswer, updateAnswerVersions } from "./answer.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { Pace } from "./pacing.js";
@@ -22,8 +23,10 @@ export class Turn {
   /**
    * @param {string} runId
    * @param {object} actions  edit(turn, content) and regenerate(turn): true when sent;
-   *                          showVersion(turn, step): step -1 / +1 among the turn's versions;
-   *                          approve(toolCallId, decision, reason): true when sent
+   *                          showVersion(turn, step, kind): step -1 / +1 among the versions of
+   *                          the turn's question (kind "question") or answer ("answer");
+   *                          approve(toolCallId, decision, reason): true when sent;
+   *                          connection(): the socket's state ("open": an answer can go out)
    */
   constructor(runId, actions = null) {
     this.runId = runId;
@@ -32,14 +35,17 @@ export class Turn {
     this.seq = null;
     this.parentSeq = null;
     this.shown = true;
-    this.version = 1;
+    this.version = 1; // of its question (edits)
     this.versions = 1;
+    this.answerVersion = 1; // of its answer (regenerates)
+    this.answerVersions = 1;
     this.userText = null;
     this.agentLabel = "";
     this.attachments = []; // the user_message's files: [{path, size}]
     this.items = [];
     this.tools = new Map();
     this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
+    this.expiredJustNow = []; // see apply()
     this.text = "";
     this.parts = []; // the answer's text events: {seq, content}
     this.pace = new Pace();
@@ -58,6 +64,9 @@ export class Turn {
 
   /** Applies one persisted event; `live` marks one that happened just now (folds on complete). */
   apply(frame, live) {
+    // Requests that expired with nothing after them but the ends of calls: a server that takes an
+    // interrupted run over writes these, then INTERRUPTED, in one round (one `ts`).
+    if (!["approval_result", "tool_end", "error"].includes(frame.type)) this.expiredJustNow = [];
     switch (frame.type) {
       case "user_message":
         this.userText = String(frame.content ?? "");
@@ -105,6 +114,12 @@ export class Turn {
         break;
       }
       case "error": {
+        if (frame.code === "INTERRUPTED") {
+          for (const approval of this.expiredJustNow) {
+            if (approval.settledAt === (frame.ts ?? null)) approval.stoppedByServer();
+          }
+        }
+        this.expiredJustNow = [];
         const item = new ErrorItem(frame);
         if (item.isWarning) this.retries += 1;
         else if (!item.isCancel) this.hasError = true;
@@ -117,7 +132,7 @@ export class Turn {
         break;
       case "approval_request": {
         const answer = (id, decision, reason) => Boolean(this.actions?.approve(id, decision, reason));
-        const item = new ApprovalItem(frame, answer);
+        const item = new ApprovalItem(frame, answer, () => this.actions?.connection() ?? "open");
         this.approvals.set(item.toolCallId, item);
         this.pushItem(item);
         if (this.el) this.timeline.open = true; // the question must be seen
@@ -126,6 +141,7 @@ export class Turn {
       case "approval_result": {
         const item = this.approvals.get(frame.toolCallId);
         if (item) item.settle(frame);
+        if (item && item.state === "expired") this.expiredJustNow.push(item);
         break;
       }
       case "complete":
@@ -196,6 +212,7 @@ export class Turn {
     this.el.hidden = !this.shown;
     updateAttachments(this);
     updateVersions(this);
+    updateAnswerVersions(this);
     this.updateAgent();
     this.updateSummary();
     this.updateStatus();
@@ -204,14 +221,18 @@ export class Turn {
     return this.el;
   }
 
-  /** Shown or hidden (a version on another branch), and which version of its turn it is. */
-  place({ shown, version, versions }) {
+  /** Shown or hidden (a version on another branch), and which version of its question and of
+   * its answer it is. */
+  place({ shown, version, versions, answerVersion, answerVersions }) {
     this.shown = shown;
     this.version = version;
     this.versions = versions;
+    this.answerVersion = answerVersion;
+    this.answerVersions = answerVersions;
     if (!this.el) return;
     this.el.hidden = !shown;
     updateVersions(this);
+    updateAnswerVersions(this);
   }
 
   updateSummary() {
@@ -240,6 +261,16 @@ export class Turn {
     this.statusLine.dataset.status = this.status || "running";
     this.footer.textContent = turnFooter(this);
     this.footer.hidden = !this.footer.textContent;
+  }
+
+  /** Waiting for the user's decision on a tool call. */
+  get awaitingApproval() {
+    return this.running && [...this.approvals.values()].some((approval) => approval.pending);
+  }
+
+  /** The socket opened or closed: the approval cards' buttons follow it. */
+  connectionChanged() {
+    for (const approval of this.approvals.values()) approval.refresh();
   }
 
   /** The thumbs are offered once the run has ended. */

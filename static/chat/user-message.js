@@ -1,23 +1,21 @@
-// The user's message in a turn, past its text: the buttons beside it (versions ‹ n / m ›,
-// edit), the edit form, and its files as chips. Functions of a Turn (timeline.js), which keeps
-// the message's state and its elements.
+// The user's message in a turn, past its text: the buttons beside it (the versions of the
+// question ‹ n / m ›, made by edits; edit), the edit form, and its files as chips. Functions
+// of a Turn (timeline.js), which keeps the message's state and its elements.
 import { fileChip, humanSize } from "./attachments.js";
 import { h } from "./dom.js";
 import { t } from "./i18n.js";
+import { versionSwitcher } from "./switcher.js";
 
 export function mountUserActions(turn) {
-  const button = (action, label, text, onClick) => {
-    const el = h("button", { type: "button", className: "turn-action", dataset: { action }, "aria-label": label, title: label, text });
-    el.addEventListener("click", onClick);
-    return el;
-  };
-  turn.prevVersion = button("previous-version", t("Previous version"), "‹", () => turn.actions?.showVersion(turn, -1));
-  turn.nextVersion = button("next-version", t("Next version"), "›", () => turn.actions?.showVersion(turn, 1));
-  turn.versionLabel = h("span", { className: "version-label" });
-  turn.versionNav = h("div", { className: "versions", role: "group", "aria-label": t("Versions of this message") },
-    turn.prevVersion, turn.versionLabel, turn.nextVersion);
-  turn.editButton = button("edit", t("Edit this message"), t("Edit"), () => startEdit(turn));
-  return h("div", { className: "msg-actions" }, turn.versionNav, turn.editButton);
+  turn.questionVersions = versionSwitcher(
+    { group: t("Versions of this message"), previous: t("Previous version"), next: t("Next version") },
+    "version",
+    (step) => turn.actions?.showVersion(turn, step, "question"),
+  );
+  turn.editButton = h("button", { type: "button", className: "turn-action", dataset: { action: "edit" },
+    "aria-label": t("Edit this message"), title: t("Edit this message"), text: t("Edit") });
+  turn.editButton.addEventListener("click", () => startEdit(turn));
+  return h("div", { className: "msg-actions" }, turn.questionVersions.el, turn.editButton);
 }
 
 /** The user's message becomes a text box; saving sends an edit (a new version of this turn). */
@@ -59,19 +57,8 @@ export function updateAttachments(turn) {
   turn.attachmentList.hidden = turn.attachments.length === 0;
 }
 
-/** Focuses the switch that goes `step` (-1 previous, +1 next) further, or the other one at the
- * last version that way (a disabled button cannot hold the focus). */
-export function focusVersionSwitch(turn, step) {
-  if (!turn || !turn.el) return;
-  const [toward, back] = step < 0 ? [turn.prevVersion, turn.nextVersion] : [turn.nextVersion, turn.prevVersion];
-  (toward.disabled ? back : toward).focus();
-}
-
 export function updateVersions(turn) {
-  turn.versionNav.hidden = turn.versions < 2;
-  turn.versionLabel.textContent = `${turn.version} / ${turn.versions}`;
-  turn.prevVersion.disabled = turn.version <= 1;
-  turn.nextVersion.disabled = turn.version >= turn.versions;
+  turn.questionVersions.update(turn.version, turn.versions);
   // Without a stored user_message (cannot happen) there is nothing to edit or answer again.
   turn.editButton.hidden = turn.seq === null;
 }

@@ -36,8 +36,8 @@ def test_create_list_get_rename_delete(api, alice):
     created = api.post("/api/conversations/", {"title": "  Plans  "}, content_type="application/json")
     assert created.status_code == 201
     body = created.json()
-    assert set(body) == {"id", "title", "agent", "created_at", "updated_at", "running"}
-    assert body["agent"] == "default"
+    assert set(body) == {"id", "title", "agent", "created_at", "updated_at", "running", "viewed_seq"}
+    assert body["agent"] == "default" and body["viewed_seq"] is None  # nothing chosen: the newest branch
     assert body["title"] == "Plans" and body["running"] is False
     second = api.post("/api/conversations/", content_type="application/json").json()
     listed = api.get("/api/conversations/").json()["conversations"]

@@ -273,3 +273,43 @@ def test_import_of_many_runs_indexes_every_one(api):
     assert response.status_code == 201, response.content
     assert SearchDocument.objects.filter(conversation_id=response.json()["id"]).count() == 1200
     assert [c["title"] for c in api.get("/api/conversations/", {"q": "token1199"}).json()["conversations"]] == ["many"]
+
+
+def test_markdown_marks_edited_messages_and_regenerated_answers(api, alice):
+    conversation = services.conversation_create(owner=alice, title="Versions")
+
+    def turn(answer: str, **version) -> int:
+        run, frames = services.run_start(
+            conversation=conversation, user=alice, content=version.pop("content", ""), model="m", worker="", **version
+        )
+        services.events_append(
+            conversation_id=conversation.pk,
+            run_id=run.pk,
+            payloads=[{"type": "text", "content": answer}, {"type": "complete", "status": "succeeded"}],
+            outcome=services.RunOutcome(status="succeeded"),
+        )
+        return frames[0]["seq"]
+
+    one = turn("First answer.", content="first question")
+    two = turn("Second answer, take 1.", content="second question")
+    turn("Follow-up answer.", content="follow-up")
+    again = turn("Second answer, take 2.", regenerates=two)
+    turn("Second answer, take 3.", regenerates=again)
+    turn("Answer to the edit.", edits=two, content="second question, edited")
+    assert one == 1
+    text = export(api, conversation, "markdown").content.decode()
+    # The question is written once; its answers follow it, each marked, then the edit.
+    assert text.count("second question\n") == 1
+    expected = [
+        "## You\n\nfirst question",
+        "## You (version 1 of 2)\n\nsecond question",
+        "## Assistant (answer 1 of 3)\n\nSecond answer, take 1.",
+        "## You\n\nfollow-up",  # what continued from answer 1
+        "## Assistant (answer 2 of 3)\n\nSecond answer, take 2.",
+        "## Assistant (answer 3 of 3)\n\nSecond answer, take 3.",
+        "## You (edited: version 2 of 2)\n\nsecond question, edited",
+        "## Assistant\n\nAnswer to the edit.",
+    ]
+    places = [text.find(part) for part in expected]
+    assert -1 not in places, [part for part, place in zip(expected, places) if place == -1]
+    assert places == sorted(places)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import Client
 
 from chat import history, selectors, services
-from chat.models import Event
+from chat.models import Conversation, Event
 from tests.fakellm import text_reply
 from tests.server.conftest import Socket
 
@@ -239,3 +240,73 @@ def test_branch_walk_stops_at_a_parent_that_is_not_earlier():
     assert history.branch_run_ids(rows, run_id="c") == ["b", "c"]
     assert history.branch_run_ids(rows, run_id="d") == ["d"]
     assert history.branch_run_ids(rows, run_id="missing") == []
+
+
+# -- the version a user chose to view, kept on the conversation ---------------------------------
+def finished_turn(conversation, **version) -> int:
+    """A finished run (edits=S / regenerates=S / parent_seq=S, or a new message); its seq."""
+    run, frames = services.run_start(
+        conversation=conversation,
+        user=conversation.owner,
+        content=version.pop("content", "q"),
+        model="m",
+        worker="",
+        **version,
+    )
+    services.events_append(
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[{"type": "text", "content": "a"}, {"type": "complete", "status": "succeeded"}],
+        outcome=services.RunOutcome(status="succeeded"),
+    )
+    return frames[0]["seq"]
+
+
+@pytest.fixture
+def owner_api(conversation):
+    client = Client()
+    client.force_login(conversation.owner)
+    return client
+
+
+def patch(client, conversation, body):
+    return client.patch(f"/api/conversations/{conversation.pk}/", body, content_type="application/json")
+
+
+def test_the_chosen_version_is_kept_returned_and_cleared_by_the_next_turn(conversation, owner_api):
+    one = finished_turn(conversation)
+    again = finished_turn(conversation, regenerates=one)
+    url = f"/api/conversations/{conversation.pk}/"
+    assert owner_api.get(url).json()["viewed_seq"] is None  # nothing chosen: the newest branch
+    before = Conversation.objects.get(pk=conversation.pk).updated_at
+
+    response = patch(owner_api, conversation, {"viewed_seq": one})
+    assert response.status_code == 200 and response.json()["viewed_seq"] == one
+    # Another device reads it, in the list too; choosing is not activity: the list order stays.
+    assert owner_api.get(url).json()["viewed_seq"] == one
+    listed = owner_api.get("/api/conversations/").json()["conversations"]
+    assert [c["viewed_seq"] for c in listed if c["id"] == str(conversation.pk)] == [one]
+    assert Conversation.objects.get(pk=conversation.pk).updated_at == before
+
+    # A new turn is the one to show: the choice is cleared by the run that adds it.
+    finished_turn(conversation, regenerates=again)
+    assert owner_api.get(url).json()["viewed_seq"] is None
+    assert patch(owner_api, conversation, {"viewed_seq": one}).status_code == 200
+    assert patch(owner_api, conversation, {"viewed_seq": None}).json()["viewed_seq"] is None
+
+
+def test_a_bad_chosen_version_is_a_400_and_changes_nothing(conversation, owner_api, make_user):
+    one = finished_turn(conversation)
+    answer = Event.objects.get(conversation=conversation, type="text").seq
+    assert patch(owner_api, conversation, {"viewed_seq": one}).status_code == 200
+    for bad in (answer, 99, 0, -1, True, "1", 1.0, 2**70, [one]):
+        response = patch(owner_api, conversation, {"viewed_seq": bad, "title": "renamed"})
+        assert response.status_code == 400, bad
+        assert "viewed_seq" in response.json()["message"] or "user_message" in response.json()["message"]
+    stored = Conversation.objects.get(pk=conversation.pk)
+    assert (stored.viewed_seq, stored.title) == (one, "test")  # the title with it was not taken either
+    # Someone else's conversation is not found, and keeps its choice.
+    bob = Client()
+    bob.force_login(make_user("bob"))
+    assert patch(bob, conversation, {"viewed_seq": None}).status_code == 404
+    assert Conversation.objects.get(pk=conversation.pk).viewed_seq == one

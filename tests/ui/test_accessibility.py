@@ -285,17 +285,18 @@ def test_everything_by_keyboard_alone(user_page, replies, shot):
     expect(turn.locator("li.tl-approval")).to_have_attribute("data-state", "approved")
     expect(turn.locator(".answer")).to_have_text("Listed, take 1.")
 
-    # Regenerate the answer, then switch back to the first version and forward again.
+    # Regenerate the answer, then switch back to its first version and forward again (the answer's
+    # switcher, under the answer: a regenerate makes versions of the answer).
     tab_to(page, turn.get_by_role("button", name="Regenerate"), backwards=True)
     page.keyboard.press("Enter")
     newest = shown_turns(page).last
     expect(newest.locator(".answer")).to_have_text("Listed, take 2.", timeout=20000)
     expect(newest).not_to_have_class(re.compile("is-running"))
-    tab_to(page, newest.get_by_role("button", name="Previous version"), backwards=True)
+    tab_to(page, newest.get_by_role("button", name="Previous answer"), backwards=True)
     page.keyboard.press("Space")
     expect(shown_turns(page).last.locator(".answer")).to_have_text("Listed, take 1.")
     # The focus moved to the shown version's switch (its "previous" is disabled: to "next").
-    tab_to(page, shown_turns(page).last.get_by_role("button", name="Next version"), limit=1)
+    tab_to(page, shown_turns(page).last.get_by_role("button", name="Next answer"), limit=1)
     page.keyboard.press("Enter")
     expect(shown_turns(page).last.locator(".answer")).to_have_text("Listed, take 2.")
     shot(page, "keyboard-versions")

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.harness import Server, migrate, server_env
 from tests.fakellm import text_reply, tool_call_reply
+from tests.ui.conftest import PageWatch, sign_up
 
 from .test_timeline import assert_clean, conversation_id, last_turn, send, unique
 
@@ -97,8 +100,6 @@ def test_deny_with_a_reason(user_page, replies, shot):
 
 
 def test_the_card_in_chinese(new_context, ui_server, replies, shot):
-    from tests.ui.conftest import PageWatch, sign_up
-
     page = new_context(locale="zh-CN").new_page()
     page.watch = PageWatch(page, ui_server.base)
     sign_up(page)
@@ -111,3 +112,91 @@ def test_the_card_in_chinese(new_context, ui_server, replies, shot):
     page.click("li.tl-approval button[data-action=deny]")
     expect(card(page).locator(".approval-outcome")).to_have_text("已拒绝")
     assert_clean(page)
+
+
+WAITING_FOR_YOU = "The agent is waiting for your decision: approve or deny its request above, or press Stop."
+
+
+@pytest.fixture
+def own_server(ui_tmp, fake_llm_server):
+    """A daphne of this test's own, on its own database, so that it can be stopped and started."""
+    name = f"restart-{uuid.uuid4().hex[:6]}"
+    env = server_env(
+        database_url=f"sqlite:///{ui_tmp / f'{name}.sqlite3'}",
+        llm_base_url=fake_llm_server.base_url,
+        AGENT_TOOLS="calculator,current_time,bash",
+        AGENT_STREAM_FLUSH_MS="30",
+        AGENT_WORKSPACE_ROOT=str(ui_tmp / f"{name}-workspaces"),
+    )
+    migrate(env)
+    server = Server(env, log_dir=ui_tmp, name=name)
+    yield server
+    server.stop()
+
+
+def both_sizes(page, shot, name: str) -> None:
+    """Screenshots at 1280x800 and 390x844 (a phone), the page back at 1280x800 after."""
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        card(page).scroll_into_view_if_needed()
+        shot(page, f"approval-{name}-{width}")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+# Two daphne starts (and a migrate) in one test: on a loaded machine each takes up to a minute.
+@pytest.mark.timeout(480)
+def test_a_waiting_card_the_socket_down_and_a_server_restart(own_server, browser, replies, shot):
+    """While the card waits the composer says the run waits for the user; with the socket down
+    Approve and Deny are disabled with the reason; a restart (SIGTERM, as a deploy does; the next
+    server takes the run over) expires the request and the card says the server did it."""
+    server = own_server.start(timeout=120)  # a loaded machine takes its time to start one
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="en-US", base_url=server.base)
+    context.set_default_timeout(15000)
+    page = context.new_page()
+    page.watch = PageWatch(page, server.base)
+    sign_up(page)
+    message = unique("Clean the build folder")
+    replies.set(
+        message,
+        tool_call_reply(("bash", {"command": "rm -rf build"})),
+        text_reply("The server restarted; ask me again."),
+    )
+    send(page, message)
+    cid = conversation_id(page)
+    expect(card(page)).to_have_attribute("data-state", "pending")
+    expect(page.locator("#composer-reason")).to_have_text(WAITING_FOR_YOU)
+    expect(card(page).locator(".approval-offline")).to_be_hidden()
+    expect(card(page).locator("button[data-action=approve]")).to_be_enabled()
+    both_sizes(page, shot, "waiting")
+
+    server.terminate()
+    expect(page.locator("#connection-status")).to_have_attribute("data-mode", re.compile("waiting|connecting|offline"))
+    expect(card(page)).to_have_attribute("data-offline", "true")
+    for action in ("approve", "deny"):
+        expect(card(page).locator(f"button[data-action={action}]")).to_be_disabled()
+    expect(card(page).locator(".approval-offline")).to_be_visible()
+    expect(card(page).locator(".approval-offline")).to_contain_text(re.compile("Not connected|Connecting"))
+    page.fill("li.tl-approval input.approval-reason", "typed while offline")  # still typeable
+    both_sizes(page, shot, "socket-down")
+
+    # The server comes back (on a new port: the same database and session) and takes the run over.
+    old_base = server.base
+    server.start(timeout=120)
+    page.watch = PageWatch(page, server.base)
+    page.goto(f"{server.base}/?c={cid}")
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_have_text("The server restarted; ask me again.", timeout=30000)
+    expect(card(page)).to_have_attribute("data-state", "expired")
+    outcome = card(page).locator(".approval-outcome")
+    expect(outcome).to_have_text("Not run: the server restarted while the request waited for your decision")
+    assert "nobody" not in card(page).inner_text()
+    resumed = turn.locator("li.tl-error")
+    expect(resumed.locator(".tl-title > span").first).to_have_text("The server restarted; the run went on where it was")
+    expect(resumed.locator(".code-badge")).to_have_text("INTERRUPTED")
+    expect(page.locator("#composer-reason")).to_be_hidden()
+    both_sizes(page, shot, "after-restart")
+    # The page on the old address went on asking it until it was left: not foreign.
+    old_host = old_base.split("://", 1)[1]
+    foreign = [url for url in page.watch.foreign_requests if url.split("://", 1)[1].split("/", 1)[0] != old_host]
+    assert page.watch.dialogs == [] and foreign == []
+    context.close()

@@ -216,6 +216,62 @@ def test_error_retries_keep_timeline_open(user_page, replies, shot):
     assert page.watch.dialogs == []
 
 
+RAW_CODE = re.compile(r"\b(CANCELLED|INTERRUPTED|LLM_CALL_FAILED|MAX_ITERATIONS)\b")
+
+
+def expect_codes_only_as_badges(turn, codes: list[str]) -> None:
+    """Each error row of the turn reads as words; its code is only the small badge beside them."""
+    rows = turn.locator("li.tl-error")
+    expect(rows).to_have_count(len(codes))
+    for index, code in enumerate(codes):
+        row = rows.nth(index)
+        expect(row.locator(".code-badge")).to_have_text(code)
+        title = row.locator(".tl-title > span").first.inner_text()
+        assert title and not RAW_CODE.search(title), title
+        detail = row.locator(".error-detail")
+        assert detail.count() == 0 or not RAW_CODE.search(detail.inner_text()), detail.inner_text()
+
+
+def test_error_codes_are_badges_never_the_rows_words(user_page, replies, shot):
+    page = user_page
+    failing = {"status": 500, "body": {"error": {"message": "upstream overloaded"}}}
+    message = unique("Broken for good")
+    replies.set(message, failing)  # every attempt fails: three retries, then the final failure
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".turn-status")).to_have_text("The run failed.", timeout=15000)
+    expect_codes_only_as_badges(turn, ["LLM_CALL_FAILED"] * 4)
+    expect(turn.locator("li.tl-error .tl-title > span").first).to_have_text("The model did not answer; trying again")
+    expect(turn.locator("li.tl-error").last.locator(".tl-title > span").first).to_have_text("The model did not answer")
+    expect(turn.locator("li.tl-error").last.locator(".error-detail")).to_contain_text("gave up after 3 retries")
+    shot(page, "h-error-codes-llm")
+
+    message = unique("Loop forever")
+    replies.set(message, tool_call_reply(("calculator", {"expression": "1+1"})))  # never a final answer
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".turn-status")).to_have_text("The run failed.", timeout=30000)
+    expect_codes_only_as_badges(turn, ["MAX_ITERATIONS"])
+    turn.locator("li.tl-error").scroll_into_view_if_needed()
+    shot(page, "h-error-codes-max-iterations")
+
+    message = unique("Calculate, then talk at length")
+    replies.set(
+        message,
+        tool_call_reply(("calculator", {"expression": "2+2"})),
+        slow_text_reply(answer_text(300), chunks=300, delay=0.05),
+    )
+    send(page, message)
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_contain_text("w005", timeout=15000)
+    page.click("#stop-button")
+    expect(turn.locator(".turn-status")).to_have_text("Stopped.", timeout=15000)
+    turn.locator(".timeline-summary").click()  # a stopped run's timeline is folded: open it
+    expect_codes_only_as_badges(turn, ["CANCELLED"])
+    shot(page, "h-error-codes-cancelled")
+    assert_clean(page)
+
+
 def test_stop_cancels_the_run(user_page, replies, shot):
     page = user_page
     message = unique("Tell me a long story")
