@@ -2,7 +2,8 @@
 
 Staff only, and for anyone else (signed in or not) a 404, as the trace API answers: the
 pages do not admit they exist. Server-rendered with Django's autoescape; tool arguments and
-results are pretty-printed JSON (json.dumps) and then escaped like any text.
+results are pretty-printed JSON (chat.nesting, which shows JSON too deep to indent as its
+text) and then escaped like any text.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from . import inspector, selectors
+from . import inspector, nesting, selectors
 from .inspect_svg import Span, horizontal_bars, stacked_columns, waterfall
 from .models import Run
 from .views import js_strings
@@ -107,16 +108,6 @@ def run_list(request):
 EVENTS_SHOWN = 2_000
 
 
-def pretty(text: str | None) -> str:
-    """JSON pretty-printed; anything else as it is (the template escapes either)."""
-    if not text:
-        return ""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text
-
-
 def _offset_ms(moment: str, start: datetime) -> float:
     return (datetime.fromisoformat(moment) - start).total_seconds() * 1000
 
@@ -150,8 +141,8 @@ def run_page(request, run_id):
         )
     for n, tool in enumerate(trace["toolCalls"], 1):
         tool["anchor"] = f"tool-call-{n}"
-        tool["prettyArguments"] = pretty(tool["arguments"])
-        tool["prettyResult"] = pretty(tool["result"])
+        tool["prettyArguments"] = nesting.pretty(tool["arguments"])
+        tool["prettyResult"] = nesting.pretty(tool["result"])
         spans.append(
             Span(
                 label=tool["toolName"],
