@@ -53,6 +53,7 @@ class RunFilterForm(forms.Form):
         required=False,
         choices=[("", "any"), ("rated", "rated"), ("up", "thumbs up"), ("down", "thumbs down")],
     )
+    origin = forms.ChoiceField(required=False, choices=[("", "any"), ("live", "run here"), ("imported", "imported")])
     sort = forms.ChoiceField(
         required=False,
         choices=[("-start", "newest"), ("start", "oldest"), ("-duration", "slowest"), ("duration", "fastest"),
@@ -80,6 +81,7 @@ class RunFilterForm(forms.Form):
             errors=bool(data.get("errors")),
             slower_than=data.get("slower_than"),
             feedback=data.get("feedback") or "",
+            origin=data.get("origin") or "",
             sort=sort.lstrip("-"),
             descending=sort.startswith("-"),
         )

@@ -41,6 +41,7 @@ class RunFilters:
     errors: bool = False
     slower_than: float | None = None  # seconds
     feedback: str = ""  # "up", "down", "rated" (either) or "" (no filter)
+    origin: str = ""  # "live" (runs of this server), "imported" (made by an import) or "" (both)
     sort: str = "start"
     descending: bool = True
 
@@ -77,6 +78,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
         rows = rows.filter(Q(status=Run.Status.FAILED) | ~Q(error="") | Q(Exists(tool_failed)) | Q(Exists(call_failed)))
     if filters.feedback:
         rows = rows.filter(**FEEDBACK_FILTERS[filters.feedback])
+    if filters.origin:
+        rows = rows.filter(imported=filters.origin == "imported")
     if filters.slower_than is not None:
         rows = rows.filter(duration__gt=timedelta(seconds=filters.slower_than))
     field = SORTS[filters.sort]
@@ -120,8 +123,9 @@ def _bucket_start(moment: datetime, bucket: timedelta) -> datetime:
 
 
 def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
+    """The figures of the window's activity: imported runs (history a user wrote) left out."""
     since = _bucket_start(now - window.span, window.bucket) + window.bucket
-    recent = Run.objects.filter(started_at__gte=since)
+    recent = Run.objects.filter(started_at__gte=since, imported=False)
     trunc = TruncDay if window.bucket >= timedelta(days=1) else TruncHour
 
     counts: dict[datetime, dict[str, int]] = {}
@@ -143,8 +147,8 @@ def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
     )
     finished = recent.exclude(status=Run.Status.RUNNING).filter(finished_at__isnull=False)
     timed = finished.annotate(duration=ExpressionWrapper(F("finished_at") - F("started_at"), DurationField()))
-    first_tokens = ModelCall.objects.filter(started_at__gte=since, first_token_ms__isnull=False)
-    calls = ModelCall.objects.filter(started_at__gte=since)
+    calls = ModelCall.objects.filter(started_at__gte=since, run__imported=False)
+    first_tokens = calls.filter(first_token_ms__isnull=False)
 
     return {
         "since": since,
@@ -166,7 +170,7 @@ def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
             .order_by("-tokens", "run__user__username")[:10]
         ),
         "failing_tools": list(
-            ToolRecord.objects.filter(started_at__gte=since)
+            ToolRecord.objects.filter(started_at__gte=since, run__imported=False)
             .values("tool_name")
             .annotate(calls=Count("pk"), errors=Count("pk", filter=Q(is_error=True)))
             .filter(errors__gt=0)

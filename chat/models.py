@@ -130,6 +130,9 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     # Times the run was continued by another process after its own died (AGENT_MAX_RESUMES).
     resumes = models.PositiveSmallIntegerField(default=0)
+    # Made by an import (POST /api/conversations/import/): history a user wrote, not activity of
+    # this server. Never counted in /metrics, the dashboard, usage, quotas or rate limits.
+    imported = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-started_at"]

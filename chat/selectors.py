@@ -262,6 +262,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "conversationId": str(run.conversation_id),
             "user": run.user.get_username(),
             "status": run.status,
+            "imported": run.imported,
             "model": run.model,
             "startedAt": frame_time(run.started_at),
             "finishedAt": _time(run.finished_at),

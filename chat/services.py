@@ -413,7 +413,9 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     recent: dict[Any, int] = {}
     if limit:
         recent = dict(
-            Run.objects.filter(user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1))
+            Run.objects.filter(
+                user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1), imported=False
+            )
             .values("user")
             .annotate(n=Count("pk"))
             .values_list("user", "n")
@@ -717,6 +719,7 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
                 conversation=conversation,
                 user=owner,
                 status=imported_run.status,
+                imported=True,
                 started_at=first[2] or now,
                 finished_at=last[2] or now,
                 heartbeat_at=now,
