@@ -20,6 +20,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from . import inspector, nesting, selectors
+from .agent.approval import ERROR, OK
+from .agent.trace import CANCELLED
 from .inspect_svg import Span, horizontal_bars, stacked_columns, waterfall
 from .models import Run
 from .views import js_strings
@@ -114,6 +116,35 @@ def _offset_ms(moment: str, start: datetime) -> float:
     return (datetime.fromisoformat(moment) - start).total_seconds() * 1000
 
 
+def _approval_waits(events: list[dict], start: datetime, anchors: dict[str, str]) -> list[Span]:
+    """A bar per approval request, from its asking to its answer (or, unanswered, to now),
+    linking to its call's details."""
+    asked: dict[str, dict] = {}
+    spans = []
+    for event in events:
+        if event["type"] == "approval_request":
+            asked[event["toolCallId"]] = event
+        elif event["type"] == "approval_result" and event["toolCallId"] in asked:
+            request = asked.pop(event["toolCallId"])
+            spans.append(_wait_span(request, event["ts"], event["decision"], start, anchors))
+    now = timezone.now().isoformat()
+    spans += [_wait_span(request, now, "waiting", start, anchors) for request in asked.values()]
+    return spans
+
+
+def _wait_span(request: dict, until: str, decision: str, start: datetime, anchors: dict[str, str]) -> Span:
+    begin = _offset_ms(request["ts"], start)
+    duration = max(0.0, _offset_ms(until, start) - begin)
+    return Span(
+        label=f"approval: {request['toolName']}",
+        start_ms=begin,
+        duration_ms=duration,
+        kind="approval",
+        anchor=anchors.get(request["toolCallId"], ""),
+        title=f"waiting for approval of {request['toolName']}: {duration / 1000:.1f} s, {decision}",
+    )
+
+
 @require_safe
 @staff_only
 def run_page(request, run_id):
@@ -131,12 +162,13 @@ def run_page(request, run_id):
         call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
         title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
+        call["cancelled"] = call["error"] == CANCELLED
         spans.append(
             Span(
                 label=f"model {call['iteration']}.{call['attempt']}",
                 start_ms=_offset_ms(call["startedAt"], start),
                 duration_ms=call["durationMs"],
-                kind="model-error" if call["error"] else "model",
+                kind="model-cancelled" if call["cancelled"] else "model-error" if call["error"] else "model",
                 anchor=call["anchor"],
                 title=title + (f" — {call['error']}" if call["error"] else ""),
             )
@@ -145,16 +177,20 @@ def run_page(request, run_id):
         tool["anchor"] = f"tool-call-{n}"
         tool["prettyArguments"] = nesting.pretty(tool["arguments"])
         tool["prettyResult"] = nesting.pretty(tool["result"])
+        outcome = tool["outcome"]
         spans.append(
             Span(
                 label=tool["toolName"],
                 start_ms=_offset_ms(tool["startedAt"], start),
                 duration_ms=tool["durationMs"],
-                kind="tool-error" if tool["isError"] else "tool",
+                # Not approved (denied, expired): grey as on the timeline, never a failure's red.
+                kind={OK: "tool", ERROR: "tool-error"}.get(outcome, "tool-denied"),
                 anchor=tool["anchor"],
-                title=f"{tool['toolName']}: {tool['durationMs']} ms" + (" (error)" if tool["isError"] else ""),
+                title=f"{tool['toolName']}: {tool['durationMs']} ms" + ("" if outcome == OK else f" ({outcome})"),
             )
         )
+    anchors = {tool["toolCallId"]: tool["anchor"] for tool in trace["toolCalls"]}
+    spans += _approval_waits(trace["events"], start, anchors)
     spans.sort(key=lambda span: span.start_ms)
     # A long answer is thousands of text deltas: the page shows the first EVENTS_SHOWN, the trace JSON has all.
     events = [
@@ -166,6 +202,7 @@ def run_page(request, run_id):
         "run": run,
         "resumes": Run.objects.filter(pk=run_id).values_list("resumes", flat=True).first(),
         "retries": sum(1 for call in trace["modelCalls"] if call["retry"]),
+        "estimated": any(call["estimated"] for call in trace["modelCalls"]),
         "model_calls": trace["modelCalls"],
         "tool_calls": trace["toolCalls"],
         "events": events,

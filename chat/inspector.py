@@ -14,6 +14,8 @@ from typing import Any
 from django.db.models import Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDay, TruncHour
 
+from .agent.approval import ERROR
+from .agent.trace import CANCELLED
 from .models import ModelCall, Run, ToolRecord
 
 RUN_PAGE = 50
@@ -57,7 +59,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
     rows = Run.objects.select_related("user", "feedback").annotate(
         duration=_duration(now),
         retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
-        tool_errors=Count("tool_records", filter=Q(tool_records__is_error=True), distinct=True),
+        # Failures only: a call denied at approval, or expired, is not one (ToolRecord.outcome).
+        tool_errors=Count("tool_records", filter=Q(tool_records__outcome=ERROR), distinct=True),
     )
     if filters.conversation:
         rows = rows.filter(conversation_id=filters.conversation)
@@ -73,8 +76,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
         rows = rows.filter(started_at__lt=filters.until)
     if filters.errors:
         # A run "with errors": it failed, or a tool call or a model call attempt of it did.
-        tool_failed = ToolRecord.objects.filter(run=OuterRef("pk"), is_error=True)
-        call_failed = ModelCall.objects.filter(run=OuterRef("pk")).exclude(error="")
+        tool_failed = ToolRecord.objects.filter(run=OuterRef("pk"), outcome=ERROR)
+        call_failed = ModelCall.objects.filter(run=OuterRef("pk")).exclude(error="").exclude(error=CANCELLED)
         rows = rows.filter(Q(status=Run.Status.FAILED) | ~Q(error="") | Q(Exists(tool_failed)) | Q(Exists(call_failed)))
     if filters.feedback:
         rows = rows.filter(**FEEDBACK_FILTERS[filters.feedback])
@@ -172,7 +175,7 @@ def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
         "failing_tools": list(
             ToolRecord.objects.filter(started_at__gte=since, run__imported=False)
             .values("tool_name")
-            .annotate(calls=Count("pk"), errors=Count("pk", filter=Q(is_error=True)))
+            .annotate(calls=Count("pk"), errors=Count("pk", filter=Q(outcome=ERROR)))
             .filter(errors__gt=0)
             .order_by("-errors", "tool_name")[:10]
         ),

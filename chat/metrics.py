@@ -7,7 +7,7 @@ by the processes of one machine only, so instead every counter and histogram her
 aggregate query over the rows that are the truth anyway (Run, ToolRecord, ModelCall):
 any process answers the same numbers, and a restart loses nothing. Each
 series is one GROUP BY or one conditional-count aggregate (indexes on Run.status and
-ToolRecord(tool_name, is_error)), so a scrape costs a handful of queries, never a row
+ToolRecord(tool_name, outcome)), so a scrape costs a handful of queries, never a row
 loop in Python. Rows do get deleted (a conversation, a user): what they had counted is
 first folded into MetricTally rows and added back at scrape time, so that no counter
 ever goes down.
@@ -46,6 +46,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.samples import Sample
 
 from . import mcp
+from .agent.trace import CANCELLED
 from .mcp.tools import tool_name as mcp_tool_name
 from .models import Conversation, MetricTally, ModelCall, ProcessGauge, Run, ToolRecord
 from .tools import BUILTIN_TOOLS
@@ -123,9 +124,10 @@ def tool_families(records: QuerySet[ToolRecord]) -> Iterator[Metric]:
     calls = CounterMetricFamily(
         "agentsite_tool_calls", "Tool calls that ended, by tool and outcome.", labels=["tool", "outcome"]
     )
+    # outcome: ok, error, or denied / expired for a call not approved (never counted as an error).
     counts: dict[tuple[str, str], int] = {}
-    for row in records.values("tool_name", "is_error").annotate(n=Count("pk")).order_by("tool_name", "is_error"):
-        key = (tool_label(row["tool_name"]), "error" if row["is_error"] else "ok")
+    for row in records.values("tool_name", "outcome").annotate(n=Count("pk")).order_by("tool_name", "outcome"):
+        key = (tool_label(row["tool_name"]), row["outcome"])
         counts[key] = counts.get(key, 0) + row["n"]
     for labels, n in sorted(counts.items()):
         calls.add_metric(list(labels), n)
@@ -135,12 +137,18 @@ def tool_families(records: QuerySet[ToolRecord]) -> Iterator[Metric]:
 def model_call_families(calls: QuerySet) -> Iterator[Metric]:
     """Model call attempts (failed ones included) and their time to first token, from a
     queryset of the ModelCall shape (first_token_ms: null when no token came; error: "" when ok)."""
-    outcomes = calls.aggregate(n=Count("pk"), failed=Count("pk", filter=~Q(error="")))
+    outcomes = calls.aggregate(
+        n=Count("pk"),
+        failed=Count("pk", filter=~Q(error="") & ~Q(error=CANCELLED)),
+        cancelled=Count("pk", filter=Q(error=CANCELLED)),
+    )
     counter = CounterMetricFamily(
         "agentsite_model_calls", "Model call attempts, retries included, by outcome.", labels=["outcome"]
     )
-    counter.add_metric(["ok"], outcomes["n"] - outcomes["failed"])
+    counter.add_metric(["ok"], outcomes["n"] - outcomes["failed"] - outcomes["cancelled"])
     counter.add_metric(["error"], outcomes["failed"])
+    # Cut by a Stop: the user's doing, not the model's failure.
+    counter.add_metric(["cancelled"], outcomes["cancelled"])
     yield counter
     yield _histogram(
         "agentsite_model_first_token_seconds",

@@ -238,6 +238,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "completionTokens": call.completion_tokens,
             "finishReason": call.finish_reason or None,
             "error": call.error or None,
+            "estimated": call.usage_estimated,
             "messageCount": call.message_count,
             **({"requestMessages": call.request_messages} if call.request_messages is not None else {}),
         }
@@ -250,6 +251,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "arguments": record.arguments,
             "result": record.result,
             "isError": record.is_error,
+            "outcome": record.outcome,
             "startedAt": frame_time(record.started_at),
             "durationMs": record.duration_ms,
         }

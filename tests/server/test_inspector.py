@@ -97,7 +97,7 @@ def test_filters_select_the_right_runs(make_user, staff):
     failed = make_run(bob, status="failed", error="boom", seconds=2, ago_hours=3)
     old = make_run(bob, seconds=1, ago_hours=24 * 10)
     tool_error = make_run(bob, seconds=1, ago_hours=4)
-    ToolRecord.objects.create(run_id=tool_error, tool_call_id="c1", tool_name="bash", is_error=True)
+    ToolRecord.objects.create(run_id=tool_error, tool_call_id="c1", tool_name="bash", is_error=True, outcome="error")
     retried = make_run(alice, seconds=1, ago_hours=5)
     ModelCall.objects.create(run_id=retried, iteration=1, attempt=1, started_at=timezone.now(), error="HTTP 500")
     running = make_run(alice, status="running", ago_hours=0.1)
@@ -238,6 +238,7 @@ def test_hostile_content_is_escaped(make_user, staff):
         arguments='{"html": "<script>alert(4)</script>"}',
         result="<script>alert(5)</script>",
         is_error=True,
+        outcome="error",
     )
     client = client_for(staff)
     pages = [
@@ -302,7 +303,7 @@ def test_dashboard_figures(make_user, staff):
             run_id=run_id, iteration=1, attempt=1, started_at=now, first_token_ms=100 * (i + 1), total_tokens=10
         )
     ModelCall.objects.create(run_id=failed, iteration=1, attempt=1, started_at=now, total_tokens=500)
-    ToolRecord.objects.create(run_id=failed, tool_call_id="a", tool_name="fetch", is_error=True)
+    ToolRecord.objects.create(run_id=failed, tool_call_id="a", tool_name="fetch", is_error=True, outcome="error")
     ToolRecord.objects.create(run_id=failed, tool_call_id="b", tool_name="fetch", is_error=False)
 
     page = client_for(staff).get("/inspect/dashboard/").content.decode()
