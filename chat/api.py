@@ -5,7 +5,6 @@ Another user's conversation answers 404 exactly like a missing one, so ids leak 
 
 from __future__ import annotations
 
-import json
 import uuid
 from functools import wraps
 
@@ -19,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import metrics as metrics_series
-from . import selectors, services, transfer
+from . import nesting, selectors, services, transfer
 from .models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
 from .text import invalid_reason
 
@@ -47,11 +46,11 @@ def _json_body(request) -> dict:
     if not request.body:
         return {}
     try:
-        body = json.loads(request.body)
+        body = nesting.loads(request.body)
+    except nesting.TooDeep:
+        raise ValueError("the body is nested too deeply") from None
     except ValueError:
         raise ValueError("the body is not valid JSON") from None
-    except RecursionError:
-        raise ValueError("the body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ValueError("the body must be a JSON object")
     return body

@@ -10,7 +10,6 @@ layer lost something, and the gap is read from the database.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter
@@ -21,7 +20,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from . import selectors, services, uploads
+from . import nesting, selectors, services, uploads
 from .agent.approval import APPROVED, DENIED, Decision
 from .revocation import session_is_current, user_group
 from .runtime.doorbell import conversation_group
@@ -320,11 +319,11 @@ def _parse(text_data: str | None) -> dict[str, Any]:
     if text_data is None:
         raise ProtocolError("BAD_REQUEST", "Frames must be JSON text.", "binary frame")
     try:
-        frame = json.loads(text_data)
+        frame = nesting.loads(text_data)
+    except nesting.TooDeep as exc:
+        raise ProtocolError("BAD_REQUEST", "The frame is nested too deeply.", str(exc)) from None
     except ValueError as exc:
         raise ProtocolError("BAD_REQUEST", "The frame is not valid JSON.", str(exc)) from None
-    except RecursionError:
-        raise ProtocolError("BAD_REQUEST", "The frame is nested too deeply.", "nesting too deep") from None
     if not isinstance(frame, dict):
         raise ProtocolError("BAD_REQUEST", "The frame must be a JSON object.", type(frame).__name__)
     kind = frame.get("type")

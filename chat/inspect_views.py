@@ -2,7 +2,8 @@
 
 Staff only, and for anyone else (signed in or not) a 404, as the trace API answers: the
 pages do not admit they exist. Server-rendered with Django's autoescape; tool arguments and
-results are pretty-printed JSON (json.dumps) and then escaped like any text.
+results are pretty-printed JSON (chat.nesting, which shows JSON too deep to indent as its
+text) and then escaped like any text.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from . import inspector, selectors
+from . import inspector, nesting, selectors
+from .agent.approval import ERROR, OK
+from .agent.trace import CANCELLED
 from .inspect_svg import Span, horizontal_bars, stacked_columns, waterfall
 from .models import Run
 from .views import js_strings
@@ -52,6 +55,7 @@ class RunFilterForm(forms.Form):
         required=False,
         choices=[("", "any"), ("rated", "rated"), ("up", "thumbs up"), ("down", "thumbs down")],
     )
+    origin = forms.ChoiceField(required=False, choices=[("", "any"), ("live", "run here"), ("imported", "imported")])
     sort = forms.ChoiceField(
         required=False,
         choices=[("-start", "newest"), ("start", "oldest"), ("-duration", "slowest"), ("duration", "fastest"),
@@ -79,6 +83,7 @@ class RunFilterForm(forms.Form):
             errors=bool(data.get("errors")),
             slower_than=data.get("slower_than"),
             feedback=data.get("feedback") or "",
+            origin=data.get("origin") or "",
             sort=sort.lstrip("-"),
             descending=sort.startswith("-"),
         )
@@ -107,18 +112,37 @@ def run_list(request):
 EVENTS_SHOWN = 2_000
 
 
-def pretty(text: str | None) -> str:
-    """JSON pretty-printed; anything else as it is (the template escapes either)."""
-    if not text:
-        return ""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text
-
-
 def _offset_ms(moment: str, start: datetime) -> float:
     return (datetime.fromisoformat(moment) - start).total_seconds() * 1000
+
+
+def _approval_waits(events: list[dict], start: datetime, anchors: dict[str, str]) -> list[Span]:
+    """A bar per approval request, from its asking to its answer (or, unanswered, to now),
+    linking to its call's details."""
+    asked: dict[str, dict] = {}
+    spans = []
+    for event in events:
+        if event["type"] == "approval_request":
+            asked[event["toolCallId"]] = event
+        elif event["type"] == "approval_result" and event["toolCallId"] in asked:
+            request = asked.pop(event["toolCallId"])
+            spans.append(_wait_span(request, event["ts"], event["decision"], start, anchors))
+    now = timezone.now().isoformat()
+    spans += [_wait_span(request, now, "waiting", start, anchors) for request in asked.values()]
+    return spans
+
+
+def _wait_span(request: dict, until: str, decision: str, start: datetime, anchors: dict[str, str]) -> Span:
+    begin = _offset_ms(request["ts"], start)
+    duration = max(0.0, _offset_ms(until, start) - begin)
+    return Span(
+        label=f"approval: {request['toolName']}",
+        start_ms=begin,
+        duration_ms=duration,
+        kind="approval",
+        anchor=anchors.get(request["toolCallId"], ""),
+        title=f"waiting for approval of {request['toolName']}: {duration / 1000:.1f} s, {decision}",
+    )
 
 
 @require_safe
@@ -138,30 +162,35 @@ def run_page(request, run_id):
         call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
         title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
+        call["cancelled"] = call["error"] == CANCELLED
         spans.append(
             Span(
                 label=f"model {call['iteration']}.{call['attempt']}",
                 start_ms=_offset_ms(call["startedAt"], start),
                 duration_ms=call["durationMs"],
-                kind="model-error" if call["error"] else "model",
+                kind="model-cancelled" if call["cancelled"] else "model-error" if call["error"] else "model",
                 anchor=call["anchor"],
                 title=title + (f" — {call['error']}" if call["error"] else ""),
             )
         )
     for n, tool in enumerate(trace["toolCalls"], 1):
         tool["anchor"] = f"tool-call-{n}"
-        tool["prettyArguments"] = pretty(tool["arguments"])
-        tool["prettyResult"] = pretty(tool["result"])
+        tool["prettyArguments"] = nesting.pretty(tool["arguments"])
+        tool["prettyResult"] = nesting.pretty(tool["result"])
+        outcome = tool["outcome"]
         spans.append(
             Span(
                 label=tool["toolName"],
                 start_ms=_offset_ms(tool["startedAt"], start),
                 duration_ms=tool["durationMs"],
-                kind="tool-error" if tool["isError"] else "tool",
+                # Not approved (denied, expired): grey as on the timeline, never a failure's red.
+                kind={OK: "tool", ERROR: "tool-error"}.get(outcome, "tool-denied"),
                 anchor=tool["anchor"],
-                title=f"{tool['toolName']}: {tool['durationMs']} ms" + (" (error)" if tool["isError"] else ""),
+                title=f"{tool['toolName']}: {tool['durationMs']} ms" + ("" if outcome == OK else f" ({outcome})"),
             )
         )
+    anchors = {tool["toolCallId"]: tool["anchor"] for tool in trace["toolCalls"]}
+    spans += _approval_waits(trace["events"], start, anchors)
     spans.sort(key=lambda span: span.start_ms)
     # A long answer is thousands of text deltas: the page shows the first EVENTS_SHOWN, the trace JSON has all.
     events = [
@@ -173,6 +202,7 @@ def run_page(request, run_id):
         "run": run,
         "resumes": Run.objects.filter(pk=run_id).values_list("resumes", flat=True).first(),
         "retries": sum(1 for call in trace["modelCalls"] if call["retry"]),
+        "estimated": any(call["estimated"] for call in trace["modelCalls"]),
         "model_calls": trace["modelCalls"],
         "tool_calls": trace["toolCalls"],
         "events": events,

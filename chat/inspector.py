@@ -14,6 +14,8 @@ from typing import Any
 from django.db.models import Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDay, TruncHour
 
+from .agent.approval import ERROR
+from .agent.trace import CANCELLED
 from .models import ModelCall, Run, ToolRecord
 
 RUN_PAGE = 50
@@ -41,6 +43,7 @@ class RunFilters:
     errors: bool = False
     slower_than: float | None = None  # seconds
     feedback: str = ""  # "up", "down", "rated" (either) or "" (no filter)
+    origin: str = ""  # "live" (runs of this server), "imported" (made by an import) or "" (both)
     sort: str = "start"
     descending: bool = True
 
@@ -56,7 +59,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
     rows = Run.objects.select_related("user", "feedback").annotate(
         duration=_duration(now),
         retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
-        tool_errors=Count("tool_records", filter=Q(tool_records__is_error=True), distinct=True),
+        # Failures only: a call denied at approval, or expired, is not one (ToolRecord.outcome).
+        tool_errors=Count("tool_records", filter=Q(tool_records__outcome=ERROR), distinct=True),
     )
     if filters.conversation:
         rows = rows.filter(conversation_id=filters.conversation)
@@ -72,11 +76,13 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
         rows = rows.filter(started_at__lt=filters.until)
     if filters.errors:
         # A run "with errors": it failed, or a tool call or a model call attempt of it did.
-        tool_failed = ToolRecord.objects.filter(run=OuterRef("pk"), is_error=True)
-        call_failed = ModelCall.objects.filter(run=OuterRef("pk")).exclude(error="")
+        tool_failed = ToolRecord.objects.filter(run=OuterRef("pk"), outcome=ERROR)
+        call_failed = ModelCall.objects.filter(run=OuterRef("pk")).exclude(error="").exclude(error=CANCELLED)
         rows = rows.filter(Q(status=Run.Status.FAILED) | ~Q(error="") | Q(Exists(tool_failed)) | Q(Exists(call_failed)))
     if filters.feedback:
         rows = rows.filter(**FEEDBACK_FILTERS[filters.feedback])
+    if filters.origin:
+        rows = rows.filter(imported=filters.origin == "imported")
     if filters.slower_than is not None:
         rows = rows.filter(duration__gt=timedelta(seconds=filters.slower_than))
     field = SORTS[filters.sort]
@@ -120,8 +126,9 @@ def _bucket_start(moment: datetime, bucket: timedelta) -> datetime:
 
 
 def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
+    """The figures of the window's activity: imported runs (history a user wrote) left out."""
     since = _bucket_start(now - window.span, window.bucket) + window.bucket
-    recent = Run.objects.filter(started_at__gte=since)
+    recent = Run.objects.filter(started_at__gte=since, imported=False)
     trunc = TruncDay if window.bucket >= timedelta(days=1) else TruncHour
 
     counts: dict[datetime, dict[str, int]] = {}
@@ -143,8 +150,8 @@ def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
     )
     finished = recent.exclude(status=Run.Status.RUNNING).filter(finished_at__isnull=False)
     timed = finished.annotate(duration=ExpressionWrapper(F("finished_at") - F("started_at"), DurationField()))
-    first_tokens = ModelCall.objects.filter(started_at__gte=since, first_token_ms__isnull=False)
-    calls = ModelCall.objects.filter(started_at__gte=since)
+    calls = ModelCall.objects.filter(started_at__gte=since, run__imported=False)
+    first_tokens = calls.filter(first_token_ms__isnull=False)
 
     return {
         "since": since,
@@ -166,9 +173,9 @@ def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
             .order_by("-tokens", "run__user__username")[:10]
         ),
         "failing_tools": list(
-            ToolRecord.objects.filter(started_at__gte=since)
+            ToolRecord.objects.filter(started_at__gte=since, run__imported=False)
             .values("tool_name")
-            .annotate(calls=Count("pk"), errors=Count("pk", filter=Q(is_error=True)))
+            .annotate(calls=Count("pk"), errors=Count("pk", filter=Q(outcome=ERROR)))
             .filter(errors__gt=0)
             .order_by("-errors", "tool_name")[:10]
         ),

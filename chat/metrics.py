@@ -7,10 +7,15 @@ by the processes of one machine only, so instead every counter and histogram her
 aggregate query over the rows that are the truth anyway (Run, ToolRecord, ModelCall):
 any process answers the same numbers, and a restart loses nothing. Each
 series is one GROUP BY or one conditional-count aggregate (indexes on Run.status and
-ToolRecord(tool_name, is_error)), so a scrape costs a handful of queries, never a row
+ToolRecord(tool_name, outcome)), so a scrape costs a handful of queries, never a row
 loop in Python. Rows do get deleted (a conversation, a user): what they had counted is
 first folded into MetricTally rows and added back at scrape time, so that no counter
 ever goes down.
+
+What users send never becomes what operators measure: imported runs (Run.imported) are
+history, not activity, and count nowhere; a tool label is a name the server knows (a built-in
+tool, or a tool of a server in AGENT_MCP_CONFIG), every other name a model or a file gave is
+counted under the one label `other`.
 
 The live gauges: active runs are the `running` rows. Open WebSockets exist only in a
 process's memory, so each process publishes its count to its ProcessGauge row on its
@@ -29,7 +34,6 @@ import socket
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
-from itertools import chain
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -41,7 +45,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
 
+from . import mcp
+from .agent.trace import CANCELLED
+from .mcp.tools import tool_name as mcp_tool_name
 from .models import Conversation, MetricTally, ModelCall, ProcessGauge, Run, ToolRecord
+from .tools import BUILTIN_TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -96,25 +104,51 @@ def run_families(runs: QuerySet[Run]) -> Iterator[Metric]:
     yield active
 
 
+OTHER_TOOL = "other"
+
+
+def tool_label(name: str) -> str:
+    """The `tool` label of a tool name: itself when the server knows it, else OTHER_TOOL."""
+    if name in BUILTIN_TOOLS:
+        return name
+    if settings.AGENT_MCP_CONFIG:
+        # An MCP tool is named `<server>__<tool>` (chat.mcp.tools): a server of the file, read
+        # here without starting it, vouches for the prefix.
+        for server in mcp.configured(settings.AGENT_MCP_CONFIG):
+            if name.startswith(mcp_tool_name(server.name, "", set())):
+                return name
+    return OTHER_TOOL
+
+
 def tool_families(records: QuerySet[ToolRecord]) -> Iterator[Metric]:
     calls = CounterMetricFamily(
         "agentsite_tool_calls", "Tool calls that ended, by tool and outcome.", labels=["tool", "outcome"]
     )
-    rows = records.values("tool_name", "is_error").annotate(n=Count("pk")).order_by("tool_name", "is_error")
-    for row in rows:
-        calls.add_metric([row["tool_name"], "error" if row["is_error"] else "ok"], row["n"])
+    # outcome: ok, error, or denied / expired for a call not approved (never counted as an error).
+    counts: dict[tuple[str, str], int] = {}
+    for row in records.values("tool_name", "outcome").annotate(n=Count("pk")).order_by("tool_name", "outcome"):
+        key = (tool_label(row["tool_name"]), row["outcome"])
+        counts[key] = counts.get(key, 0) + row["n"]
+    for labels, n in sorted(counts.items()):
+        calls.add_metric(list(labels), n)
     yield calls
 
 
 def model_call_families(calls: QuerySet) -> Iterator[Metric]:
     """Model call attempts (failed ones included) and their time to first token, from a
     queryset of the ModelCall shape (first_token_ms: null when no token came; error: "" when ok)."""
-    outcomes = calls.aggregate(n=Count("pk"), failed=Count("pk", filter=~Q(error="")))
+    outcomes = calls.aggregate(
+        n=Count("pk"),
+        failed=Count("pk", filter=~Q(error="") & ~Q(error=CANCELLED)),
+        cancelled=Count("pk", filter=Q(error=CANCELLED)),
+    )
     counter = CounterMetricFamily(
         "agentsite_model_calls", "Model call attempts, retries included, by outcome.", labels=["outcome"]
     )
-    counter.add_metric(["ok"], outcomes["n"] - outcomes["failed"])
+    counter.add_metric(["ok"], outcomes["n"] - outcomes["failed"] - outcomes["cancelled"])
     counter.add_metric(["error"], outcomes["failed"])
+    # Cut by a Stop: the user's doing, not the model's failure.
+    counter.add_metric(["cancelled"], outcomes["cancelled"])
     yield counter
     yield _histogram(
         "agentsite_model_first_token_seconds",
@@ -162,16 +196,19 @@ def local_websockets() -> int:
     return open_socket_count()
 
 
+def _families(runs: QuerySet[Run], records: QuerySet[ToolRecord], calls: QuerySet[ModelCall]) -> Iterator[Metric]:
+    """The growing series of these rows, imported runs left out (history, not activity)."""
+    yield from run_families(runs.filter(imported=False))
+    yield from tool_families(records.filter(run__imported=False))
+    yield from model_call_families(calls.filter(run__imported=False))
+
+
 class DatabaseCollector:
     """prometheus-client asks it for the families on every scrape."""
 
     def collect(self) -> Iterable[Metric]:
         tallies = {key: value for key, value in MetricTally.objects.values_list("series", "value")}
-        for family in chain(
-            run_families(Run.objects.all()),
-            tool_families(ToolRecord.objects.all()),
-            model_call_families(ModelCall.objects.all()),
-        ):
+        for family in _families(Run.objects.all(), ToolRecord.objects.all(), ModelCall.objects.all()):
             yield _with_tallies(family, tallies)
         yield websocket_family()
 
@@ -184,28 +221,33 @@ def series_key(name: str, labels: dict[str, str]) -> str:
     return name + json.dumps(labels, sort_keys=True, separators=(",", ":"))
 
 
+def _folded(labels: dict[str, str]) -> dict[str, str]:
+    """A tally's labels as the scrape labels them now (a tally written before tool labels were
+    folded, or for an MCP server since removed from the file, names a tool now `other`)."""
+    return {**labels, "tool": tool_label(labels["tool"])} if "tool" in labels else labels
+
+
 def _with_tallies(family: Metric, tallies: dict[str, float]) -> Metric:
     if family.type not in _GROWING or not tallies:
         return family
-    seen = set()
-    samples = []
-    for sample in family.samples:
-        key = series_key(sample.name, sample.labels)
-        seen.add(key)
-        samples.append(sample._replace(value=sample.value + tallies.get(key, 0)))
-    # Counter series only deleted rows had (a tool no longer called): histograms always
-    # have every bucket, so only `<name>_total` can be missing.
+    samples = {series_key(sample.name, sample.labels): sample for sample in family.samples}
     for key, value in tallies.items():
-        name, _, labels = key.partition("{")
-        if key not in seen and name == f"{family.name}_total":
-            samples.append(Sample(name, json.loads("{" + labels), value))
-    family.samples = samples
+        name, _, text = key.partition("{")
+        labels = _folded(json.loads("{" + text))
+        folded = series_key(name, labels)
+        if folded in samples:
+            samples[folded] = samples[folded]._replace(value=samples[folded].value + value)
+        elif name == f"{family.name}_total":
+            # Counter series only deleted rows had (a tool no longer called): histograms always
+            # have every bucket, so only `<name>_total` can be missing.
+            samples[folded] = Sample(name, labels, value)
+    family.samples = list(samples.values())
     return family
 
 
 def retire(*, runs: QuerySet[Run], records: QuerySet[ToolRecord], calls: QuerySet[ModelCall]) -> None:
     """Fold what these rows count into MetricTally before they are deleted."""
-    for family in chain(run_families(runs), tool_families(records), model_call_families(calls)):
+    for family in _families(runs, records, calls):
         if family.type not in _GROWING:
             continue
         for sample in family.samples:

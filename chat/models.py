@@ -134,6 +134,9 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     # Times the run was continued by another process after its own died (AGENT_MAX_RESUMES).
     resumes = models.PositiveSmallIntegerField(default=0)
+    # Made by an import (POST /api/conversations/import/): history a user wrote, not activity of
+    # this server. Never counted in /metrics, the dashboard, usage, quotas or rate limits.
+    imported = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-started_at"]
@@ -221,7 +224,10 @@ class ToolRecord(models.Model):
     tool_name = models.CharField(max_length=200)
     arguments = models.TextField(blank=True, default="")
     result = models.TextField(blank=True, default="")
-    is_error = models.BooleanField(default=False)
+    is_error = models.BooleanField(default=False)  # the tool_end's isError: a failure or not approved
+    # ok, error, denied or expired (chat.agent.approval.call_outcome): what figures count, where
+    # a call the user denied, or nobody approved in time, is not a failure of its tool.
+    outcome = models.CharField(max_length=16, default="ok")
     started_at = models.DateTimeField(default=timezone.now)
     duration_ms = models.PositiveIntegerField(default=0)
 
@@ -229,8 +235,8 @@ class ToolRecord(models.Model):
         ordering = ["started_at"]
         indexes = [
             models.Index(fields=["started_at"], name="toolrecord_started"),
-            # Covers the scrape's GROUP BY tool_name, is_error (chat.metrics): an index-only scan.
-            models.Index(fields=["tool_name", "is_error"], name="toolrecord_tool_outcome"),
+            # Covers the scrape's GROUP BY tool_name, outcome (chat.metrics): an index-only scan.
+            models.Index(fields=["tool_name", "outcome"], name="toolrecord_tool_outcome"),
         ]
 
     def __str__(self) -> str:
@@ -277,6 +283,9 @@ class ModelCall(models.Model):
     total_tokens = models.PositiveIntegerField(default=0)
     finish_reason = models.CharField(max_length=64, blank=True, default="")
     error = models.TextField(blank=True, default="")
+    # The tokens are an estimate (chat.agent.estimate): the call was cut by a Stop before the
+    # endpoint reported them. Counted all the same: usage, the daily quota, the cost.
+    usage_estimated = models.BooleanField(default=False)
     # The messages sent, only with AGENT_TRACE_REQUESTS (they may be large and hold user data).
     request_messages = models.JSONField(null=True, blank=True)
 

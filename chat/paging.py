@@ -16,6 +16,8 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
+from .client_time import parse_client_time
+
 MAX_CURSOR_CHARS = 200
 
 
@@ -35,11 +37,9 @@ def _decode(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, _, pk = raw.partition("|")
-        updated_at, row_id = datetime.fromisoformat(stamp), uuid.UUID(pk)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+        updated_at, row_id = parse_client_time(stamp), uuid.UUID(pk)
+    except (binascii.Error, UnicodeDecodeError, ValueError):  # BadTime is a ValueError
         raise problem from None
-    if updated_at.tzinfo is None:
-        raise problem
     return updated_at, row_id
 
 

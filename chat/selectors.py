@@ -242,6 +242,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "completionTokens": call.completion_tokens,
             "finishReason": call.finish_reason or None,
             "error": call.error or None,
+            "estimated": call.usage_estimated,
             "messageCount": call.message_count,
             **({"requestMessages": call.request_messages} if call.request_messages is not None else {}),
         }
@@ -254,6 +255,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "arguments": record.arguments,
             "result": record.result,
             "isError": record.is_error,
+            "outcome": record.outcome,
             "startedAt": frame_time(record.started_at),
             "durationMs": record.duration_ms,
         }
@@ -266,6 +268,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "conversationId": str(run.conversation_id),
             "user": run.user.get_username(),
             "status": run.status,
+            "imported": run.imported,
             "model": run.model,
             "startedAt": frame_time(run.started_at),
             "finishedAt": _time(run.finished_at),

@@ -20,7 +20,7 @@ from django.db.models import Case, Count, F, Max, OuterRef, Q, Subquery, Sum, Va
 from django.utils import timezone
 
 from chat.agent.answer import Answer
-from chat.agent.approval import EXPIRED, open_requests
+from chat.agent.approval import EXPIRED, OK, call_outcome, open_requests
 from chat.agent.events import (
     ApprovalResultEvent,
     CompleteEvent,
@@ -96,6 +96,7 @@ class ToolRecordData:
     is_error: bool
     started_at: datetime
     duration_ms: int
+    outcome: str = OK  # chat.agent.approval.call_outcome
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class ModelCallData:
     finish_reason: str
     error: str
     request_messages: list[dict[str, Any]] | None = None
+    usage_estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -424,7 +426,9 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     recent: dict[Any, int] = {}
     if limit:
         recent = dict(
-            Run.objects.filter(user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1))
+            Run.objects.filter(
+                user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1), imported=False
+            )
             .values("user")
             .annotate(n=Count("pk"))
             .values_list("user", "n")
@@ -671,7 +675,8 @@ def run_interrupt(
         result, now = error_result("interrupted"), timezone.now()
         payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
         records = [
-            ToolRecordData(call_id, name, arguments, result, True, now, 0) for call_id, name, arguments in open_calls
+            ToolRecordData(call_id, name, arguments, result, True, now, 0, call_outcome(is_error=True))
+            for call_id, name, arguments in open_calls
         ]
         # A request nobody answered before the process went: it expires (the user's answer could
         # not reach a run that is no more); a resumed model reads why and may ask again.
@@ -684,7 +689,8 @@ def run_interrupt(
                 ApprovalResultEvent(call_id, EXPIRED, "the server stopped before an answer came").to_dict(),
                 ToolEndEvent(name, call_id, unasked, True, 0).to_dict(),
             ]
-            records.append(ToolRecordData(call_id, name, request["arguments"], unasked, True, now, 0))
+            outcome = call_outcome(is_error=True, decision=EXPIRED)
+            records.append(ToolRecordData(call_id, name, request["arguments"], unasked, True, now, 0, outcome))
         # The dead worker's channel name is for operators (the log), not for the user's timeline.
         logger.info("run %s interrupted: its worker %s is gone", run_id, run.worker or "(released)")
         error = ErrorEvent(ErrorCode.INTERRUPTED, message).to_dict()
@@ -732,6 +738,7 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
                 conversation=conversation,
                 user=owner,
                 status=imported_run.status,
+                imported=True,
                 started_at=first[2] or now,
                 finished_at=last[2] or now,
                 heartbeat_at=now,
@@ -743,6 +750,7 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
             )
             runs.append(run)
             starts: dict[str, dict[str, Any]] = {}
+            decisions: dict[str, str] = {}
             for seq, payload, ts in imported_run.events:
                 events.append(
                     Event(
@@ -756,6 +764,8 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
                 )
                 if payload["type"] == "tool_start":
                     starts[payload["toolCallId"]] = payload
+                elif payload["type"] == "approval_result" and isinstance(payload["decision"], str):
+                    decisions[payload["toolCallId"]] = payload["decision"]
                 elif payload["type"] == "tool_end":
                     start = starts.get(payload["toolCallId"], {})
                     records.append(
@@ -766,6 +776,9 @@ def conversation_import(*, owner, imported: Imported) -> Conversation:
                             arguments=start.get("arguments", ""),
                             result=payload["result"],
                             is_error=payload["isError"],
+                            outcome=call_outcome(
+                                is_error=payload["isError"], decision=decisions.pop(payload["toolCallId"], None)
+                            ),
                             started_at=ts or now,
                             duration_ms=payload["durationMs"],
                         )

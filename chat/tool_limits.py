@@ -25,7 +25,10 @@ WINDOW = timedelta(seconds=60)
 def _recorded_calls(user_id: str) -> int:
     from chat.models import ToolRecord
 
-    return ToolRecord.objects.filter(run__user_id=user_id, started_at__gte=timezone.now() - WINDOW).count()
+    # An imported conversation's calls are history, whatever times its file gives them.
+    return ToolRecord.objects.filter(
+        run__user_id=user_id, run__imported=False, started_at__gte=timezone.now() - WINDOW
+    ).count()
 
 
 class ToolRateLimit(ToolInterceptor):

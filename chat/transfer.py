@@ -22,11 +22,13 @@ import html
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from chat.agent.events import RunStatus
 
+from . import nesting
+from .client_time import BadTime, parse_client_time
 from .text import invalid_reason
 from .versions import TurnVersion, depth_first, tree
 
@@ -93,6 +95,9 @@ def _check_text(value: Any, where: str, depth: int = 0) -> None:
         reason = invalid_reason(value)
         if reason:
             raise ImportRefused(f"{where} contains text that cannot be stored: {reason}")
+        # A string holding JSON (a tool call's arguments or result) is pretty-printed by pages.
+        if nesting.holds_deep_json(value):
+            raise ImportRefused(f"{where} holds JSON {nesting.TooDeep()}")
     elif isinstance(value, dict):
         for key, item in value.items():
             _check_text(key, where, depth + 1)
@@ -122,22 +127,19 @@ def _is_attachment(item: Any) -> bool:
 
 def _timestamp(value: str, where: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ImportRefused(f"{where}: ts is not an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise ImportRefused(f"{where}: ts has no time zone")
-    return moment.astimezone(UTC)
+        return parse_client_time(value)
+    except BadTime as exc:
+        raise ImportRefused(f"{where}: ts {exc}") from None
 
 
 def parse_import(raw: bytes) -> Imported:
     """The conversation a JSON export holds, checked through; ImportRefused otherwise."""
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        data = nesting.loads(raw)
+    except nesting.TooDeep as exc:
+        raise ImportRefused(f"the file is {exc}") from None
+    except ValueError:  # UnicodeDecodeError is one
         raise ImportRefused("the file is not valid JSON (UTF-8)") from None
-    except RecursionError:
-        raise ImportRefused("the file is nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("conversation"), dict):
         raise ImportRefused('the file must be a JSON object with "conversation" (an object) and "events" (a list)')
     if not isinstance(data.get("events"), list):
@@ -261,10 +263,8 @@ def _code(text: str) -> str:
 
 
 def _pretty(arguments: str) -> tuple[str, str]:
-    try:
-        return json.dumps(json.loads(arguments), ensure_ascii=False, indent=2), "json"
-    except (ValueError, RecursionError):
-        return arguments, ""
+    shown = nesting.indented(arguments)
+    return (arguments, "") if shown is None else (shown, "json")
 
 
 def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:

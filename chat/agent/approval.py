@@ -115,6 +115,20 @@ async def ask(
     return decisions
 
 
+# How a tool call ended, for whoever counts them: a call not approved is neither a success nor
+# a failure of its tool (its tool_end carries isError, for the model and the timeline).
+OK = "ok"
+ERROR = "error"
+
+
+def call_outcome(*, is_error: bool, decision: str | None = None) -> str:
+    """ok, error, or for a call whose approval request was not granted its decision
+    (denied, expired); `decision` is its approval_result's, None when it was not asked."""
+    if decision in (DENIED, EXPIRED):
+        return decision
+    return ERROR if is_error else OK
+
+
 def open_requests(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The `approval_request`s of one run's events (in order) that no `approval_result` answers
     yet. Followed in order: a model may reuse a call id in a later round."""

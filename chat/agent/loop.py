@@ -27,6 +27,7 @@ import pydantic
 from . import approval
 from .answer import Answer
 from .approval import ApprovalPolicy
+from .estimate import estimate_usage
 from .events import (
     AgentEvent,
     CompleteEvent,
@@ -58,7 +59,7 @@ from .tools import (
     error_result,
     result_to_text,
 )
-from .trace import ModelCallObserver, ModelCallRecord
+from .trace import CANCELLED, ModelCallObserver, ModelCallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +202,7 @@ class AgentRun:
         self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
         self._ended = False
         self._first_delta_at: float | None = None  # of the model call under way (monotonic)
+        self._received: list[str] = []  # the text and thinking the model call under way streamed
         self.result = AgentResult(status="running", text="")
 
     # -- consumer side --------------------------------------------------------
@@ -367,7 +369,7 @@ class AgentRun:
             )
             attempt = failures + 1
             started_at, t0 = time.time(), time.monotonic()
-            self._first_delta_at = None
+            self._first_delta_at, self._received = None, []
             try:
                 turn = await call_model(request)
             except ModelCallError as exc:
@@ -398,7 +400,8 @@ class AgentRun:
                 )
                 await asyncio.sleep(delay)
             except asyncio.CancelledError:
-                self._observe(request, state.iteration, attempt, started_at, t0, error="cancelled")
+                # Cut by a Stop: its tokens were spent all the same, and count (chat.agent.estimate).
+                self._observe(request, state.iteration, attempt, started_at, t0, error=CANCELLED)
                 raise
             else:
                 self._observe(request, state.iteration, attempt, started_at, t0, turn=turn)
@@ -419,7 +422,10 @@ class AgentRun:
         if not self.agent.observers:
             return
         first = self._first_delta_at
-        usage = (turn.usage if turn else None) or Usage()
+        usage, estimated = (turn.usage if turn else None) or Usage(), False
+        if error == CANCELLED:
+            usage = estimate_usage(request.messages, request.tools, "".join(self._received))
+            estimated = True
         record = ModelCallRecord(
             iteration=iteration,
             attempt=attempt,
@@ -433,6 +439,7 @@ class AgentRun:
             finish_reason=(turn.finish_reason or "") if turn else "",
             error=error,
             messages=list(request.messages) if self.agent.trace_requests else None,
+            estimated=estimated,
         )
         for observer in self.agent.observers:
             try:
@@ -459,6 +466,7 @@ class AgentRun:
             else:
                 if self._first_delta_at is None:
                     self._first_delta_at = time.monotonic()
+                self._received.append(item.content)
                 self._emit(item)
         assert turn is not None  # ChatModel.stream always ends with a turn or raises
         return turn

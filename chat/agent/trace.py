@@ -29,6 +29,13 @@ class ModelCallRecord:
     error: str = ""  # why the attempt failed; empty when it succeeded
     # The request's messages, only when the agent was asked to keep them (trace_requests).
     messages: list[dict[str, Any]] | None = None
+    # The tokens are an estimate (chat.agent.estimate): the call was cut (error CANCELLED)
+    # before the endpoint reported its usage.
+    estimated: bool = False
+
+
+# The error of an attempt cut by the run's cancellation: not a failure of the model.
+CANCELLED = "cancelled"
 
 
 ModelCallObserver = Callable[[ModelCallRecord], None]

@@ -27,6 +27,7 @@ from django.utils import timezone
 from chat import services
 from chat.agent import ModelCallRecord
 from chat.agent.answer import DELTA_TYPES, Answer, ends_failed_attempt
+from chat.agent.approval import call_outcome
 
 from .clock import get_clock
 from .doorbell import publish
@@ -53,6 +54,7 @@ class EventSink:
         self._records: list[services.ToolRecordData] = []
         self._model_calls: list[services.ModelCallData] = []
         self._tool_arguments: dict[str, str] = {}
+        self._decisions: dict[str, str] = {}  # approval_result decisions of calls not ended yet
         # Held from taking a batch until it is published: one run's batches go out in order.
         self._lock = asyncio.Lock()
         self._marked = False  # waiting for a clock tick
@@ -82,6 +84,8 @@ class EventSink:
         self._stream = None  # the next delta begins a new stream
         if kind in ("tool_start", "approval_request"):  # a denied call has only its request
             self._tool_arguments[payload["toolCallId"]] = payload["arguments"]
+        elif kind == "approval_result":
+            self._decisions[payload["toolCallId"]] = payload["decision"]
         elif kind == "tool_end":
             self._records.append(self._record(payload))
         elif ends_failed_attempt(payload):
@@ -111,6 +115,7 @@ class EventSink:
                 finish_reason=record.finish_reason,
                 error=record.error,
                 request_messages=record.messages,
+                usage_estimated=record.estimated,
             )
         )
 
@@ -173,6 +178,9 @@ class EventSink:
             is_error=bool(payload["isError"]),
             started_at=timezone.now() - timedelta(milliseconds=duration),
             duration_ms=duration,
+            outcome=call_outcome(
+                is_error=bool(payload["isError"]), decision=self._decisions.pop(payload["toolCallId"], None)
+            ),
         )
 
     def _window(self) -> float:

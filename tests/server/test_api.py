@@ -277,7 +277,37 @@ def test_bad_paging_parameters_are_400(api, alice, params, message):
     assert response.json()["error"] == "bad_request" and message in response.json()["message"]
 
 
+def _cursor(stamp: str) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(f"{stamp}|{uuid.uuid4()}".encode()).decode().rstrip("=")
+
+
+# ISO times that parse but leave Python's range once made UTC (an OverflowError, not a ValueError).
+OUT_OF_RANGE_TIMES = ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"]
+
+
+@pytest.mark.parametrize("stamp", OUT_OF_RANGE_TIMES)
+@pytest.mark.parametrize("q", ["", "pancake"])
+def test_a_cursor_holding_a_time_out_of_range_is_400(api, alice, stamp, q):
+    """The list and the search read `before` through the one parser of client times."""
+    services.conversation_create(owner=alice, title="pancake")
+    response = api.get("/api/conversations/", {"before": _cursor(stamp), "q": q})
+    assert response.status_code == 400, response.content
+    assert "before is not a cursor" in response.json()["message"]
+
+
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"title":' * 100_000 + '"x"' + "}" * 100_000])
 def test_deeply_nested_bodies_are_400_not_500(api, body):
     response = api.post("/api/conversations/", body, content_type="application/json")
+    assert response.status_code == 400 and "nested too deeply" in response.json()["message"]
+
+
+def test_bodies_are_held_to_the_nesting_limit_of_frames_and_imports(api):
+    from chat.nesting import MAX_NESTING
+
+    within = {"title": "t", "extra": json.loads("[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1))}
+    assert api.post("/api/conversations/", within, content_type="application/json").status_code == 201
+    past = '{"title": "t", "extra": ' + "[" * MAX_NESTING + "]" * MAX_NESTING + "}"
+    response = api.post("/api/conversations/", past, content_type="application/json")
     assert response.status_code == 400 and "nested too deeply" in response.json()["message"]

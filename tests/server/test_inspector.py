@@ -12,6 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 from django.utils import timezone
+from django.utils.html import escape
 
 from chat import services
 from chat.models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
@@ -96,7 +97,7 @@ def test_filters_select_the_right_runs(make_user, staff):
     failed = make_run(bob, status="failed", error="boom", seconds=2, ago_hours=3)
     old = make_run(bob, seconds=1, ago_hours=24 * 10)
     tool_error = make_run(bob, seconds=1, ago_hours=4)
-    ToolRecord.objects.create(run_id=tool_error, tool_call_id="c1", tool_name="bash", is_error=True)
+    ToolRecord.objects.create(run_id=tool_error, tool_call_id="c1", tool_name="bash", is_error=True, outcome="error")
     retried = make_run(alice, seconds=1, ago_hours=5)
     ModelCall.objects.create(run_id=retried, iteration=1, attempt=1, started_at=timezone.now(), error="HTTP 500")
     running = make_run(alice, status="running", ago_hours=0.1)
@@ -237,6 +238,7 @@ def test_hostile_content_is_escaped(make_user, staff):
         arguments='{"html": "<script>alert(4)</script>"}',
         result="<script>alert(5)</script>",
         is_error=True,
+        outcome="error",
     )
     client = client_for(staff)
     pages = [
@@ -257,6 +259,36 @@ def test_hostile_content_is_escaped(make_user, staff):
         assert "<script>" not in page.split("</body>")[0].replace("<script type=", "") and " style=" not in page
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 50_000 + "]" * 50_000, '{"a":' * 50_000 + "1" + "}" * 50_000, "[" * 50_000, '"\\' + "[" * 600],
+    ids=["list-50k", "object-50k", "unclosed-50k", "string-then-brackets"],
+)
+def test_the_run_page_and_the_export_survive_any_stored_value(make_user, staff, value):
+    """A row an older import stored (or a fetched page returned) nested 50,000 deep: shown as its
+    text, never a RecursionError. Survives the Markdown export too."""
+    owner = make_user("deep")
+    conversation = Conversation.objects.create(owner=owner)
+    run, _ = services.run_start(conversation=conversation, user=owner, content="hi", model="m", worker="w")
+    ToolRecord.objects.create(run=run, tool_call_id="c1", tool_name="calculator", arguments=value, result=value)
+    services.events_append(
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[
+            {"type": "tool_start", "toolName": "calculator", "toolCallId": "c1", "arguments": value},
+            {"type": "tool_end", "toolName": "calculator", "toolCallId": "c1", "result": value, "isError": False,
+             "durationMs": 1},
+            {"type": "complete", "status": "succeeded"},
+        ],
+        outcome=services.RunOutcome(status="succeeded"),
+    )  # fmt: skip
+    page = client_for(staff).get(f"/inspect/runs/{run.pk}/")
+    assert page.status_code == 200
+    assert page.content.decode().count(escape(value[:1000])) >= 2  # arguments and result, as they are
+    exported = client_for(owner).get(f"/api/conversations/{conversation.pk}/export/", {"format": "markdown"})
+    assert exported.status_code == 200 and value[:1000].encode() in exported.content
+
+
 # --- the dashboard ---------------------------------------------------------------------------
 
 
@@ -271,7 +303,7 @@ def test_dashboard_figures(make_user, staff):
             run_id=run_id, iteration=1, attempt=1, started_at=now, first_token_ms=100 * (i + 1), total_tokens=10
         )
     ModelCall.objects.create(run_id=failed, iteration=1, attempt=1, started_at=now, total_tokens=500)
-    ToolRecord.objects.create(run_id=failed, tool_call_id="a", tool_name="fetch", is_error=True)
+    ToolRecord.objects.create(run_id=failed, tool_call_id="a", tool_name="fetch", is_error=True, outcome="error")
     ToolRecord.objects.create(run_id=failed, tool_call_id="b", tool_name="fetch", is_error=False)
 
     page = client_for(staff).get("/inspect/dashboard/").content.decode()

@@ -12,7 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from chat import metrics
-from chat.models import ProcessGauge
+from chat.models import ModelCall, ProcessGauge
 from tests.fakellm import text_reply, tool_call_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -95,12 +95,17 @@ async def test_the_series_after_succeeded_failed_tool_error_and_cancelled_runs(
     }
     assert after[("agentsite_tool_calls_total", (("outcome", "ok"), ("tool", "calculator")))] == 1
     assert after[("agentsite_tool_calls_total", (("outcome", "error"), ("tool", "calculator")))] == 1
-    assert after[("agentsite_tokens_total", (("kind", "prompt"),))] == 30
-    assert after[("agentsite_tokens_total", (("kind", "completion"),))] == 5
+    # The reported usage, and the estimate of the call the cancel cut (its tokens were spent).
+    cut = await ModelCall.objects.aget(usage_estimated=True)
+    assert cut.error == "cancelled" and cut.prompt_tokens > 0 and cut.completion_tokens > 0
+    assert after[("agentsite_tokens_total", (("kind", "prompt"),))] == 30 + cut.prompt_tokens
+    assert after[("agentsite_tokens_total", (("kind", "completion"),))] == 5 + cut.completion_tokens
     assert after[("agentsite_run_duration_seconds_count", ())] == 4
-    # Model call attempts: two each for runs 1 and 3, three failed for run 2, one cut by the cancel.
+    # Model call attempts: two each for runs 1 and 3, three failed for run 2, one cut by the cancel
+    # (the user's doing, not a failure).
     assert after[("agentsite_model_calls_total", (("outcome", "ok"),))] == 4
-    assert after[("agentsite_model_calls_total", (("outcome", "error"),))] == 4
+    assert after[("agentsite_model_calls_total", (("outcome", "error"),))] == 3
+    assert after[("agentsite_model_calls_total", (("outcome", "cancelled"),))] == 1
     # A first token is a text or thinking delta: the two answers and the cancelled stream (the
     # tool-call turns stream none, the failed attempts never got that far).
     assert after[("agentsite_model_first_token_seconds_count", ())] == 3
@@ -149,7 +154,9 @@ def _finished_run(conversation, *, status: str, seconds: float, tokens: tuple[in
         completion_tokens=tokens[1],
     )
     for n, (tool, is_error) in enumerate(tools):
-        ToolRecord.objects.create(run=run, tool_call_id=f"c{n}", tool_name=tool, is_error=is_error)
+        ToolRecord.objects.create(
+            run=run, tool_call_id=f"c{n}", tool_name=tool, is_error=is_error, outcome="error" if is_error else "ok"
+        )
     return run
 
 

@@ -196,7 +196,23 @@ HOSTILE = {
     "bad complete status": lambda d: d["events"][-1].update(status="running"),
     "tool call never ended": lambda d: d["events"][5].update(toolCallId="other"),
     "run split apart": lambda d: d["events"][-1].update(runId=d["events"][0]["runId"]),
+    # Valid ISO times out of Python's range once made UTC: an OverflowError, not a ValueError.
+    "ts before year 1 in UTC": lambda d: d["events"][0].update(ts="0001-01-01T00:00:00+14:00"),
+    "ts after year 9999 in UTC": lambda d: d["events"][-1].update(ts="9999-12-31T23:59:59-14:00"),
+    "ts without a zone": lambda d: d["events"][0].update(ts="2026-01-01T00:00:00"),
+    # Strings that hold JSON nested past the limit of frames: no page could pretty-print them.
+    "arguments nested 50,000 deep": lambda d: d["events"][4].update(arguments="[" * 50_000 + "]" * 50_000),
+    "result nested 50,000 deep": lambda d: d["events"][5].update(result='{"a":' * 50_000 + "1" + "}" * 50_000),
+    "a message holding deep JSON": lambda d: d["events"][0].update(content="[" * 600),
+    "file nested past the limit": lambda d: d["events"][0].update(extraNote=_deep_list(600)),
 }
+
+
+def _deep_list(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
 
 
 @pytest.mark.parametrize("case", HOSTILE)
