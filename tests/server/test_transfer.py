@@ -149,7 +149,9 @@ def test_round_trip_equal_event_for_event(api, alice, rich):
     ],
 )
 def test_an_import_is_marked_as_imported_in_the_users_language(api, alice, title, language, imported):
-    conversation = services.conversation_create(owner=alice, title=title)
+    conversation = services.conversation_create(owner=alice, title="")
+    run_with(conversation, alice, "hi", [{"type": "text", "content": "hello"}])  # an import needs a run
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)  # not retitled by its message
     exported = json.loads(export(api, conversation).content)
     raw = json.dumps(exported).encode()
     response = api.generic(
@@ -323,4 +325,6 @@ def test_import_of_many_runs_indexes_every_one(api):
     response = post_import(api, {"conversation": {"title": "many"}, "events": events})
     assert response.status_code == 201, response.content
     assert SearchDocument.objects.filter(conversation_id=response.json()["id"]).count() == 1200
-    assert [c["title"] for c in api.get("/api/conversations/", {"q": "token1199"}).json()["conversations"]] == ["many"]
+    assert [c["title"] for c in api.get("/api/conversations/", {"q": "token1199"}).json()["conversations"]] == [
+        "many (imported)"
+    ]
