@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -308,7 +309,9 @@ def conversation_export(request, conversation_id: uuid.UUID):
         body = transfer.export_markdown(conversation=conversation, frames=frames).encode()
         content_type, suffix = "text/markdown; charset=utf-8", "md"
     response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.{suffix}"'
+    # Django's header: a quoted ASCII name, or RFC 5987 `filename*` (UTF-8) for any other.
+    filename = transfer.export_filename(conversation=conversation, suffix=suffix)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
 
 

@@ -193,10 +193,10 @@ def run_page(request, run_id):
     spans += _approval_waits(trace["events"], start, anchors)
     spans.sort(key=lambda span: span.start_ms)
     # A long answer is thousands of text deltas: the page shows the first EVENTS_SHOWN, the trace JSON has all.
-    events = [
-        {"seq": e["seq"], "ts": e["ts"], "type": e["type"], "json": json.dumps(e, indent=2, ensure_ascii=False)}
-        for e in trace["events"][:EVENTS_SHOWN]
-    ]
+    shown = trace["events"][:EVENTS_SHOWN]
+    events = inspector.fold_deltas(shown)
+    for row in events:
+        row["json"] = [json.dumps(frame, indent=2, ensure_ascii=False) for frame in row.pop("frames")]
     total_ms = run["durationMs"] if run["durationMs"] is not None else _offset_ms(timezone.now().isoformat(), start)
     context = {
         "run": run,
@@ -206,7 +206,8 @@ def run_page(request, run_id):
         "model_calls": trace["modelCalls"],
         "tool_calls": trace["toolCalls"],
         "events": events,
-        "events_hidden": len(trace["events"]) - len(events),
+        "events_hidden": len(trace["events"]) - len(shown),
+        "conversation_title": inspector.conversation_title(run["conversationId"]),
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).
         "replay_events": trace["events"],
         "js_strings": js_strings(),

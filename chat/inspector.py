@@ -16,7 +16,7 @@ from django.db.models.functions import Coalesce, TruncDay, TruncHour
 
 from .agent.approval import ERROR
 from .agent.trace import CANCELLED
-from .models import ModelCall, Run, ToolRecord
+from .models import Conversation, ModelCall, Run, ToolRecord
 
 RUN_PAGE = 50
 SORTS = {
@@ -93,6 +93,43 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
 def model_names() -> list[str]:
     """The models runs used, for the list's filter (a GROUP BY: a handful of rows)."""
     return list(Run.objects.exclude(model="").values_list("model", flat=True).distinct().order_by("model"))
+
+
+# -- a run's events -------------------------------------------------------------------------------
+# Streamed a few words at a time: hundreds of rows of one kind in a row, unreadable one by one.
+FOLDED_TYPES = ("text", "thinking")
+
+
+def fold_deltas(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's event frames as the rows of its events table: each run of consecutive deltas of
+    one kind (FOLDED_TYPES) is one row with their joined text and their count, the frames kept
+    (`frames`) for the row to expand; any other event is a row of its own (count 1)."""
+    rows: list[dict[str, Any]] = []
+    for event in events:
+        last = rows[-1] if rows else None
+        if last is not None and event["type"] in FOLDED_TYPES and last["type"] == event["type"]:
+            last["frames"].append(event)
+            last["text"] += event.get("content", "")
+            last["lastSeq"] = event["seq"]
+            last["count"] += 1
+            continue
+        rows.append(
+            {
+                "type": event["type"],
+                "seq": event["seq"],
+                "lastSeq": event["seq"],
+                "ts": event["ts"],
+                "frames": [event],
+                "count": 1,
+                "text": event.get("content", "") if event["type"] in FOLDED_TYPES else "",
+            }
+        )
+    return rows
+
+
+def conversation_title(conversation_id: str) -> str:
+    """The title of a run's conversation, for its page ("" when untitled or gone)."""
+    return Conversation.objects.filter(pk=conversation_id).values_list("title", flat=True).first() or ""
 
 
 # -- the dashboard -------------------------------------------------------------------------------

@@ -310,6 +310,8 @@ class SearchDocument(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="search_document")
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="search_documents")
     body = models.TextField()
+    # The user's words alone (the run's user messages, also in `body`): a hit in them ranks first.
+    asked = models.TextField(default="")
 
     def __str__(self) -> str:
         return f"Search document of run {str(self.run_id)[:8]}"

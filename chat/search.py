@@ -13,6 +13,13 @@ documents holds every word as a word prefix ("deploy" finds "deployment"), case-
 PostgreSQL answers with its GIN index over to_tsvector('simple', body), SQLite with an FTS5
 table (migration 0003); 'simple' and unicode61 are both language-neutral (no stemming), so
 both databases find the same conversations.
+
+Hits are ranked in two tiers: first the conversations where the user's own words match (the
+title, or the user messages a document keeps apart in `asked`), then those matched only by an
+answer, whose boilerplate ("let me know if ...") would otherwise push the conversation a user
+is looking for down the list; newest first within a tier. Snippets come from the user's words
+when they match, and are the text the page shows: Markdown syntax (backticks, emphasis
+marks, link targets) is removed by a real CommonMark parser.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, F, Func, Q, QuerySet, Value
+from django.db.models import BooleanField, Case, Exists, F, Func, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.db.models.expressions import RawSQL
+from markdown_it import MarkdownIt
 
 from .text import clean
 
@@ -35,6 +43,11 @@ SNIPPET_LEAD = 30
 
 # Words as both tokenisers see them: letters and digits; underscores and the rest separate.
 _WORD = re.compile(r"[^\W_]+")
+
+
+def asked_text(payloads: Iterable[dict[str, Any]]) -> str:
+    """The user's own words in a run: its user message(s), one paragraph each."""
+    return "\n\n".join(p.get("content", "") for p in payloads if p.get("type") == "user_message" and p.get("content"))
 
 
 def run_text(payloads: Iterable[dict[str, Any]]) -> str:
@@ -99,7 +112,12 @@ def _documents_store(runs: Mapping[Any, tuple[Any, list[dict[str, Any]]]], docum
     documents.objects.bulk_create(
         # Cleaned: a row stored before chat.text existed may hold a lone surrogate, which must
         # not keep the run's `complete` from being stored.
-        documents(run_id=run_id, conversation_id=conversation_id, body=clean(run_text(payloads)))
+        documents(
+            run_id=run_id,
+            conversation_id=conversation_id,
+            body=clean(run_text(payloads)),
+            asked=clean(asked_text(payloads)),
+        )
         for run_id, (conversation_id, payloads) in runs.items()
     )
 
@@ -129,13 +147,17 @@ class _TsMatch(Func):
     output_field = BooleanField()
 
 
-def _body_match(terms: list[str]) -> Q | _TsMatch:
-    """A condition on SearchDocument rows: the body holds every term as a word prefix."""
+def _body_match(terms: list[str], *, column: str = "body") -> Q | _TsMatch:
+    """A condition on SearchDocument rows: `column` (body, or asked: the user's words) holds
+    every term as a word prefix."""
     if connection.vendor == "postgresql":
         # Terms are runs of letters and digits: no tsquery operator or quote inside.
-        return _TsMatch(F("body"), Value(" & ".join(f"'{term}':*" for term in terms)))
-    # FTS5: each term a quoted string (no operator inside), `*` for the prefix.
+        return _TsMatch(F(column), Value(" & ".join(f"'{term}':*" for term in terms)))
+    # FTS5: each term a quoted string (no operator inside), `*` for the prefix; `body` holds the
+    # user's words too, so the whole row is searched for it, only the `asked` column for asked.
     match = " ".join(f'"{term}"*' for term in terms)
+    if column == "asked":
+        match = f"asked : ({match})"
     fts = "SELECT rowid FROM chat_searchdocument_fts WHERE chat_searchdocument_fts MATCH %s"
     return Q(id__in=RawSQL(fts, [match]))
 
@@ -149,39 +171,71 @@ def _title_match(q: str, terms: list[str]) -> Q:
 
 
 def conversations_matching(conversations: QuerySet, *, q: str, owner) -> QuerySet:
-    """The conversations of `conversations` that match `q` (see the module docstring)."""
+    """The conversations of `conversations` that match `q` (see the module docstring), each with
+    its `rank`: 1 where the user's own words match, 0 where only an answer does."""
     from .models import SearchDocument
 
     terms = query_terms(q)
-    condition = _title_match(q, terms)
-    if terms:
-        hits = SearchDocument.objects.filter(conversation__owner=owner).filter(_body_match(terms))
-        condition |= Q(pk__in=hits.values("conversation_id"))
-    return conversations.filter(condition)
+    title = _title_match(q, terms)
+    if not terms:
+        return conversations.filter(title).annotate(rank=Value(1, output_field=IntegerField()))
+    documents = SearchDocument.objects.filter(conversation__owner=owner)
+    asked = documents.filter(conversation_id=OuterRef("pk")).filter(_body_match(terms, column="asked"))
+    return conversations.filter(
+        title | Q(pk__in=documents.filter(_body_match(terms)).values("conversation_id"))
+    ).annotate(rank=Case(When(title | Q(Exists(asked)), then=Value(1)), default=Value(0), output_field=IntegerField()))
 
 
 def snippets(*, conversations: Sequence[Any], q: str) -> dict[Any, str]:
     """A short plain-text excerpt per conversation around the first place a query word
-    appears: in its newest matching run, else in its title. Plain text: clients highlight
-    the query's words themselves, so nothing here is markup."""
+    appears: in its newest run whose user message matches, else its newest matching run, else
+    its title. Plain text: clients highlight the query's words themselves, so nothing here is
+    markup, and the Markdown of messages and answers is reduced to its text."""
     from .models import SearchDocument
 
     terms = query_terms(q)
     out: dict[Any, str] = {c.pk: _excerpt(c.title, terms or [q.strip().lower()]) for c in conversations}
     if not terms or not conversations:
         return out
-    rows = (
-        SearchDocument.objects.filter(conversation__in=[c.pk for c in conversations])
-        .filter(_body_match(terms))
-        .order_by("conversation_id", "-id")
-        .values_list("conversation_id", "body")
-    )
-    seen: set[Any] = set()
-    for conversation_id, body in rows:
-        if conversation_id not in seen:
-            seen.add(conversation_id)
-            out[conversation_id] = _excerpt(body, terms)
+    documents = SearchDocument.objects.filter(conversation__in=[c.pk for c in conversations])
+    for column in ("body", "asked"):  # the user's words last: they replace an answer's excerpt
+        rows = (
+            documents.filter(_body_match(terms, column=column))
+            .order_by("conversation_id", "-id")
+            .values_list("conversation_id", column)
+        )
+        seen: set[Any] = set()
+        for conversation_id, text in rows:
+            if conversation_id not in seen:
+                seen.add(conversation_id)
+                out[conversation_id] = _excerpt(markdown_text(text), terms)
     return out
+
+
+# CommonMark without raw HTML: a `<b>` a user typed stays text, as the chat page shows it.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough")
+
+
+def markdown_text(source: str) -> str:
+    """The text a reader sees in Markdown: inline text, code spans and blocks as their content,
+    link and image text without their targets, blocks separated by a space."""
+    parts: list[str] = []
+    for token in _MARKDOWN.parse(source):
+        if token.type == "inline":
+            parts.append("".join(_inline_text(child) for child in token.children or []))
+        elif token.type in ("fence", "code_block"):
+            parts.append(token.content)
+    return " ".join(parts)
+
+
+def _inline_text(token) -> str:
+    if token.type in ("text", "code_inline"):
+        return token.content
+    if token.type in ("softbreak", "hardbreak"):
+        return " "
+    if token.type == "image":
+        return "".join(_inline_text(child) for child in token.children or [])
+    return ""
 
 
 def _excerpt(text: str, terms: list[str]) -> str:

@@ -53,11 +53,11 @@ def conversations_page(
 ) -> tuple[list, str | None]:
     """One page of the user's conversations, newest first, and the cursor of the next page (None on
     the last); BadCursor (a ValueError) for a `before` this list did not hand out. With a query `q`,
-    only the conversations that match it (chat.search), each with a `snippet` attribute."""
+    only the conversations that match it (chat.search), ranked, each with a `snippet` attribute."""
     rows = conversations_for_user(user=user)
     if q.strip():
         rows = search.conversations_matching(rows, q=q, owner=user)
-    page, cursor = page_of(rows, limit=min(limit, CONVERSATION_PAGE_MAX), before=before)
+    page, cursor = page_of(rows, limit=min(limit, CONVERSATION_PAGE_MAX), before=before, ranked=bool(q.strip()))
     if q.strip():
         found = search.snippets(conversations=page, q=q)
         for conversation in page:

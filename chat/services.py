@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, Count, F, Max, OuterRef, Q, Subquery, Sum, Value, When
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from chat.agent.answer import Answer
 from chat.agent.approval import EXPIRED, OK, call_outcome, open_requests
@@ -716,16 +717,27 @@ def run_interrupt(
     return Interruption(run, frames, resumed)
 
 
+def imported_title(title: str) -> str:
+    """An imported conversation's title: the exported one marked as imported (in the importing
+    user's language), so that it is told apart from the conversation it was exported from."""
+    title = " ".join(title.split())
+    if not title:
+        return gettext("Imported conversation")
+    marked = gettext("%(title)s (imported)")
+    return marked % {"title": title[: TITLE_MAX - len(marked % {"title": ""})]}
+
+
 def conversation_import(*, owner, imported: Imported) -> Conversation:
     """A new conversation of `owner` holding an import's events (parsed and checked by
     chat.transfer): new conversation and run ids, every seq and field kept, each event's
-    time its `ts` when it has one. One transaction: nothing is left of a failed import."""
+    time its `ts` when it has one, the title marked as imported. One transaction: nothing is
+    left of a failed import."""
     now = timezone.now()
     moments = [ts for run in imported.runs for _, _, ts in run.events if ts is not None]
     with transaction.atomic():
         conversation = Conversation.objects.create(
             owner=owner,
-            title=imported.title,
+            title=imported_title(imported.title),
             created_at=min(moments, default=now),
             updated_at=now,
             last_seq=sum(len(run.events) for run in imported.runs),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -233,6 +234,21 @@ def _check_tool_calls(run: ImportedRun) -> None:
     # A call refused at approval ends without a start; a started one must end.
     if started - ended:
         raise ImportRefused(f"tool call {sorted(started - ended)[0][:40]!r} never ended")
+
+
+# Characters no file name may hold on Windows, macOS or Linux, and what a shell or a download
+# bar would misread; each becomes a space.
+_UNSAFE_IN_NAME = re.compile(r'[\\/:*?"<>|]+')
+EXPORT_NAME_CHARS = 80
+
+
+def export_filename(*, conversation, suffix: str) -> str:
+    """The download's name: the conversation's title as a file name (no control characters,
+    no path separators or characters a file system refuses, no leading dot, at most
+    EXPORT_NAME_CHARS), else `conversation-<id prefix>` for an untitled or unnameable one."""
+    title = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in conversation.title)
+    name = " ".join(_UNSAFE_IN_NAME.sub(" ", title).split())[:EXPORT_NAME_CHARS].strip(" .")
+    return f"{name or f'conversation-{str(conversation.pk)[:8]}'}.{suffix}"
 
 
 def export_json(*, conversation, frames: list[dict[str, Any]]) -> bytes:

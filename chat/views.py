@@ -152,6 +152,11 @@ JS_STRINGS = (
     gettext_noop("Delete the file “%s”?"),
     gettext_noop("Delete file"),
     gettext_noop("Wait a moment and try again."),
+    # the conversation list's date groups (static/chat/date-groups.js)
+    gettext_noop("Today"),
+    gettext_noop("Yesterday"),
+    gettext_noop("Previous 7 days"),
+    gettext_noop("Previous 30 days"),
 )
 
 

@@ -12,6 +12,7 @@ import { setUpDemoBanner } from "./banner.js";
 import { FilesPanel } from "./files-panel.js";
 import { closeDrawer, followLatest, scrollToEnd } from "./layout.js";
 import { handleCopyButtons } from "./markdown.js";
+import { setUpMenu } from "./menu.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
 import { watchSearchBox } from "./search.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
@@ -45,6 +46,7 @@ const state = new ConversationState();
 const files = new FilesPanel({ toggle: $("files-toggle"), panel: $("files-panel"), list: $("file-list"), close: $("files-close") });
 const composer = new Composer(state, { startConversation, ensureConversation, onFilesChanged: () => files.refresh() });
 const agentPicker = new AgentPicker();
+const exportMenu = setUpMenu($("export-toggle"), $("export-menu"));
 showConnection(state);
 
 // --- sidebar -------------------------------------------------------------------------------
@@ -131,6 +133,7 @@ function startDraft({ push }) {
   els.loading.hidden = true;
   els.app.dataset.conversation = "";
   els.exportActions.hidden = true;
+  exportMenu.close();
   agentPicker.toDraft();
   files.show(null);
   if (els.inspector) els.inspector.href = "/inspect/";
@@ -221,15 +224,16 @@ async function startConversation(content) {
   }
 }
 
-/** The open conversation's id; a draft's conversation is created (untitled: its first message
- * names it) and opened, so that files can be uploaded into it before anything is sent. */
-async function ensureConversation() {
+/** The open conversation's id; a draft's conversation is created and opened, so that files can
+ * be uploaded into it before anything is sent. It is titled after those files: an untitled one
+ * would stand in the list as an empty "New conversation" until its first message names it. */
+async function ensureConversation(fileNames) {
   if (state.view) return state.view.id;
   if (state.name !== State.DRAFT) throw new Error(t("Wait a moment and try again."));
   state.create();
   let conversation;
   try {
-    conversation = await api.createConversation("");
+    conversation = await api.createConversation(fileNames.join(", ").slice(0, 80));
   } catch (error) {
     state.createFailed();
     throw error;
@@ -253,8 +257,9 @@ els.importFile.addEventListener("change", async () => {
   try {
     const conversation = await api.importConversation(await file.text());
     sidebar.upsert({ running: false, ...conversation });
-    announce(tf("Imported “%s”.", [conversationTitle(conversation)]));
+    closeDrawer();
     openConversation(conversation.id, { push: true });
+    showNotice(tf("Imported “%s”.", [conversationTitle(conversation)]), { kind: "info" });
   } catch (error) {
     showNotice(tf("Could not import: %s", [error.message]));
   }

@@ -53,8 +53,9 @@ class Pending {
 export class Attachments {
   /**
    * @param {HTMLElement} list  where the chips go
-   * @param {object} hooks  conversationId(): the open conversation's id, creating it first when
-   *                        there is none (a promise); onChange(): the pending set changed;
+   * @param {object} hooks  conversationId(fileNames): the open conversation's id, creating it
+   *                        first when there is none, named after the files (a promise);
+   *                        onChange(): the pending set changed;
    *                        onError(text); onUploaded(): a file arrived in the workspace
    */
   constructor(list, hooks) {
@@ -86,7 +87,7 @@ export class Attachments {
     let id;
     this.creating = true; // a draft's conversation being opened for them must not clear them
     try {
-      id = await this.hooks.conversationId();
+      id = await this.hooks.conversationId(picked.map((each) => each.name));
     } catch (error) {
       for (const each of picked) this.failed(each, error.message);
       return;

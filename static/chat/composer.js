@@ -28,8 +28,9 @@ export class Composer {
   /**
    * @param {ConversationState} state
    * @param {object} hooks  startConversation(content): a draft's first message was submitted;
-   *                        ensureConversation(): the open conversation's id, a draft's created
-   *                        first (files are uploaded into it); onFilesChanged(): a file was uploaded
+   *                        ensureConversation(fileNames): the open conversation's id, a draft's
+   *                        created first (files are uploaded into it, and name it);
+   *                        onFilesChanged(): a file was uploaded
    */
   constructor(state, hooks) {
     this.state = state;
@@ -42,7 +43,7 @@ export class Composer {
     this.fileInput = document.getElementById("attach-input");
     this.lastAttachments = [];
     this.attachments = new Attachments(document.getElementById("attachment-list"), {
-      conversationId: () => hooks.ensureConversation(),
+      conversationId: (fileNames) => hooks.ensureConversation(fileNames),
       onChange: () => this.render(),
       onError: (text) => showNotice(text),
       onUploaded: () => hooks.onFilesChanged(),

@@ -12,8 +12,10 @@ const defaultTitle = dialogTitle.textContent; // "Delete conversation"
 
 let noticeTimer = null;
 
-export function showNotice(text) {
+/** Shows `text` above the composer for a while: a problem, or with kind "info" news that is not one. */
+export function showNotice(text, { kind = "error" } = {}) {
   noticeText.textContent = text;
+  notice.dataset.kind = kind;
   notice.hidden = false;
   clearTimeout(noticeTimer);
   noticeTimer = setTimeout(() => {

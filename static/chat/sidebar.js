@@ -1,7 +1,9 @@
-// The list of the user's conversations: newest first, a mark on running ones,
-// rename in place, delete after confirmation, switch without reloading. The server sends
-// it in pages (PROTOCOL.md section 6); older pages load as the list is scrolled to its end.
-// While a search is on, the list holds its hits instead, each with its snippet, the words marked.
+// The list of the user's conversations: newest first under date headings (date-groups.js), a
+// mark on running ones, rename in place, delete after confirmation, switch without reloading.
+// The server sends it in pages (PROTOCOL.md section 6); older pages load as the list is
+// scrolled to its end. While a search is on, the list holds its hits instead, best first
+// (the server ranks them, so no date headings), each with its snippet, the words marked.
+import { dateGroup } from "./date-groups.js";
 import { h } from "./dom.js";
 import { icon } from "./icons.js";
 import { t, tf } from "./i18n.js";
@@ -57,7 +59,8 @@ export class Sidebar {
     } else {
       const ids = new Set(first.map((c) => c.id));
       const boundary = orderKey(first[first.length - 1]);
-      const older = this.conversations.filter((c) => !ids.has(c.id) && orderKey(c) < boundary);
+      // Search hits are ranked, not in date order: the ones loaded below the first page stay.
+      const older = this.conversations.filter((c) => !ids.has(c.id) && (this.terms.length > 0 || orderKey(c) < boundary));
       this.conversations = first.concat(older); // this.next still follows the last older page
     }
     this.render();
@@ -146,14 +149,23 @@ export class Sidebar {
     if (this.editingId) return; // do not pull the input away from the user's typing
     // The list is refreshed every few seconds: redraw only when something changed, and
     // give keyboard focus back to the same control of the same conversation.
-    const signature = JSON.stringify([this.activeId, this.terms, this.conversations.map((c) => [c.id, c.title, Boolean(c.running), c.snippet])]);
+    const now = new Date();
+    const groups = this.terms.length ? null : this.conversations.map((c) => dateGroup(c.updated_at, now));
+    const signature = JSON.stringify([this.activeId, this.terms, groups && groups.map((g) => g.label),
+      this.conversations.map((c) => [c.id, c.title, Boolean(c.running), c.snippet])]);
     if (signature === this.signature) return;
     this.signature = signature;
     const focused = this.list.contains(document.activeElement) ? document.activeElement : null;
     const focusId = focused && focused.closest("li.conv-item")?.dataset.id;
     const focusAction = focused && (focused.dataset.action || "link");
     const fragment = document.createDocumentFragment();
-    for (const conversation of this.conversations) fragment.append(this.renderItem(conversation));
+    this.conversations.forEach((conversation, index) => {
+      if (groups && (index === 0 || groups[index].key !== groups[index - 1].key)) {
+        fragment.append(h("li", { className: "conv-group", dataset: { group: groups[index].key } },
+          h("h3", { className: "conv-group-label", text: groups[index].label })));
+      }
+      fragment.append(this.renderItem(conversation));
+    });
     this.list.replaceChildren(fragment);
     this.list.dataset.empty = String(this.conversations.length === 0);
     if (focusId) {

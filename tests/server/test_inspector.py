@@ -181,9 +181,43 @@ def test_a_long_run_shows_its_first_events_and_points_to_the_trace(staff, monkey
         for seq in range(2, 11)
     )
     page = client_for(staff).get(f"/inspect/runs/{run.pk}/").content.decode()
-    assert page.count('<pre class="payload" tabindex="0">{') == 3
+    assert page.count('<pre class="payload" tabindex="0">{') == 3  # the user message, then d2 and d3 folded
     assert "&quot;d3&quot;" in page and "&quot;d4&quot;" not in page
     assert "7 more events" in page and f'href="/api/runs/{run.pk}/trace/"' in page
+
+
+def test_consecutive_deltas_of_one_kind_are_one_row_with_their_text_and_count(staff):
+    conversation = Conversation.objects.create(owner=staff, title="Deltas <em>folded</em>")
+    run, _ = services.run_start(conversation=conversation, user=staff, content="hi", model="m", worker="w")
+    kinds = ["thinking"] * 3 + ["text"] * 4 + ["tool_start"] + ["text"] * 2
+    payloads = []
+    for seq, kind in enumerate(kinds, 2):
+        if kind == "tool_start":
+            payloads.append({"type": kind, "toolName": "calculator", "toolCallId": "c1", "arguments": "{}"})
+        else:
+            payloads.append({"type": kind, "content": f"{kind[:2]}{seq} "})
+    Event.objects.bulk_create(
+        Event(conversation=conversation, run=run, seq=seq, type=payload["type"], payload=payload)
+        for seq, payload in enumerate(payloads, 2)
+    )
+    page = client_for(staff).get(f"/inspect/runs/{run.pk}/").content.decode()
+    table = page[page.index('<table class="inspect-table events">') :]
+    rows = re.findall(r'<tr( class="folded")?><td class="num">([^<]+)</td><td>[^<]*</td><td>([^<]+)', table)
+    assert [(bool(folded), seqs, kind.strip()) for folded, seqs, kind in rows] == [
+        (False, "1", "user_message"),
+        (True, "2–4", "thinking"),
+        (True, "5–8", "text"),
+        (False, "9", "tool_start"),
+        (True, "10–11", "text"),
+    ]
+    # Each folded row: the joined text, the count, and every frame when it is opened.
+    assert '<span class="joined">th2 th3 th4 </span> <span class="muted">(3 thinking events; show each)' in table
+    assert '<span class="joined">te5 te6 te7 te8 </span>' in table and '<span class="tag">×4</span>' in table
+    assert table.count('<pre class="payload">') == 11
+    # The conversation by its title (escaped), linked for staff to the admin's page of it.
+    link = f'<a class="conversation-link" href="/admin/chat/conversation/{conversation.pk}/change/"'
+    assert link in page and "“Deltas &lt;em&gt;folded&lt;/em&gt;”</a>" in page
+    assert f'href="/inspect/?conversation={conversation.pk}">its runs</a>' in page
 
 
 # --- a run ------------------------------------------------------------------------------------
@@ -220,9 +254,16 @@ async def test_run_page_shows_model_calls_tool_calls_and_events_of_a_real_run(
     # The replay's data: every event, as a JSON data block (json_script), not as script.
     assert '<script id="replay-events" type="application/json">' in page
     assert '<script type="module" src="/static/inspect/replay.js">' in page
-    # Every event, with its ts.
+    # Every event, with its ts; a run of deltas of one kind as one row.
+    folded = [
+        (int(first), int(last), kind)
+        for first, last, kind in re.findall(
+            r'<tr class="folded"><td class="num">(\d+)–(\d+)</td><td>[^<]*</td><td>(\w+)', page
+        )
+    ]
     for frame in live:
-        assert f'<td class="num">{frame["seq"]}</td><td>{frame["ts"]}</td><td>{frame["type"]}</td>' in page
+        row = f'<td class="num">{frame["seq"]}</td><td>{frame["ts"]}</td><td>{frame["type"]}</td>'
+        assert row in page or any(a <= frame["seq"] <= b and kind == frame["type"] for a, b, kind in folded)
 
 
 def test_hostile_content_is_escaped(make_user, staff):

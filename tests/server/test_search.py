@@ -169,3 +169,48 @@ def test_deleting_a_conversation_removes_its_hits(api, alice):
     other = services.conversation_create(owner=alice, title="kept")
     finished_run(other, alice, "ephemeral again", answer("ok"))
     assert titles(search(api, "ephemeral")) == ["kept"]
+
+
+def test_a_hit_in_the_users_words_ranks_above_one_in_an_answer(api, alice):
+    """Newest first would put the answers' boilerplate first: two newer conversations only
+    mention "deploy" in a stock closing line; the user's own question about it comes first,
+    then the title hit's tier-mate, across pages, then the boilerplate hits, newest first."""
+    asked = services.conversation_create(owner=alice, title="Servers")
+    finished_run(asked, alice, "How do I deploy the staging server?", answer("Run the playbook."))
+    titled = services.conversation_create(owner=alice, title="Deployment notes")
+    finished_run(titled, alice, "What did we change?", answer("Nothing yet."))
+    for name in ("Soup", "Bread"):
+        conversation = services.conversation_create(owner=alice, title=name)
+        finished_run(conversation, alice, f"A recipe for {name.lower()}", answer("Here it is.| Ask me to deploy it."))
+    assert titles(search(api, "deploy")) == ["Deployment notes", "Servers", "Bread", "Soup"]
+    # Paged with a cursor that keeps the tier: nothing repeated, nothing skipped.
+    first = search(api, "deploy", limit=1)
+    pages = [first]
+    while pages[-1]["next"]:
+        pages.append(search(api, "deploy", limit=1, before=pages[-1]["next"]))
+    assert [t for page in pages for t in titles(page)] == ["Deployment notes", "Servers", "Bread", "Soup"]
+    # A cursor of the whole list is not one of a search, and the other way round.
+    plain = api.get("/api/conversations/", {"limit": 1}).json()["next"]
+    assert api.get("/api/conversations/", {"q": "deploy", "before": plain}).status_code == 400
+    assert api.get("/api/conversations/", {"before": first["next"]}).status_code == 400
+    # The snippet of a conversation the user asked in comes from their words.
+    (hit,) = [c for c in search(api, "deploy staging")["conversations"]]
+    assert hit["snippet"] == "How do I deploy the staging server?"
+
+
+def test_snippets_are_text_not_markdown(api, alice):
+    conversation = services.conversation_create(owner=alice, title="Code")
+    finished_run(
+        conversation,
+        alice,
+        "How do I **reverse** a list?",
+        answer(
+            "Use `reversed(items)` or the [slice](https://docs.python.org/3/) `items[::-1]`:|\n\n```python\nprint(items[::-1])\n```\n\n- *fast*\n- <b>safe</b>"
+        ),
+    )
+    (hit,) = search(api, "slice")["conversations"]
+    # Code spans and blocks keep their content, a link its text; typed HTML stays text.
+    assert hit["snippet"].endswith("Use reversed(items) or the slice items[::-1]: print(items[::-1]) fast <b>safe</b>")
+    assert [mark for mark in ("`", "**", "](", "http") if mark in hit["snippet"]] == []
+    (asked,) = search(api, "reverse")["conversations"]
+    assert asked["snippet"] == "How do I reverse a list?"

@@ -109,7 +109,7 @@ def test_round_trip_equal_event_for_event(api, alice, rich):
     response = post_import(api, exported)
     assert response.status_code == 201, response.content
     created = Conversation.objects.get(pk=response.json()["id"])
-    assert created.pk != rich.pk and created.owner == alice and created.title == rich.title
+    assert created.pk != rich.pk and created.owner == alice and created.title == f"{rich.title} (imported)"
     again = json.loads(export(api, created).content)
     originals, copies = exported["events"], again["events"]
     run_map = {o["runId"]: c["runId"] for o, c in zip(originals, copies)}
@@ -137,6 +137,35 @@ def test_round_trip_equal_event_for_event(api, alice, rich):
     assert frames[0]["seq"] == len(originals) + 1
 
 
+@pytest.mark.parametrize(
+    ("title", "language", "imported"),
+    [
+        ("Plans", "en", "Plans (imported)"),
+        ("  two\n lines ", "en", "two lines (imported)"),
+        ("", "en", "Imported conversation"),
+        ("计划", "zh-hans", "计划（已导入）"),
+        ("", "zh-hans", "导入的对话"),
+        ("y" * 200, "en", "y" * 189 + " (imported)"),  # cut to keep the mark within the title limit
+    ],
+)
+def test_an_import_is_marked_as_imported_in_the_users_language(api, alice, title, language, imported):
+    conversation = services.conversation_create(owner=alice, title="")
+    run_with(conversation, alice, "hi", [{"type": "text", "content": "hello"}])  # an import needs a run
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)  # not retitled by its message
+    exported = json.loads(export(api, conversation).content)
+    raw = json.dumps(exported).encode()
+    response = api.generic(
+        "POST",
+        "/api/conversations/import/",
+        raw,
+        content_type="application/json",
+        headers={"accept-language": language},
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["title"] == imported
+    assert Conversation.objects.get(pk=response.json()["id"]).title == imported
+
+
 def test_markdown_transcript(api, rich):
     response = export(api, rich, "markdown")
     assert response["Content-Type"].startswith("text/markdown")
@@ -155,6 +184,30 @@ def test_export_is_owner_only_and_format_checked(api, make_user, rich):
     assert bob.get(f"/api/conversations/{rich.pk}/export/").status_code == 404
     assert Client().get(f"/api/conversations/{rich.pk}/export/").status_code == 401
     assert api.get(f"/api/conversations/{rich.pk}/export/", {"format": "pdf"}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("title", "disposition"),
+    [
+        # Not ASCII: RFC 5987 `filename*`, UTF-8 percent-encoded, which browsers decode.
+        ("Rich — ünïcode ✓", "attachment; filename*=utf-8''Rich%20%E2%80%94%20%C3%BCn%C3%AFcode%20%E2%9C%93.{suffix}"),
+        ("部署 计划", "attachment; filename*=utf-8''%E9%83%A8%E7%BD%B2%20%E8%AE%A1%E5%88%92.{suffix}"),
+        # Separators, characters file systems refuse, control characters and a leading dot go.
+        ('../etc/passwd: "a"\tb*?<x>|\x1b', 'attachment; filename="etc passwd a b x.{suffix}"'),
+        ("  What is 6*7?  ", 'attachment; filename="What is 6 7.{suffix}"'),
+        ("x" * 200, 'attachment; filename="' + "x" * 80 + '.{suffix}"'),
+        # Nothing left to name it by: the id's first characters.
+        ("", 'attachment; filename="conversation-{prefix}.{suffix}"'),
+        ("../..", 'attachment; filename="conversation-{prefix}.{suffix}"'),
+    ],
+)
+@pytest.mark.parametrize(("kind", "suffix"), [("json", "json"), ("markdown", "md")])
+def test_export_is_named_after_the_title(api, alice, title, disposition, kind, suffix):
+    conversation = services.conversation_create(owner=alice, title="")
+    Conversation.objects.filter(pk=conversation.pk).update(title=title)  # as stored, unchecked
+    conversation.refresh_from_db()
+    response = export(api, conversation, kind)
+    assert response["Content-Disposition"] == disposition.format(prefix=str(conversation.pk)[:8], suffix=suffix)
 
 
 def good_file(api, rich) -> dict:
@@ -288,7 +341,9 @@ def test_import_of_many_runs_indexes_every_one(api):
     response = post_import(api, {"conversation": {"title": "many"}, "events": events})
     assert response.status_code == 201, response.content
     assert SearchDocument.objects.filter(conversation_id=response.json()["id"]).count() == 1200
-    assert [c["title"] for c in api.get("/api/conversations/", {"q": "token1199"}).json()["conversations"]] == ["many"]
+    assert [c["title"] for c in api.get("/api/conversations/", {"q": "token1199"}).json()["conversations"]] == [
+        "many (imported)"
+    ]
 
 
 def test_markdown_marks_edited_messages_and_regenerated_answers(api, alice):

@@ -33,7 +33,8 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
         with_usage(
             tool_call_reply(("calculator", {"expression": "6*7"}), ("calculator", {"expression": "1/0"})), 420, 38
         ),
-        with_usage(text_reply("6 × 7 is **42**; 1/0 is undefined.", piece=6), 510, 24),
+        # Paced: the answer is stored as several text deltas, which the run page folds into one row.
+        with_usage(text_reply("6 × 7 is **42**; 1/0 is undefined.", piece=6, delay=0.05), 510, 24),
     )
     send(page, message)
     turn = last_turn(page)
@@ -70,6 +71,16 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     rows = page.locator("tr.run-row")
     expect(rows).to_have_count(1)
     expect(rows.first.locator(".rating-down")).to_be_visible()
+    # The Feedback cell is a cell of the row like the others (it took the chat's flex `.feedback`).
+    cells = rows.first.evaluate(
+        """(tr) => [...tr.cells].map((td) => {
+             const box = td.getBoundingClientRect();
+             return [getComputedStyle(td).display, Math.round(box.top), Math.round(box.height)];
+           })"""
+    )
+    assert len(cells) == 11 and {tuple(cell) for cell in cells} == {tuple(cells[0])}, cells
+    assert cells[0][0] == "table-cell"
+    shot(page, "inspector-runs-feedback")
     rows.first.locator("a").click()
     page.wait_for_url(re.compile(r".*/inspect/runs/[0-9a-f-]{36}/$"))
 
@@ -91,6 +102,20 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     expect(target.locator("pre.payload").first).to_have_text('{\n  "expression": "1/0"\n}')
     expect(target).to_contain_text("division by zero")
     expect(page.locator("table.events tbody tr").first).to_contain_text("user_message")
+    # The answer's deltas: one row, their joined text and count; opened, each frame.
+    folded = page.locator("table.events tr.folded", has=page.locator("td", has_text=re.compile(r"^text")))
+    expect(folded).to_have_count(1)
+    expect(folded.locator(".joined")).to_have_text("6 × 7 is **42**; 1/0 is undefined.")
+    count = int(folded.locator(".tag").inner_text().lstrip("×"))
+    assert count >= 2
+    expect(folded.locator("pre.payload").first).to_be_hidden()
+    folded.locator("summary").click()
+    expect(folded.locator("pre.payload")).to_have_count(count)
+    expect(folded.locator("pre.payload").first).to_be_visible()
+    folded.locator("summary").click()
+    # The conversation by its title, linked.
+    expect(page.locator("a.conversation-link")).to_have_text(f"“{message}”")
+    expect(page.locator("a.conversation-link")).to_have_attribute("href", re.compile(r"^/admin/chat/conversation/"))
     # The replay: the chat page's own Turn, drawn from the run's events.
     replay = page.locator("#replay article.turn")
     expect(replay.locator(".answer")).to_contain_text("6 × 7 is 42; 1/0 is undefined.")
@@ -100,6 +125,11 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     expect(replay.locator(".bubble")).to_have_text(message)
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(ROOT / "docs" / "inspector-run.png"), full_page=True, animations="disabled")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    shot(page, "inspector-run-1280", full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot(page, "inspector-run-390", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 820})
 
     page.goto("/inspect/dashboard/")
     expect(page.locator(".chart")).to_have_count(4)

@@ -16,7 +16,10 @@ pytestmark = pytest.mark.browser
 def test_search_box_filters_the_list_and_marks_the_words(user_page, replies, shot):
     page = user_page
     first, second = unique("Travel question"), unique("Cooking question")
-    replies.set(first, text_reply("The capital of Portugal is Lisbon, by the Tagus.", piece=6))
+    # Markdown in the answer: the snippet shows its text, not its syntax.
+    replies.set(
+        first, text_reply("The capital of `Portugal` is **Lisbon**, by the [Tagus](https://example.com/).", piece=6)
+    )
     # Model text that looks like markup must stay text in the snippet too.
     replies.set(second, text_reply('Simmer the <img src=x onerror="window.__pwned=1"> risotto slowly.', piece=6))
     send(page, first)
@@ -31,7 +34,7 @@ def test_search_box_filters_the_list_and_marks_the_words(user_page, replies, sho
     expect(items).to_have_count(1)
     expect(items.first.locator(".conv-title")).to_have_text(first)
     snippet = items.first.locator(".conv-snippet")
-    expect(snippet).to_contain_text("Portugal is Lisbon, by the Tagus.")
+    expect(snippet).to_contain_text("The capital of Portugal is Lisbon, by the Tagus.")
     expect(snippet.locator("mark")).to_have_text(["Lisb", "Tagu"])
     shot(page, "sidebar-search")
 
@@ -52,7 +55,7 @@ def test_search_box_filters_the_list_and_marks_the_words(user_page, replies, sho
     assert_clean(page)
 
 
-def test_download_buttons_and_import(user_page, replies, tmp_path):
+def test_export_menu_and_import(user_page, replies, tmp_path, shot):
     page = user_page
     message = unique("Export me")
     replies.set(message, text_reply("Exported **answer** with ünïcode ✓.", piece=5))
@@ -62,8 +65,10 @@ def test_download_buttons_and_import(user_page, replies, tmp_path):
     original = conversation_id(page)
     expect(page.locator("#export-actions")).to_be_visible()
 
+    page.click("#export-toggle")  # one menu: JSON or Markdown
     with page.expect_download() as info:
         page.click("#export-json")
+    assert info.value.suggested_filename == f"{message}.json"  # named after the title, not the id
     exported = tmp_path / "export.json"
     info.value.save_as(exported)
     document = json.loads(exported.read_text())
@@ -74,6 +79,7 @@ def test_download_buttons_and_import(user_page, replies, tmp_path):
         == "Exported **answer** with ünïcode ✓."
     )
 
+    page.click("#export-toggle")
     with page.expect_download() as info:
         page.click("#export-markdown")
     markdown = tmp_path / "export.md"
@@ -87,6 +93,11 @@ def test_download_buttons_and_import(user_page, replies, tmp_path):
     assert imported != original
     expect(last_turn(page).locator(".answer")).to_contain_text("Exported answer with ünïcode ✓.")
     expect(page.locator("li.conv-item")).to_have_count(2)
+    # Said, opened, and told apart from the conversation it came from.
+    expect(page.locator("#notice-text")).to_have_text(f"Imported “{message} (imported)”.")
+    expect(page.locator("#chat-title")).to_have_text(f"{message} (imported)")
+    expect(page.locator("li.conv-item.active .conv-title")).to_have_text(f"{message} (imported)")
+    shot(page, "sidebar-imported")
 
     broken = tmp_path / "broken.json"
     broken.write_text('{"conversation": {}, "events": [{"seq": 2}]}')
