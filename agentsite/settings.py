@@ -405,8 +405,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"daphne_startup": {"()": "agentsite.daphne_log.DaphneStartupLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        # No HTTP/2 notice, and the page to open once it listens (agentsite/daphne_log.py).
+        "daphne.server": {"filters": ["daphne_startup"]},
         "chat": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django": {"handlers": ["console"], "level": "WARNING"},
         # One line per model request is noise at INFO.
