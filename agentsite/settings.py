@@ -140,6 +140,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The language saved on the account wins over the browser's (chat/language.py).
+    "chat.language.AccountLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
@@ -215,6 +217,8 @@ STATIC_ROOT = os.environ.get("STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# Database sessions whose rows name their user: "sign out of all other sessions" (chat.sessions).
+SESSION_ENGINE = "chat.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

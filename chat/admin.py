@@ -9,6 +9,11 @@ from .models import AgentProfile, Conversation, Event, Feedback, ModelCall, Run,
 from .profile_form import AgentProfileForm
 from .workspaces import workspace_listing
 
+# The product's name, not Django's, on every admin page.
+admin.site.site_header = "agentsite administration"
+admin.site.site_title = "agentsite admin"
+admin.site.index_title = "agentsite"
+
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request, obj=None):
