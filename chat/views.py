@@ -6,6 +6,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.utils import translation
 from django.utils.translation import check_for_language, gettext, gettext_noop, ngettext
 from django.views import i18n
 from django.views.decorators.http import require_http_methods, require_POST
@@ -177,6 +178,8 @@ def account_page(request):
     form = AccountForm(request.POST if request.method == "POST" else None, initial=initial)
     if form.is_bound and form.is_valid():
         account_update(user=request.user, **form.cleaned_data)
+        # Said in the language the next page is in.
+        translation.activate(form.cleaned_data["language"] or translation.get_language_from_request(request))
         messages.success(request, gettext("Your account is saved."))
         return redirect("account")
     context = {
