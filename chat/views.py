@@ -62,6 +62,7 @@ JS_STRINGS = (
     gettext_noop("Delete “%s”"),
     gettext_noop("Delete “%s”? Its messages cannot be recovered."),
     gettext_noop("Denied"),
+    gettext_noop("Default"),
     gettext_noop("Deny"),
     gettext_noop("Discarded partial answer"),
     gettext_noop("Disconnected"),
