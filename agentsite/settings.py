@@ -140,6 +140,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The language saved on the account wins over the browser's (chat/language.py).
+    "chat.language.AccountLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
@@ -215,6 +217,8 @@ STATIC_ROOT = os.environ.get("STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# Database sessions whose rows name their user: "sign out of all other sessions" (chat.sessions).
+SESSION_ENGINE = "chat.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -405,8 +409,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"daphne_startup": {"()": "agentsite.daphne_log.DaphneStartupLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        # No HTTP/2 notice, and the page to open once it listens (agentsite/daphne_log.py).
+        "daphne.server": {"filters": ["daphne_startup"]},
         "chat": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
         "django": {"handlers": ["console"], "level": "WARNING"},
         # One line per model request is noise at INFO.

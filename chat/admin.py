@@ -5,9 +5,14 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from .models import AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from .models import DEFAULT_AGENT_NAME, AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 from .profile_form import AgentProfileForm
 from .workspaces import workspace_listing
+
+# The product's name, not Django's, on every admin page.
+admin.site.site_header = "agentsite administration"
+admin.site.site_title = "agentsite admin"
+admin.site.index_title = "agentsite"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -35,12 +40,18 @@ class RunInline(ReadOnlyInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ("__str__", "owner", "agent", "created_at", "updated_at", "last_seq")
+    # What fits a 1280 px window beside the filters; the created time and the last seq are on each page.
+    list_display = ("__str__", "owner", "agent_name", "updated_at")
     list_filter = ("created_at", "agent")
+    list_select_related = ("owner", "agent")
     search_fields = ("title", "owner__username", "id")
     readonly_fields = ("id", "owner", "title", "agent", "created_at", "updated_at", "last_seq", "workspace_files")
     date_hierarchy = "updated_at"
     inlines = [RunInline]
+
+    @admin.display(description="agent", ordering="agent__name")
+    def agent_name(self, obj):
+        return obj.agent.name if obj.agent else DEFAULT_AGENT_NAME
 
     @admin.display(description="workspace files")
     def workspace_files(self, obj):

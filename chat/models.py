@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -358,3 +359,37 @@ class RunMemory(models.Model):
 
     def __str__(self) -> str:
         return f"Memory of run {str(self.run_id)[:8]}"
+
+
+class AccountSettings(models.Model):
+    """What a user sets on their account page: the name the app shows for them, and the interface
+    language, which follows the account to every browser (chat.language). No row: the username,
+    and the language the browser asks for."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="account_settings"
+    )
+    display_name = models.CharField(max_length=150, blank=True, default="")
+    language = models.CharField(max_length=16, blank=True, default="", choices=settings.LANGUAGES)
+
+    def __str__(self) -> str:
+        return f"Settings of user {self.user_id}"
+
+
+class UserSession(AbstractBaseSession):
+    """A session that names its user (chat.sessions, the SESSION_ENGINE), so that "sign out of all
+    other sessions" finds them without decoding every session of the site."""
+
+    # No database constraint: a request may save its session just after its user was deleted, and
+    # that save must not fail; deleting a user still deletes their sessions (the ORM's cascade).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="+",
+    )
+
+    class Meta(AbstractBaseSession.Meta):
+        db_table = "chat_user_session"

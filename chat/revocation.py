@@ -7,6 +7,8 @@ processes run). The triggers:
 
 - logout: only the sockets of the session that logged out (the user's other sessions,
   other browsers, stay signed in, as they do over HTTP);
+- "sign out of all other sessions" on the account page (chat.account): the sockets of each
+  session it ended;
 - a password change, `is_active` turned off, the user deleted: every socket of the user.
   A password change closes the sockets of the session that made it as well: Django's
   `update_session_auth_hash` keeps that browser signed in by moving its data to a *new*

@@ -1,11 +1,17 @@
-from django.urls import include, path
+from django.templatetags.static import static
+from django.urls import path
+from django.views.generic import RedirectView
 
 from . import api, files_api, inspect_views, views
 
 urlpatterns = [
     path("", views.chat_page, name="chat"),
     path("accounts/signup/", views.signup, name="signup"),
-    path("i18n/", include("django.conf.urls.i18n")),
+    path("account/", views.account_page, name="account"),
+    path("account/sign-out-others/", views.account_sign_out_others, name="account-sign-out-others"),
+    path("i18n/setlang/", views.set_language, name="set_language"),
+    # Browsers ask for it on every page that names no icon (the admin's): the app's icon.
+    path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),
     path("healthz", api.healthz, name="healthz"),
     path("metrics", api.metrics, name="metrics"),
     path("api/conversations/", api.conversations, name="api-conversations"),

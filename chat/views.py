@@ -1,15 +1,25 @@
-"""HTML pages: the chat page and sign-up. The JSON API and the WebSocket live elsewhere."""
+"""HTML pages: the chat page, sign-up and the account page. The JSON API and the WebSocket live elsewhere."""
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.utils.translation import gettext, gettext_noop
-from django.views.decorators.http import require_http_methods
+from django.utils import translation
+from django.utils.translation import check_for_language, gettext, gettext_noop, ngettext
+from django.views import i18n
+from django.views.decorators.http import require_http_methods, require_POST
 
+from .account import (
+    account_language_save,
+    account_settings_of,
+    account_update,
+    sessions_end_others,
+    sessions_other_count,
+)
 from .accounts import signup_allowed
-from .forms import SignupForm
+from .forms import AccountForm, SignupForm
 
 # Every message the page's scripts show (static/chat/*.js: t("...") and tf("...")), by
 # English id. They are translated per request and handed to the scripts as JSON, so the
@@ -53,6 +63,7 @@ JS_STRINGS = (
     gettext_noop("Delete “%s”"),
     gettext_noop("Delete “%s”? Its messages cannot be recovered."),
     gettext_noop("Denied"),
+    gettext_noop("Default"),
     gettext_noop("Deny"),
     gettext_noop("Discarded partial answer"),
     gettext_noop("Disconnected"),
@@ -166,9 +177,61 @@ def js_strings() -> dict[str, str]:
 
 @login_required
 def chat_page(request):
-    return render(
-        request, "chat/index.html", {"js_strings": js_strings(), "max_message_chars": settings.AGENT_MAX_MESSAGE_CHARS}
+    context = {
+        "js_strings": js_strings(),
+        "max_message_chars": settings.AGENT_MAX_MESSAGE_CHARS,
+        "display_name": account_settings_of(user_id=request.user.pk).display_name or request.user.get_username(),
+    }
+    return render(request, "chat/index.html", context)
+
+
+# The account page's sections, in order, each a template included with the page's context. A
+# feature with settings of its own (the personal API tokens of PROTOCOL section 10) adds its
+# template here, and what it shows to account_page's context.
+ACCOUNT_SECTIONS = ("account/_profile.html", "account/_password.html", "account/_sessions.html")
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def account_page(request):
+    saved = account_settings_of(user_id=request.user.pk)
+    initial = {"display_name": saved.display_name, "email": request.user.email, "language": saved.language}
+    form = AccountForm(request.POST if request.method == "POST" else None, initial=initial)
+    if form.is_bound and form.is_valid():
+        account_update(user=request.user, **form.cleaned_data)
+        # Said in the language the next page is in.
+        translation.activate(form.cleaned_data["language"] or translation.get_language_from_request(request))
+        messages.success(request, gettext("Your account is saved."))
+        return redirect("account")
+    context = {
+        "form": form,
+        "sections": ACCOUNT_SECTIONS,
+        "display_name": saved.display_name or request.user.get_username(),
+        "other_sessions": sessions_other_count(user_id=request.user.pk, session_key=request.session.session_key),
+    }
+    return render(request, "account/index.html", context, status=400 if form.is_bound else 200)
+
+
+@login_required
+@require_POST
+def account_sign_out_others(request):
+    ended = sessions_end_others(user_id=request.user.pk, session_key=request.session.session_key)
+    messages.success(
+        request,
+        ngettext("Signed out of %(count)s other session.", "Signed out of %(count)s other sessions.", ended)
+        % {"count": ended},
     )
+    return redirect("account")
+
+
+def set_language(request):
+    """Django's set_language (the language menus), which also saves the choice on a signed-in
+    user's account, so that their other browsers follow (chat/language.py)."""
+    response = i18n.set_language(request)
+    language = request.POST.get("language", "") if request.method == "POST" else ""
+    if request.user.is_authenticated and language in dict(settings.LANGUAGES) and check_for_language(language):
+        account_language_save(user_id=request.user.pk, language=language)
+    return response
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

@@ -66,26 +66,53 @@ def test_debug_runs_with_the_development_key_and_a_key_file_is_read(tmp_path):
     assert result.stdout.strip().splitlines()[-1] == key_file.read_text().strip()
 
 
-def documented_environment() -> dict[str, str]:
+README = (ROOT / "README.md").read_text()
+
+
+def documented_file() -> str:
     """The production environment file of README "Production", as written there."""
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```sh\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", readme, re.S)
+    block = re.search(r"```sh\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", README, re.S)
     assert block, "README lost its /etc/agentsite.env block"
-    variables = dict(re.findall(r"^\s*([A-Z][A-Z0-9_]*)=(\S*)", block.group(1), re.M))
+    return "\n".join(line.strip() for line in block.group(1).splitlines()) + "\n"
+
+
+def variables_of(text: str) -> dict[str, str]:
+    variables = dict(re.findall(r"^([A-Z][A-Z0-9_]*)=(\S*)", text, re.M))
     assert {"SECRET_KEY", "ALLOWED_HOSTS", "TRUSTED_PROXIES", "HTTPS"} <= set(variables)
-    variables["SECRET_KEY"] = secrets.token_urlsafe(50)  # the README shows how to make one
     return variables
 
 
-def test_check_deploy_is_clean_under_the_documented_environment():
-    command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
-    result = run(command, bare_env(**documented_environment()))
+def documented_environment(tmp_path: Path) -> dict[str, str]:
+    """The file after the README's key command has run on it (on a copy here, without sudo)."""
+    command = re.search(r"^\s*sudo (sed -i .*) /etc/agentsite\.env$", README, re.M)
+    assert command, "README lost the command that puts a key into /etc/agentsite.env"
+    env_file = tmp_path / "agentsite.env"
+    env_file.write_text(documented_file())
+    subprocess.run(["sh", "-c", f'{command.group(1)} "$0"', str(env_file)], check=True, timeout=30)
+    return variables_of(env_file.read_text())
+
+
+CHECK_DEPLOY = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+
+
+def test_the_documented_key_command_makes_check_deploy_clean(tmp_path):
+    placeholder = variables_of(documented_file())["SECRET_KEY"]
+    variables = documented_environment(tmp_path)
+    assert variables["SECRET_KEY"] != placeholder and len(variables["SECRET_KEY"]) >= 50
+    result = run(CHECK_DEPLOY, bare_env(**variables))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+    # The file as written, placeholder and all, is not clean: the README says why the command is needed.
+    result = run(CHECK_DEPLOY, bare_env(**variables_of(documented_file())))
+    assert result.returncode != 0 and "security.W009" in result.stdout + result.stderr
+    assert "security.W009" in README
+
+
+def test_check_deploy_looks_at_the_https_settings(tmp_path):
     # Without the HTTPS settings the same check fails: it does look at them.
-    plain = documented_environment()
+    plain = documented_environment(tmp_path)
     del plain["HTTPS"]
-    result = run(command, bare_env(**plain))
+    result = run(CHECK_DEPLOY, bare_env(**plain))
     assert result.returncode != 0
     for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
         assert warning in result.stdout + result.stderr

@@ -6,6 +6,7 @@ import { api } from "./api.js";
 import { h } from "./dom.js";
 import { showNotice } from "./notices.js";
 import { tf } from "./i18n.js";
+import { agentName } from "./turn-labels.js";
 
 const DEFAULT = "default";
 
@@ -35,7 +36,7 @@ export class AgentPicker {
   }
 
   render(current) {
-    for (const agent of this.agents) this.labels.set(agent.slug, `${agent.name} · ${agent.model}`);
+    for (const agent of this.agents) this.labels.set(agent.slug, `${agentName(agent.slug, agent.name)} · ${agent.model}`);
     const options = this.agents.map((agent) =>
       h("option", { value: agent.slug, title: [agent.description, agent.model].filter(Boolean).join(" · "), text: this.labels.get(agent.slug) }));
     // A conversation's agent the user may no longer use is shown as such (sending is refused with a reason).

@@ -15,7 +15,7 @@ import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { Pace } from "./pacing.js";
 import { ApprovalItem, ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
-import { statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
+import { agentName, statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
 import { mountUserActions, updateAttachments, updateVersions } from "./user-message.js";
 import { t } from "./i18n.js";
 
@@ -71,7 +71,7 @@ export class Turn {
       case "user_message":
         this.userText = String(frame.content ?? "");
         // The agent and model that answer (logs stored before profiles existed name none).
-        this.agentLabel = [frame.agentName, frame.model].filter((part) => typeof part === "string" && part).join(" · ");
+        this.agentLabel = [agentName(frame.agent, frame.agentName), frame.model].filter((part) => typeof part === "string" && part).join(" · ");
         this.attachments = Array.isArray(frame.attachments) ? frame.attachments.filter((a) => a && typeof a.path === "string") : [];
         if (this.el) {
           this.userBubble.textContent = this.userText;
@@ -208,7 +208,7 @@ export class Turn {
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
       h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, this.statusLine, this.footer,
-        mountAnswerActions(this), this.feedback.mount()));
+        h("div", { className: "answer-bar" }, mountAnswerActions(this), this.feedback.mount())));
     this.el.hidden = !this.shown;
     updateAttachments(this);
     updateVersions(this);

@@ -75,3 +75,10 @@ export function turnFooter(turn) {
   }
   return parts.join(" · ");
 }
+
+/** The name an agent is shown by. The default agent (the server's own configuration) is named
+ * "Default" by the API and in the events, in English for every client: it is shown in the
+ * page's language. */
+export function agentName(slug, name) {
+  return slug === "default" ? t("Default") : name;
+}

@@ -10,12 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.contrib.sessions.models import Session
 from django.test import override_settings
 
 from agentsite.asgi import application
 from chat import consumers
 from chat.models import Event, Run
+from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.sessions)
 from chat.revocation import session_is_current
 from tests.server.conftest import session_cookie
 
