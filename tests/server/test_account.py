@@ -131,7 +131,7 @@ def test_the_upgrade_keeps_everyone_signed_in(alice, settings):
     anonymous = DjangoSessionStore()
     anonymous["cart"] = 1
     anonymous.create()
-    migration = importlib.import_module("chat.migrations.0011_accounts")
+    migration = importlib.import_module("chat.migrations.0016_accounts")
     migration.copy_sessions(apps, None)
     assert UserSession.objects.get(session_key=old.session_key).user_id == alice.pk
     assert UserSession.objects.get(session_key=anonymous.session_key).user_id is None
