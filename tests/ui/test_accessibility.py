@@ -153,6 +153,8 @@ PAGES: dict[str, Callable[[UI], Any]] = {
     "sign-in": at("/accounts/login/", "#id_username", signed_in=False),
     "sign-up": at("/accounts/signup/", "#id_password2", signed_in=False),
     "chat-empty": at("/", "#empty-state"),
+    "account": at("/account/", "main h1"),
+    "password-change": at("/accounts/password_change/", "#id_old_password"),
     "chat-streaming": chat_streaming,
     "chat-finished-with-tools": finished_with_tools,
     "chat-approval": chat_approval,
