@@ -256,6 +256,11 @@ class Confined:
         """Bytes in the regular files below the root; ToolError when folders are nested past MAX_DEPTH."""
         return tree_size(self.root)
 
+    def room(self, path: str, quota: int) -> int:
+        """Bytes a file written to `path` may hold within `quota` (what replacing it frees counted; below
+        0 when the workspace is over). ToolError when folders are nested past MAX_DEPTH."""
+        return quota - (self.total_size() - self.size_of(path))
+
 
 def _listing(fd: int) -> list[tuple[str, os.stat_result]]:
     found = []
