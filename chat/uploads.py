@@ -175,9 +175,10 @@ def _store_pdf_text(conversation_id, workspace: Confined, path: str, source: Bin
     try:
         source.seek(0)
         text = pdf_text(source, max_chars=settings.AGENT_MAX_UPLOAD_BYTES)
-    except Exception:
-        # pypdf raises many kinds on a malformed (or hostile) file; the upload itself stands.
-        log.warning("could not extract the text of %s", path, exc_info=True)
+    except Exception as exc:
+        # pypdf raises many kinds on a malformed (or hostile) file; the upload itself stands. One line
+        # and no traceback: anyone can upload a broken PDF, and the log is for the operators.
+        log.warning("could not extract the text of %s: %s: %s", path, type(exc).__name__, exc)
         return None
     data = text.encode()
     try:
