@@ -4,7 +4,10 @@
                     "search": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ..."}}}}
 
 Every problem is reported with the id of the system check that shows it, so the check and the
-runtime agree on what a valid file is.
+runtime agree on what a valid file is. A file that cannot be read or a malformed entry is an error;
+a `command` that is not found is a warning: the server is kept (the command may be installed later,
+or the check may run where the server does not, as for `migrate`), its start fails with a tool
+error naming the cause, and the other servers serve.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamabl
 E_UNREADABLE = "agentsite.E020"
 E_JSON = "agentsite.E021"
 E_SHAPE = "agentsite.E022"
-E_COMMAND = "agentsite.E023"
+W_COMMAND = "agentsite.W023"
 E_URL = "agentsite.E024"
 
 
@@ -43,6 +46,10 @@ class ServerConfig:
     def transport(self) -> str:
         return "http" if self.url else "stdio"
 
+    def command_problem(self) -> str | None:
+        """Why a stdio server's command cannot be run here, or None."""
+        return None if self.url else _command_problem(self.command, self.cwd)
+
     def describe(self) -> str:
         if self.url:
             parts = urlsplit(self.url)
@@ -55,6 +62,7 @@ class ServerConfig:
 class Problem:
     id: str
     message: str
+    warning: bool = False  # the server is kept: it fails at its start, not the whole file
 
 
 class McpConfigError(Exception):
@@ -132,10 +140,10 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
         problems.append(Problem(E_SHAPE, f"{where}.cwd must be a string"))
     if len(problems) > before:
         return None
-    if problem := _command_problem(command, cwd):
-        problems.append(Problem(E_COMMAND, f"{where}.command: {problem}"))
-        return None
-    return ServerConfig(name, command=command, args=tuple(args), env=tuple(env.items()), cwd=cwd)
+    server = ServerConfig(name, command=command, args=tuple(args), env=tuple(env.items()), cwd=cwd)
+    if problem := server.command_problem():
+        problems.append(Problem(W_COMMAND, f"{where}.command: {problem}", warning=True))
+    return server
 
 
 def parse(text: str) -> tuple[list[ServerConfig], list[Problem]]:
@@ -163,8 +171,8 @@ def read(path: str | Path) -> tuple[list[ServerConfig], list[Problem]]:
 
 
 def load(path: str | Path) -> list[ServerConfig]:
-    """The servers of a valid file; McpConfigError listing every problem otherwise."""
+    """The servers of a valid file (warnings allowed); McpConfigError listing every error otherwise."""
     servers, problems = read(path)
-    if problems:
-        raise McpConfigError(problems)
+    if errors := [problem for problem in problems if not problem.warning]:
+        raise McpConfigError(errors)
     return servers
