@@ -134,6 +134,10 @@ def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int
     if size > limit:
         raise FileRefused(f"the file is {size} bytes, more than the {limit}-byte upload limit", status=413)
     workspace = _workspace(conversation_id)
+    try:
+        workspace.locate(path)  # a path out of the workspace is a bad name (400), not a full workspace (413)
+    except ToolError as exc:
+        raise _refused(exc) from None
     with _locked(conversation_id):
         room = _quota_room(workspace, path)
         if size > room:

@@ -15,6 +15,8 @@ from .harness import Client, Server, server_env
 
 pytestmark = [
     pytest.mark.multiprocess,
+    # Room for a migrated database and two daphne start-ups on a loaded machine (the default is 120 s).
+    pytest.mark.timeout(400),
     pytest.mark.skipif(not (ON_POSTGRES and REDIS_URL), reason="needs DATABASE_URL=postgres://... and REDIS_URL"),
 ]
 
