@@ -85,6 +85,18 @@ def _string_map(value, what: str, problems: list[Problem]) -> bool:
     return True
 
 
+def _texts(value) -> list[str]:
+    """The strings of a config value: itself, a list's items, an object's keys and values (one level
+    down, as deep as a server entry's values go)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, str)]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in (key, *_texts(item))]
+    return []
+
+
 def _command_problem(command: str, cwd: str | None) -> str | None:
     if os.sep in command:
         path = Path(cwd or ".") / command
@@ -108,6 +120,9 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
     if not name.strip():
         problems.append(Problem(E_SHAPE, "a server name in mcpServers is empty"))
         return None
+    if "\x00" in name:
+        problems.append(Problem(E_SHAPE, f"the server name {name!r} holds a NUL character"))
+        return None
     if not isinstance(entry, dict):
         problems.append(Problem(E_SHAPE, f"{where} must be an object"))
         return None
@@ -116,10 +131,13 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
         return None
     kind = "http" if "url" in entry else "stdio"
     before = len(problems)
+    if any("\x00" in text for text in _texts(entry)):  # no process argument, variable or header can hold one
+        problems.append(Problem(E_SHAPE, f"{where} holds a NUL character"))
+        return None
     unknown = sorted(set(entry) - (HTTP_KEYS if kind == "http" else STDIO_KEYS))
     if unknown:
         problems.append(Problem(E_SHAPE, f"{where} has unknown keys: {', '.join(unknown)}"))
-    if "type" in entry and TYPES.get(entry["type"]) != kind:
+    if "type" in entry and (not isinstance(entry["type"], str) or TYPES.get(entry["type"]) != kind):
         problems.append(Problem(E_SHAPE, f"{where}.type {entry['type']!r} does not fit a {kind} server"))
     if kind == "http":
         url, headers = entry["url"], entry.get("headers", {})
@@ -127,7 +145,10 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
             problems.append(Problem(E_URL, f"{where}.url must be a string"))
         elif problem := _url_problem(url):
             problems.append(Problem(E_URL, f"{where}.url: {problem}"))
-        _string_map(headers, f"{where}.headers", problems)
+        if _string_map(headers, f"{where}.headers", problems) and any(
+            "\r" in text or "\n" in text for text in _texts(headers)
+        ):
+            problems.append(Problem(E_SHAPE, f"{where}.headers hold a line break"))
         if len(problems) > before:
             return None
         return ServerConfig(name, url=url, headers=tuple(headers.items()))
@@ -152,6 +173,8 @@ def parse(text: str) -> tuple[list[ServerConfig], list[Problem]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return [], [Problem(E_JSON, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")]
+    except RecursionError:
+        return [], [Problem(E_JSON, "not valid JSON: nested too deep")]
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         return [], [Problem(E_SHAPE, 'the file must be an object with an "mcpServers" object')]
     problems: list[Problem] = []
