@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from .harness import Client, Server, server_env
 
 
+@pytest.mark.timeout(400)  # room for a daphne start-up on a loaded machine (the default is 120 s)
 async def test_each_line_is_printed_once_and_user_actions_log_no_traceback(databases, e2e_llm, log_dir, tmp_path):
     env = server_env(
         database_url=databases.new(),
