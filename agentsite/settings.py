@@ -405,19 +405,22 @@ EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", EMAIL_PORT == 465)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agentsite@localhost")
 PASSWORD_RESET_ENABLED = EMAIL_HOST is not None
 
+# One handler, on the root logger, so that each line is printed once. daphne configures logging
+# before it loads the application (a handler of its own on the root): a handler on "chat" too
+# printed every line twice under `make run`, once per handler. This config replaces daphne's
+# handler, so daphne's own lines come in the same format; other libraries say only warnings.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "filters": {"daphne_startup": {"()": "agentsite.daphne_log.DaphneStartupLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
+        "chat": {"level": os.environ.get("LOG_LEVEL", "INFO")},
+        "django": {"level": "WARNING"},
+        "daphne": {"level": "INFO"},  # "Listening on TCP address ..."
         # No HTTP/2 notice, and the page to open once it listens (agentsite/daphne_log.py).
         "daphne.server": {"filters": ["daphne_startup"]},
-        "chat": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-        "django": {"handlers": ["console"], "level": "WARNING"},
-        # One line per model request is noise at INFO.
-        "httpx2": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
     },
 }

@@ -23,6 +23,7 @@ from chat.tool_limits import rate_limit
 from chat.tools import build_registry
 from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
 from chat.tools.sandbox import Limits
+from chat.workspaces import locked_write
 
 
 @cache  # as many as there are endpoints in the environment and the profiles
@@ -168,6 +169,7 @@ def tool_settings(*, skills: frozenset[str] | None = None) -> ToolSettings:
             read_chunk=settings.AGENT_FILE_READ_CHUNK,
             max_file_bytes=settings.AGENT_FILE_MAX_BYTES,
             workspace_max_bytes=settings.AGENT_WORKSPACE_MAX_BYTES,
+            exclusive=locked_write,
         ),
         fetch=FetchSettings(
             allowed_hosts=tuple(settings.AGENT_FETCH_ALLOWED_HOSTS),

@@ -121,7 +121,13 @@ def check_mcp_config(app_configs, **kwargs):
 
     _servers, problems = read(settings.AGENT_MCP_CONFIG)
     return errors + [
-        checks.Error(
+        checks.Warning(
+            f"AGENT_MCP_CONFIG {settings.AGENT_MCP_CONFIG}: {problem.message}.",
+            hint="The server's tools give tool errors until its command can be run; the other servers serve.",
+            id=problem.id,
+        )
+        if problem.warning
+        else checks.Error(
             f"AGENT_MCP_CONFIG {settings.AGENT_MCP_CONFIG}: {problem.message}.",
             hint='The file holds {"mcpServers": {"<name>": {"command", "args"?, "env"?} | {"url", "headers"?}}}.',
             id=problem.id,

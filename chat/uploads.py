@@ -9,7 +9,9 @@ that other people's browsers will download, so names that hide (`.env`), spoof (
 controls) or break lines are refused with a clear message rather than rewritten.
 
 One quota for the workspace: AGENT_WORKSPACE_MAX_BYTES, the one write_file and bash keep,
-so the tools never find a workspace that uploads filled past their own limit.
+so the tools never find a workspace that uploads filled past their own limit. The quota check
+and the write are one step under chat.workspaces.workspace_locked (a database lock), so that
+parallel uploads, through any number of server processes, cannot all fit into the same room.
 
 PDF: the text of an uploaded `x.pdf` is extracted once, at upload, into `x.pdf.txt` next
 to it (pypdf). Extracting once means the model reads it with plain read_file (in chunks,
@@ -22,7 +24,8 @@ from __future__ import annotations
 import logging
 import os
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
@@ -30,8 +33,10 @@ from typing import Any, BinaryIO
 from django.conf import settings
 
 from .agent.tools import ToolError
+from .models import Conversation
 from .text import clean, invalid_reason
 from .tools.workspace import MAX_DEPTH, MAX_NAME_CHARS, MAX_PATH_CHARS, Confined, workspace_path
+from .workspaces import workspace_locked
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +112,18 @@ def _refused(exc: ToolError, *, status: int = 400) -> FileRefused:
 def _quota_room(workspace: Confined, path: str) -> int:
     """Bytes the workspace may still take when `path` is replaced."""
     try:
-        used = workspace.total_size() - workspace.size_of(path)
+        return workspace.room(path, settings.AGENT_WORKSPACE_MAX_BYTES)
     except ToolError as exc:  # folders nested past MAX_DEPTH: over any quota
         raise _refused(exc, status=413) from None
-    return settings.AGENT_WORKSPACE_MAX_BYTES - used
+
+
+@contextmanager
+def _locked(conversation_id) -> Iterator[None]:
+    try:
+        with workspace_locked(conversation_id):
+            yield
+    except Conversation.DoesNotExist:
+        raise FileRefused("the conversation was deleted", status=404) from None
 
 
 def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int, source: BinaryIO) -> Stored:
@@ -122,6 +135,10 @@ def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int
         raise FileRefused(f"the file is {size} bytes, more than the {limit}-byte upload limit", status=413)
     workspace = _workspace(conversation_id)
     try:
+        workspace.locate(path)  # a path out of the workspace is a bad name (400), not a full workspace (413)
+    except ToolError as exc:
+        raise _refused(exc) from None
+    with _locked(conversation_id):
         room = _quota_room(workspace, path)
         if size > room:
             raise FileRefused(
@@ -129,10 +146,11 @@ def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int
                 f"{max(room, 0)} bytes are left; delete some files first",
                 status=413,
             )
-        workspace.write_chunks(path, chunks)
-    except ToolError as exc:
-        raise _refused(exc) from None
-    text_path = _store_pdf_text(workspace, path, source, room=room - size) if path.lower().endswith(".pdf") else None
+        try:
+            workspace.write_chunks(path, chunks)
+        except ToolError as exc:
+            raise _refused(exc) from None
+    text_path = _store_pdf_text(conversation_id, workspace, path, source) if path.lower().endswith(".pdf") else None
     return Stored(path=path, size=size, text_path=text_path)
 
 
@@ -154,21 +172,25 @@ def pdf_text(source: BinaryIO, *, max_chars: int) -> str:
     return clean("\n\n".join(pages)[:max_chars]) + "\n"
 
 
-def _store_pdf_text(workspace: Confined, path: str, source: BinaryIO, *, room: int) -> str | None:
+def _store_pdf_text(conversation_id, workspace: Confined, path: str, source: BinaryIO) -> str | None:
+    """The PDF's text written next to it when it fits the quota; extracted before the workspace is
+    locked (pypdf may take seconds), measured and written under the lock."""
     text_path = path + PDF_TEXT_SUFFIX
     try:
         source.seek(0)
         text = pdf_text(source, max_chars=settings.AGENT_MAX_UPLOAD_BYTES)
-    except Exception:
-        # pypdf raises many kinds on a malformed (or hostile) file; the upload itself stands.
-        log.warning("could not extract the text of %s", path, exc_info=True)
+    except Exception as exc:
+        # pypdf raises many kinds on a malformed (or hostile) file; the upload itself stands. One line
+        # and no traceback: anyone can upload a broken PDF, and the log is for the operators.
+        log.warning("could not extract the text of %s: %s: %s", path, type(exc).__name__, exc)
         return None
     data = text.encode()
     try:
-        if len(data) - workspace.size_of(text_path) > room:
-            return None
-        workspace.write_bytes(text_path, data)
-    except ToolError:
+        with _locked(conversation_id):
+            if len(data) > _quota_room(workspace, text_path):
+                return None
+            workspace.write_bytes(text_path, data)
+    except (ToolError, FileRefused):
         return None
     return text_path
 

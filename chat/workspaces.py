@@ -1,4 +1,14 @@
-"""Conversation workspaces on the Django side: the admin's listing of one, and its removal.
+"""Conversation workspaces on the Django side: the lock their writes take, the admin's listing of
+one, and its removal.
+
+A write that must keep the workspace quota (AGENT_WORKSPACE_MAX_BYTES: an upload, write_file, a
+saved MCP image) measures the workspace and then writes; two writers that both measure before
+either writes both pass, and the workspace ends over its quota. So the measurement and the write
+are done under `workspace_locked`, a lock held in the database, the one thing every server process
+shares: the conversation's row locked FOR UPDATE on PostgreSQL; on SQLite the transaction itself,
+which BEGIN IMMEDIATE (agentsite/settings.py) opens holding the database's write lock. A mutex of
+one process would not see the others. The lock is held for one measurement and one write (an
+upload is already received in full), never for a tool's run or a PDF's text extraction.
 
 A deleted conversation's workspace (the files its tools wrote) is removed once the deletion commits.
 
@@ -11,16 +21,46 @@ through `remove_tree`, which never follows a symlink out of the workspace.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import partial
+from typing import TypeVar
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
+from .agent.tools import ToolContext, ToolError
 from .models import Conversation
 from .tools.workspace import Confined, remove_workspace, workspace_path
+
+T = TypeVar("T")
+
+
+@contextmanager
+def workspace_locked(conversation_id) -> Iterator[None]:
+    """Held while a write into the conversation's workspace is measured against the quota and done;
+    Conversation.DoesNotExist when the conversation is gone (its workspace is being removed)."""
+    with transaction.atomic():
+        if not list(Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("pk")):
+            raise Conversation.DoesNotExist(conversation_id)
+        yield
+
+
+def _locked_call(conversation_id, write: Callable[[], T]) -> T:
+    try:
+        with workspace_locked(conversation_id):
+            return write()
+    except Conversation.DoesNotExist:
+        raise ToolError("the conversation was deleted; its workspace is gone") from None
+
+
+async def locked_write(context: ToolContext, write: Callable[[], T]) -> T:
+    """FilesSettings.exclusive for the server's runs: the tools' quota-checked writes under the lock."""
+    return await database_sync_to_async(_locked_call)(context.conversation_id, write)
 
 
 @receiver(post_delete, sender=Conversation, dispatch_uid="chat.workspaces.remove_after_delete")

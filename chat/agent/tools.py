@@ -114,6 +114,8 @@ def json_object(raw: str) -> dict[str, Any]:
         data = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         raise ToolError(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except RecursionError:
+        raise ToolError("arguments are nested too deep") from None
     if not isinstance(data, dict):
         raise ToolError("arguments must be a JSON object")
     return data

@@ -27,7 +27,8 @@ get_servers = _servers.get
 def _read(path: str, _mtime_ns: int) -> list[config.ServerConfig]:
     servers, problems = config.read(path)
     for problem in problems:  # the system checks show them at start-up; the valid servers still serve
-        logger.error("AGENT_MCP_CONFIG %s: %s (%s)", path, problem.message, problem.id)
+        level = logging.WARNING if problem.warning else logging.ERROR
+        logger.log(level, "AGENT_MCP_CONFIG %s: %s (%s)", path, problem.message, problem.id)
     return servers
 
 

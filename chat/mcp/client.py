@@ -172,6 +172,8 @@ class ServerConnection:
         name = self.config.name
         started = time.monotonic()
         try:
+            if problem := self.config.command_problem():
+                raise McpUnavailable(problem)  # the check's own words, not the OS's ENOENT
             async with contextlib.AsyncExitStack() as stack:
                 http, transport = self._transport()
                 if http is not None:
@@ -193,14 +195,16 @@ class ServerConnection:
                 tasks.cancel_scope.cancel()
         except BaseException as exc:
             reason = _reason(exc)
-            if not ready.done():
+            starting = not ready.done()
+            if starting:  # the waiting caller reports it, once
                 self.last_error = f"could not start: {reason}"
                 ready.set_exception(McpUnavailable(f"MCP server {name!r} {self.last_error}"))
             elif not self.last_error:
                 self.last_error = reason
             if not isinstance(exc, Exception):
                 raise
-            logger.warning("MCP server %r stopped after %.1f s: %s", name, time.monotonic() - started, reason)
+            if not starting:
+                logger.warning("MCP server %r stopped after %.1f s: %s", name, time.monotonic() - started, reason)
         finally:
             self._stale = True
             while not queue.empty():  # requests nobody took: the caller's wait sees this task end
@@ -298,6 +302,8 @@ def _reason(exc: BaseException) -> str:
         return f"not a valid MCP result ({problems})"
     if isinstance(exc, asyncio.CancelledError):
         return "stopped"
+    if isinstance(exc, McpUnavailable):
+        return str(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -4,7 +4,10 @@
                     "search": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ..."}}}}
 
 Every problem is reported with the id of the system check that shows it, so the check and the
-runtime agree on what a valid file is.
+runtime agree on what a valid file is. A file that cannot be read or a malformed entry is an error;
+a `command` that is not found is a warning: the server is kept (the command may be installed later,
+or the check may run where the server does not, as for `migrate`), its start fails with a tool
+error naming the cause, and the other servers serve.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "streamabl
 E_UNREADABLE = "agentsite.E020"
 E_JSON = "agentsite.E021"
 E_SHAPE = "agentsite.E022"
-E_COMMAND = "agentsite.E023"
+W_COMMAND = "agentsite.W023"
 E_URL = "agentsite.E024"
 
 
@@ -43,6 +46,10 @@ class ServerConfig:
     def transport(self) -> str:
         return "http" if self.url else "stdio"
 
+    def command_problem(self) -> str | None:
+        """Why a stdio server's command cannot be run here, or None."""
+        return None if self.url else _command_problem(self.command, self.cwd)
+
     def describe(self) -> str:
         if self.url:
             parts = urlsplit(self.url)
@@ -55,6 +62,7 @@ class ServerConfig:
 class Problem:
     id: str
     message: str
+    warning: bool = False  # the server is kept: it fails at its start, not the whole file
 
 
 class McpConfigError(Exception):
@@ -75,6 +83,18 @@ def _string_map(value, what: str, problems: list[Problem]) -> bool:
         problems.append(Problem(E_SHAPE, f"{what} must be an object of string values"))
         return False
     return True
+
+
+def _texts(value) -> list[str]:
+    """The strings of a config value: itself, a list's items, an object's keys and values (one level
+    down, as deep as a server entry's values go)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, str)]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in (key, *_texts(item))]
+    return []
 
 
 def _command_problem(command: str, cwd: str | None) -> str | None:
@@ -100,6 +120,9 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
     if not name.strip():
         problems.append(Problem(E_SHAPE, "a server name in mcpServers is empty"))
         return None
+    if "\x00" in name:
+        problems.append(Problem(E_SHAPE, f"the server name {name!r} holds a NUL character"))
+        return None
     if not isinstance(entry, dict):
         problems.append(Problem(E_SHAPE, f"{where} must be an object"))
         return None
@@ -108,10 +131,13 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
         return None
     kind = "http" if "url" in entry else "stdio"
     before = len(problems)
+    if any("\x00" in text for text in _texts(entry)):  # no process argument, variable or header can hold one
+        problems.append(Problem(E_SHAPE, f"{where} holds a NUL character"))
+        return None
     unknown = sorted(set(entry) - (HTTP_KEYS if kind == "http" else STDIO_KEYS))
     if unknown:
         problems.append(Problem(E_SHAPE, f"{where} has unknown keys: {', '.join(unknown)}"))
-    if "type" in entry and TYPES.get(entry["type"]) != kind:
+    if "type" in entry and (not isinstance(entry["type"], str) or TYPES.get(entry["type"]) != kind):
         problems.append(Problem(E_SHAPE, f"{where}.type {entry['type']!r} does not fit a {kind} server"))
     if kind == "http":
         url, headers = entry["url"], entry.get("headers", {})
@@ -119,7 +145,10 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
             problems.append(Problem(E_URL, f"{where}.url must be a string"))
         elif problem := _url_problem(url):
             problems.append(Problem(E_URL, f"{where}.url: {problem}"))
-        _string_map(headers, f"{where}.headers", problems)
+        if _string_map(headers, f"{where}.headers", problems) and any(
+            "\r" in text or "\n" in text for text in _texts(headers)
+        ):
+            problems.append(Problem(E_SHAPE, f"{where}.headers hold a line break"))
         if len(problems) > before:
             return None
         return ServerConfig(name, url=url, headers=tuple(headers.items()))
@@ -132,10 +161,10 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
         problems.append(Problem(E_SHAPE, f"{where}.cwd must be a string"))
     if len(problems) > before:
         return None
-    if problem := _command_problem(command, cwd):
-        problems.append(Problem(E_COMMAND, f"{where}.command: {problem}"))
-        return None
-    return ServerConfig(name, command=command, args=tuple(args), env=tuple(env.items()), cwd=cwd)
+    server = ServerConfig(name, command=command, args=tuple(args), env=tuple(env.items()), cwd=cwd)
+    if problem := server.command_problem():
+        problems.append(Problem(W_COMMAND, f"{where}.command: {problem}", warning=True))
+    return server
 
 
 def parse(text: str) -> tuple[list[ServerConfig], list[Problem]]:
@@ -144,6 +173,8 @@ def parse(text: str) -> tuple[list[ServerConfig], list[Problem]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return [], [Problem(E_JSON, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}")]
+    except RecursionError:
+        return [], [Problem(E_JSON, "not valid JSON: nested too deep")]
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         return [], [Problem(E_SHAPE, 'the file must be an object with an "mcpServers" object')]
     problems: list[Problem] = []
@@ -163,8 +194,8 @@ def read(path: str | Path) -> tuple[list[ServerConfig], list[Problem]]:
 
 
 def load(path: str | Path) -> list[ServerConfig]:
-    """The servers of a valid file; McpConfigError listing every problem otherwise."""
+    """The servers of a valid file (warnings allowed); McpConfigError listing every error otherwise."""
     servers, problems = read(path)
-    if problems:
-        raise McpConfigError(problems)
+    if errors := [problem for problem in problems if not problem.warning]:
+        raise McpConfigError(errors)
     return servers

@@ -21,7 +21,7 @@ from mcp import types as mcp_types
 
 from chat.agent.tools import SchemaTool, ToolContext, ToolError, schema_tool
 from chat.tools.config import settings_of
-from chat.tools.workspace import workspace_of
+from chat.tools.files import quota_write
 
 from .client import McpUnavailable, ServerConnection
 
@@ -79,7 +79,7 @@ def _caller(connection: ServerConnection, tool: str):
             result = await connection.call(tool, arguments)
         except McpUnavailable as exc:
             raise ToolError(str(exc)) from None
-        text = render(result, context, server=connection.config.name)
+        text = await render(result, context, server=connection.config.name)
         if result.is_error:
             raise ToolError(text or f"{tool} failed on the MCP server {connection.config.name!r}")
         return text
@@ -87,19 +87,19 @@ def _caller(connection: ServerConnection, tool: str):
     return call
 
 
-def render(result: mcp_types.CallToolResult, context: ToolContext, *, server: str) -> str:
+async def render(result: mcp_types.CallToolResult, context: ToolContext, *, server: str) -> str:
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
             parts.append(block.text)
         elif isinstance(block, (mcp_types.ImageContent, mcp_types.AudioContent)):
-            parts.append(_save(block.data, block.mime_type, context, server=server, what=block.type))
+            parts.append(await _save(block.data, block.mime_type, context, server=server, what=block.type))
         elif isinstance(block, mcp_types.EmbeddedResource):
             resource = block.resource
             if isinstance(resource, mcp_types.TextResourceContents):
                 parts.append(resource.text)
             else:
-                parts.append(_save(resource.blob, resource.mime_type, context, server=server, what="resource"))
+                parts.append(await _save(resource.blob, resource.mime_type, context, server=server, what="resource"))
         elif isinstance(block, mcp_types.ResourceLink):
             parts.append(f"[resource link: {block.uri} ({block.name})]")
         else:
@@ -109,15 +109,14 @@ def render(result: mcp_types.CallToolResult, context: ToolContext, *, server: st
     return "\n".join(parts)
 
 
-def _save(data: str, mime_type: str | None, context: ToolContext, *, server: str, what: str) -> str:
+async def _save(data: str, mime_type: str | None, context: ToolContext, *, server: str, what: str) -> str:
     """Decode base64 content into a new workspace file; a line naming it, or saying why not."""
     mime_type = mime_type or "application/octet-stream"
     try:
         content = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return f"[{what} ({mime_type}) skipped: its data is not valid base64]"
-    files = settings_of(context).files
-    limit, quota = files.max_file_bytes, files.workspace_max_bytes
+    limit = settings_of(context).files.max_file_bytes
     if len(content) > limit:
         return f"[{what} ({mime_type}, {len(content)} bytes) not saved: larger than the {limit}-byte file limit]"
     extension = mimetypes.guess_extension(mime_type.split(";")[0].strip()) or ".bin"
@@ -126,10 +125,7 @@ def _save(data: str, mime_type: str | None, context: ToolContext, *, server: str
     prefix = re.sub(r"[^a-zA-Z0-9_-]", "_", server)[:32]
     name = f"mcp-{prefix}-{uuid.uuid4().hex[:12]}{extension}"
     try:
-        workspace = workspace_of(context)
-        if workspace.total_size() + len(content) > quota:
-            return f"[{what} ({mime_type}, {len(content)} bytes) not saved: the workspace is full]"
-        workspace.write_bytes(name, content)
+        await quota_write(context, name, content)
     except ToolError as exc:
         return f"[{what} ({mime_type}, {len(content)} bytes) not saved: {exc}]"
     return f"[{what} saved to the workspace as {name} ({mime_type}, {len(content)} bytes)]"

@@ -9,8 +9,10 @@ a silent default.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chat.agent.tools import ToolContext
 
@@ -23,6 +25,10 @@ class FilesSettings:
     read_chunk: int = 16_000  # AGENT_FILE_READ_CHUNK: bytes one read_file call returns
     max_file_bytes: int = 1_000_000  # AGENT_FILE_MAX_BYTES: largest file write_file writes
     workspace_max_bytes: int = WORKSPACE_MAX_BYTES  # AGENT_WORKSPACE_MAX_BYTES, bash's quota too
+    # Runs a quota-checked write (the measurement and the write, chat.tools.files.quota_write) with no
+    # other write of the same workspace between the two, in any process: the server passes a database
+    # lock (chat.workspaces.locked_write). None runs it at once, which one event loop keeps whole.
+    exclusive: Callable[[ToolContext, Callable[[], Any]], Awaitable[Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -60,20 +60,36 @@ async def read_file(path: str, context: ToolContext, offset: int = 0) -> str:
 async def write_file(path: str, content: str, context: ToolContext) -> str:
     """Write a text file in the conversation's workspace (created, or replaced when it exists).
     Folders in the path are created."""
-    files = settings_of(context).files
-    limit, quota = files.max_file_bytes, files.workspace_max_bytes
+    limit = settings_of(context).files.max_file_bytes
     data = content.encode("utf-8")
     if len(data) > limit:
         raise ToolError(f"content is {_human(len(data))}, more than the {_human(limit)} write limit")
+    await quota_write(context, path, data)
+    return f"wrote {len(data)} bytes to {path}"
+
+
+async def quota_write(context: ToolContext, path: str, data: bytes) -> None:
+    """Create or replace `path` in the run's workspace with `data`; ToolError when that would pass the
+    workspace quota. The measurement and the write are one step (FilesSettings.exclusive), so that
+    parallel writers (uploads, other runs' tools, in any process) cannot all fit into the same room."""
+    files = settings_of(context).files
+    quota = files.workspace_max_bytes
     workspace = workspace_of(context)
     workspace.locate(path)  # refuse a bad path before measuring anything
-    used = workspace.total_size() - workspace.size_of(path)  # a replaced file frees its size
-    if used + len(data) > quota:
-        raise ToolError(
-            f"the workspace holds {_human(used)}; writing {_human(len(data))} would pass its {_human(quota)} quota"
-        )
-    workspace.write_bytes(path, data)
-    return f"wrote {len(data)} bytes to {path}"
+
+    def write() -> None:
+        room = workspace.room(path, quota)
+        if len(data) > room:
+            raise ToolError(
+                f"the workspace holds {_human(quota - room)}; writing {_human(len(data))} would pass its "
+                f"{_human(quota)} quota"
+            )
+        workspace.write_bytes(path, data)
+
+    if files.exclusive is None:
+        write()
+    else:
+        await files.exclusive(context, write)
 
 
 async def list_files(context: ToolContext, path: str = ".") -> str:

@@ -256,6 +256,11 @@ class Confined:
         """Bytes in the regular files below the root; ToolError when folders are nested past MAX_DEPTH."""
         return tree_size(self.root)
 
+    def room(self, path: str, quota: int) -> int:
+        """Bytes a file written to `path` may hold within `quota` (what replacing it frees counted; below
+        0 when the workspace is over). ToolError when folders are nested past MAX_DEPTH."""
+        return quota - (self.total_size() - self.size_of(path))
+
 
 def _listing(fd: int) -> list[tuple[str, os.stat_result]]:
     found = []
@@ -344,12 +349,16 @@ def remove_tree(path: Path) -> None:
 
     Nothing is ever followed through a symlink: a symlink (the path itself, or anything below
     it, pointing to /etc or another workspace) is removed as a link, its target untouched. A
-    missing path is fine. Folders the server's user may not read or write (chmod 000 by a
-    command the bash tool ran as the same user) are made writable first, through descriptors
-    opened without following symlinks.
+    missing path is fine, and so is a missing parent (AGENT_WORKSPACE_ROOT before any file was
+    written). Folders the server's user may not read or write (chmod 000 by a command the bash
+    tool ran as the same user) are made writable first, through descriptors opened without
+    following symlinks.
     """
     path = Path(path)
-    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return
     try:
         try:
             info = os.stat(path.name, dir_fd=parent, follow_symlinks=False)

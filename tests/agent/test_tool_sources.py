@@ -42,11 +42,15 @@ async def test_schema_tool_arguments_must_be_a_json_object(fake_llm, make_agent)
     async def source():
         return [schema_tool("remote__echo", "Echo a word.", SCHEMA, echo)]
 
-    fake_llm.script(tool_call_reply(("remote__echo", "[1, 2]"), ("remote__echo", "{oops")), text_reply("done"))
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"  # past the JSON decoder's recursion limit
+    calls = (("remote__echo", "[1, 2]"), ("remote__echo", "{oops"), ("remote__echo", deep))
+    fake_llm.script(tool_call_reply(*calls), text_reply("done"))
     events = await run_events(make_agent(tool_sources=[source]).stream("go"))
-    not_object, not_json = [json.loads(e["result"])["error"] for e in events if e["type"] == "tool_end"]
+    ends = sorted((e for e in events if e["type"] == "tool_end"), key=lambda e: e["toolCallId"])
+    not_object, not_json, too_deep = [json.loads(e["result"])["error"] for e in ends]
     assert not_object == "arguments must be a JSON object"
     assert not_json.startswith("arguments are not valid JSON")
+    assert too_deep == "arguments are nested too deep"
 
 
 async def test_a_failing_source_costs_only_its_tools(fake_llm, make_agent):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
+from django.core.checks import ERROR, WARNING
 from django.core.management import call_command
 
 from chat.checks import check_mcp_config
@@ -64,15 +66,35 @@ def test_a_valid_file_gives_its_servers():
         ('{"mcpServers": {"a": {"type": "sse", "url": "http://x/"}}}',
          ("agentsite.E022", "mcpServers.a.type 'sse' does not fit a http server")),
         ('{"mcpServers": {"a": {"command": "no-such-command-xyz"}}}',
-         ("agentsite.E023", "mcpServers.a.command: 'no-such-command-xyz' is not found on PATH")),
+         ("agentsite.W023", "mcpServers.a.command: 'no-such-command-xyz' is not found on PATH")),
         ('{"mcpServers": {"a": {"command": "./nothing/here"}}}',
-         ("agentsite.E023", "mcpServers.a.command: './nothing/here' is not an executable file")),
+         ("agentsite.W023", "mcpServers.a.command: './nothing/here' is not an executable file")),
         ('{"mcpServers": {"a": {"url": "ftp://x/"}}}',
          ("agentsite.E024", "mcpServers.a.url: 'ftp://x/' is not an http(s) URL with a host")),
         ('{"mcpServers": {"a": {"url": "http://x:99999/"}}}',
          ("agentsite.E024", "mcpServers.a.url: 'http://x:99999/' is not a valid URL: Port out of range 0-65535")),
         ('{"mcpServers": {"a": {"url": "https://x/", "headers": ["A: b"]}}}',
          ("agentsite.E022", "mcpServers.a.headers must be an object of string values")),
+        # hostile values: each a problem reported, never an exception out of the system check
+        ('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}", ("agentsite.E021", "not valid JSON: nested too deep")),
+        ('{"mcpServers": {"a": {"type": [], "url": "http://x/"}}}',
+         ("agentsite.E022", "mcpServers.a.type [] does not fit a http server")),
+        ('{"mcpServers": {"a": {"type": {}, "command": "python3"}}}',
+         ("agentsite.E022", "mcpServers.a.type {} does not fit a stdio server")),
+        ('{"mcpServers": {"a": {"command": "py\\u0000thon"}}}', ("agentsite.E022", "mcpServers.a holds a NUL character")),
+        ('{"mcpServers": {"a": {"command": "python3", "args": ["\\u0000"]}}}',
+         ("agentsite.E022", "mcpServers.a holds a NUL character")),
+        ('{"mcpServers": {"a": {"command": "python3", "env": {"A\\u0000": "b"}}}}',
+         ("agentsite.E022", "mcpServers.a holds a NUL character")),
+        ('{"mcpServers": {"a": {"command": "./x", "cwd": "/tmp\\u0000"}}}',
+         ("agentsite.E022", "mcpServers.a holds a NUL character")),
+        ('{"mcpServers": {"a": {"url": "http://x\\u0000/"}}}', ("agentsite.E022", "mcpServers.a holds a NUL character")),
+        ('{"mcpServers": {"a": {"url": "http://x/", "headers": {"A": "b\\r\\nInjected: 1"}}}}',
+         ("agentsite.E022", "mcpServers.a.headers hold a line break")),
+        ('{"mcpServers": {"a\\u0000": {"url": "http://x/"}}}',
+         ("agentsite.E022", "the server name 'a\\x00' holds a NUL character")),
+        ('{"mcpServers": {"a": {"url": "http://[::1/"}}}',
+         ("agentsite.E024", "mcpServers.a.url: 'http://[::1/' is not a valid URL: Invalid IPv6 URL")),
     ],
 )  # fmt: skip
 def test_bad_files_are_reported(text, expected):
@@ -112,7 +134,8 @@ def test_the_system_check_reports_the_file(settings, tmp_path):
     path = tmp_path / "mcp.json"
     path.write_text('{"mcpServers": {"a": {"command": "no-such-command-xyz"}, "b": {"url": "nope"}}}')
     settings.AGENT_MCP_CONFIG = str(path)
-    assert [e.id for e in check_mcp_config(None)] == ["agentsite.E023", "agentsite.E024"]
+    found = check_mcp_config(None)
+    assert [(e.id, e.level) for e in found] == [("agentsite.W023", WARNING), ("agentsite.E024", ERROR)]
     path.write_text(json.dumps({"mcpServers": {"t": stdio_server()}}))
     assert check_mcp_config(None) == []
     settings.AGENT_MCP_TIMEOUT = 0
@@ -139,3 +162,44 @@ def test_mcp_command_without_servers(settings):
     settings.AGENT_MCP_CONFIG = None
     with pytest.raises(CommandError, match="AGENT_MCP_CONFIG is not set"):
         call_command("mcp")
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_server_that_is_not_there_is_a_warning_and_the_others_serve(mcp_config, capsys):
+    """A command not found (or a URL nobody answers) at start-up does not stop manage.py: the check warns,
+    the server is kept and `manage.py mcp` shows why it is not running; a malformed file stays an error."""
+    port = _unused_port()
+    mcp_config({"ghost": {"command": "no-such-command-xyz"}, "gone": {"url": f"http://127.0.0.1:{port}/mcp"},
+                "t": stdio_server()}, timeout=20)  # fmt: skip
+    call_command("check")  # a system check error would raise SystemCheckError: migrate would not run
+    assert [s.name for s in config.read(str(mcp_config_path(mcp_config)))[0]] == ["ghost", "gone", "t"]
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("mcp")
+    assert exit_info.value.code == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    (ghost,) = [line for line in lines if line.startswith("ghost ")]
+    assert (
+        ghost
+        == "ghost (stdio no-such-command-xyz): not running: could not start: 'no-such-command-xyz' is not found on PATH"
+    )
+    (gone,) = [line for line in lines if line.startswith("gone ")]
+    assert gone.startswith(f"gone (streamable HTTP http://127.0.0.1:{port}/mcp): not running: could not start: ")
+    assert any(line.startswith("t (stdio ") and line.endswith("running, 9 tools") for line in lines)
+    assert "(agentsite.W023)" in captured.err
+    # the file itself broken: still an error
+    mcp_config_path(mcp_config).write_text('{"mcpServers": {"ghost": {"command": "no-such-command-xyz"}')
+    assert [e.level for e in check_mcp_config(None)] == [ERROR]
+
+
+def mcp_config_path(_fixture) -> Path:
+    from django.conf import settings
+
+    return Path(settings.AGENT_MCP_CONFIG)

@@ -146,6 +146,14 @@ async def test_a_server_that_never_starts_costs_only_its_own_tools(model, mcp_co
     assert end.result == "4" and attempts.read_text() == "x"
 
 
+async def test_a_server_whose_command_is_not_found_leaves_the_others_serving(model, mcp_config):
+    mcp_config({"ghost": {"command": "no-such-command-xyz"}, "t": stdio_server()})
+    (end,) = ends(await run(model, ("t__add", {"a": 1, "b": 1})))
+    assert end.result == "2"
+    ghost = mcp.get_servers().connections["ghost"]  # kept, and tried: it may be installed later
+    assert ghost.last_error == "could not start: 'no-such-command-xyz' is not found on PATH"
+
+
 async def test_list_changed_refreshes_the_tools(model, mcp_config):
     mcp_config({"t": stdio_server()})
     (grown,) = ends(await run(model, ("t__grow", {"name": "shout"})))

@@ -3,18 +3,22 @@ limits, hostile names, downloads that never render; PDF text; attachments on mes
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
+import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connections
 from django.test import Client
 
 from chat import services, transfer
-from chat.tools.workspace import workspace_path
+from chat.tools.workspace import tree_size, workspace_path
 from chat.uploads import pdf_text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -151,6 +155,78 @@ def test_the_conversations_files_together_are_held_to_the_workspace_quota(alice,
     # replacing a file counts only the difference
     assert upload(api, owned, "a.bin", b"a" * 240).status_code == 201
     assert sorted(os.listdir(workspace_path(root, owned.pk))) == ["a.bin"]
+
+
+def fill_with_small_files(workspace, folders: int = 40, per_folder: int = 50) -> int:
+    """Many one-byte files in folders, as an agent's work leaves them: measuring the workspace then
+    takes a moment, which is when a check that is not held with its write lets another one in."""
+    for folder in range(folders):
+        (workspace / f"work{folder:02d}").mkdir(parents=True)
+        for n in range(per_folder):
+            (workspace / f"work{folder:02d}" / f"{n}.txt").write_bytes(b"x")
+    return folders * per_folder
+
+
+def test_parallel_uploads_never_pass_the_quota(alice, owned, root, settings):
+    """Twelve parallel 100 KB uploads into room for four: four are stored, eight are 413."""
+    workspace = workspace_path(root, owned.pk)
+    small = fill_with_small_files(workspace)
+    settings.AGENT_WORKSPACE_MAX_BYTES = small + 400_000
+    clients = [client_of(alice) for _ in range(12)]
+    start = threading.Barrier(len(clients))
+
+    def put(number: int) -> int:
+        try:
+            start.wait()
+            return upload(clients[number], owned, f"part{number:02d}.bin", b"u" * 100_000).status_code
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    with ThreadPoolExecutor(len(clients)) as pool:
+        codes = list(pool.map(put, range(len(clients))))
+    assert sorted(codes) == [201] * 4 + [413] * 8
+    assert tree_size(workspace) == small + 400_000
+    assert len([name for name in os.listdir(workspace) if name.startswith("part")]) == 4
+
+
+def test_parallel_uploads_and_write_file_calls_share_one_quota(alice, owned, root, settings):
+    """Uploads and the agent's write_file (each call on an event loop of its own, as in several server
+    processes) into room for four: four are written in all, and the rest are refused."""
+    from chat.agent.tools import ToolError
+    from chat.assistant import tool_context
+    from chat.tools.files import write_file
+
+    workspace = workspace_path(root, owned.pk)
+    small = fill_with_small_files(workspace)
+    settings.AGENT_WORKSPACE_MAX_BYTES = small + 400_000
+    settings.AGENT_FILE_MAX_BYTES = 200_000
+    clients = [client_of(alice) for _ in range(6)]
+    start = threading.Barrier(12)
+
+    def by_upload(number: int) -> bool:
+        try:
+            start.wait()
+            return upload(clients[number], owned, f"up{number:02d}.bin", b"u" * 100_000).status_code == 201
+        finally:
+            connections.close_all()
+
+    def by_tool(number: int) -> bool:
+        context = tool_context(conversation_id=str(owned.pk), user_id=str(alice.pk))
+        start.wait()
+        try:
+            asyncio.run(write_file(f"tool{number:02d}.txt", "t" * 100_000, context))
+        except ToolError as exc:
+            assert "quota" in str(exc)
+            return False
+        finally:
+            connections.close_all()
+        return True
+
+    with ThreadPoolExecutor(12) as pool:
+        written = [pool.submit(by_upload, n) for n in range(6)] + [pool.submit(by_tool, n) for n in range(6)]
+        done = [future.result() for future in written]
+    assert done.count(True) == 4
+    assert tree_size(workspace) == small + 400_000
 
 
 # -- names ------------------------------------------------------------------------------------------

@@ -126,3 +126,18 @@ def test_a_conversation_without_a_workspace_deletes_fine(root, make_user):
     conversation = services.conversation_create(owner=make_user("alice"))
     services.conversation_delete(conversation=conversation)
     assert not Conversation.objects.exists()
+
+
+def test_deleting_a_conversation_that_never_had_files_logs_nothing(settings, tmp_path, make_user, caplog):
+    """A fresh server has no AGENT_WORKSPACE_ROOT folder until a first file is written: a workspace
+    that was never created is nothing to remove, not an error."""
+    settings.AGENT_WORKSPACE_ROOT = tmp_path / "never-made"
+    alice = make_user("alice")
+    conversation = services.conversation_create(owner=alice)
+    api = Client()
+    api.force_login(alice)
+    with caplog.at_level("INFO"):
+        assert api.delete(f"/api/conversations/{conversation.pk}/").status_code == 204
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= 30] == []
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+    assert not settings.AGENT_WORKSPACE_ROOT.exists()
