@@ -138,6 +138,8 @@ def run_page(request, run_id):
         call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
         title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
+        if call["finishReason"] == "length":
+            title += ", cut off by the token limit"
         spans.append(
             Span(
                 label=f"model {call['iteration']}.{call['attempt']}",
