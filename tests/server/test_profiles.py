@@ -405,7 +405,11 @@ def test_a_valid_profile_is_saved_with_its_lists(key_set):
         ({"slug": "default"}, "slug", "'default' names the server's environment configuration."),
         ({"approval_tools": "bash, a/b"}, "approval_tools", "'a/b' can match no tool name"),
         ({"approval_tools": "git(hub)"}, "approval_tools", "'git(hub)' can match no tool name"),
-        ({"tool_choice": "bash"}, "tool_choice", "'bash' is neither auto, none, required nor one of this agent's tools"),
+        (
+            {"tool_choice": "bash"},
+            "tool_choice",
+            "'bash' is neither auto, none, required nor one of this agent's tools",
+        ),
     ],
 )
 def test_the_admin_form_refuses(key_set, changes, field, message):

@@ -392,7 +392,6 @@ def test_a_live_answer_is_drawn_at_an_even_pace_and_ends_whole(user_page, replie
     assert_clean(page)
 
 
-
 def test_an_answer_cut_off_by_the_token_limit_says_so_and_continue_asks_for_the_rest(user_page, replies, shot):
     page = user_page
     message = unique("Why is the sky blue?")
