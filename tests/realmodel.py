@@ -9,17 +9,15 @@ need it, with the command that installs it: the group is never skipped.
         server.base_url  # http://127.0.0.1:<free port>/v1, the model is named MODEL
 
 `python -m tests.realmodel record` records what the server sends for the fast replay tests
-(tests/transcripts/llamacpppython-*.sse and llamacpppython-refusals.json).
+(tests/transcripts/llamacpppython-*.sse, replayed by tests/agent/test_llamacpp_findings.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -151,18 +149,6 @@ class LlamaServer:
 
 # -- recording what the server sends --------------------------------------------------------------
 
-ADD_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "calculator",
-        "description": "Evaluate an arithmetic expression.",
-        "parameters": {
-            "type": "object",
-            "properties": {"expression": {"type": "string"}},
-            "required": ["expression"],
-        },
-    },
-}
 QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
 TOOL_ROUND = [
     {"role": "user", "content": "What is 6*7?"},
@@ -193,20 +179,11 @@ def _post(server: LlamaServer, body: dict[str, Any]) -> tuple[int, bytes]:
 def record() -> None:
     """Record the bodies of the fast replay tests (run by hand after a server upgrade)."""
     streams = {
-        "text-stop": _body(QUESTION, max_tokens=24),
-        "tool-named-choice": _body(
-            [{"role": "user", "content": "What is 6*7?"}],
-            tools=[ADD_TOOL],
-            tool_choice={"type": "function", "function": {"name": "calculator"}},
-        ),
+        "text": _body(QUESTION, max_tokens=24),
+        # The request after a tool round, content "" (null is refused with HTTP 500).
         "after-tool-round": _body([*TOOL_ROUND[:1], {**TOOL_ROUND[1], "content": ""}, TOOL_ROUND[2]], max_tokens=24),
+        # Over n_ctx: a 200 whose body is empty (the server's log says why).
         "context-exceeded": _body([{"role": "user", "content": "sky " * (N_CTX + 100)}]),
-    }
-    refusals = {
-        "null-content": _body(TOOL_ROUND),
-        "missing-content": _body(
-            [TOOL_ROUND[0], {k: v for k, v in TOOL_ROUND[1].items() if k != "content"}, TOOL_ROUND[2]]
-        ),
     }
     with LlamaServer(interrupt_requests=True) as server:
         for name, body in streams.items():
@@ -214,25 +191,8 @@ def record() -> None:
             assert status == 200, (name, status, raw[:300])
             (TRANSCRIPTS / f"llamacpppython-{name}.sse").write_bytes(raw)
             print(f"{name}: {len(raw)} bytes")
-        # An interrupted stream: a second request arrives while the first streams.
-        interrupted: dict[str, bytes] = {}
-
-        def first() -> None:
-            interrupted["raw"] = _post(server, _body(QUESTION, max_tokens=400))[1]
-
-        thread = threading.Thread(target=first)
-        thread.start()
-        time.sleep(1.0)
-        _post(server, _body([{"role": "user", "content": "Hi"}], max_tokens=8))
-        thread.join()
-        (TRANSCRIPTS / "llamacpppython-interrupted.sse").write_bytes(interrupted["raw"])
-        print(f"interrupted: {len(interrupted['raw'])} bytes")
-        recorded = {}
-        for name, body in refusals.items():
-            status, raw = _post(server, body)
-            recorded[name] = {"request": body, "status": status, "body": json.loads(raw)}
-            print(f"{name}: HTTP {status}")
-    (TRANSCRIPTS / "llamacpppython-refusals.json").write_text(json.dumps(recorded, indent=2) + "\n")
+        status, raw = _post(server, _body(TOOL_ROUND))
+        print(f"null content: HTTP {status} {raw[:200]!r}")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["record"]:

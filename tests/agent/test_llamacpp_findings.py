@@ -15,7 +15,7 @@ import pytest
 from chat.agent import Agent, ChatModel, ModelOptions
 from chat.agent.llm import ModelCallError, ModelRequest, ModelTurn
 from chat.agent.trace import ModelCallRecord
-from tests.fakellm import text_reply, tool_call_reply
+from tests.fakellm import TRANSCRIPTS, text_reply, tool_call_reply
 
 from .helpers import run_events, sample_tools
 from .test_provider_corpus import CORPUS
@@ -194,3 +194,25 @@ async def test_no_tool_choice_unless_set_and_never_without_tools(fake_llm, aio_c
     await turn_of(ChatModel(client=aio_client, model="fake-model"))
     await turn_of(ChatModel(client=aio_client, model="fake-model", options=ModelOptions(tool_choice="required")))
     assert ["tool_choice" in r for r in fake_llm.requests] == [False, False]  # no tools in these requests
+
+
+# -- recorded from the real server (python -m tests.realmodel record) ------------------------------------
+
+
+@pytest.mark.parametrize(("name", "answer"), [("text", "The sky blue is a result"), ("after-tool-round", "The")])
+async def test_recorded_llama_cpp_python_streams_replay(fake_llm, aio_client, name, answer):
+    fake_llm.script({"sse": (TRANSCRIPTS / f"llamacpppython-{name}.sse").read_bytes()})
+    records: list[ModelCallRecord] = []
+    events = await run_events(agent_of(aio_client, observers=[records.append]).stream("hi"))
+    text = "".join(e["content"] for e in events if e["type"] == "text")
+    assert text.startswith(answer)
+    assert events[-1] == {"type": "complete", "status": "succeeded", "finishReason": "length"}  # max_tokens 24
+    assert [r.finish_reason for r in records] == ["length"]
+
+
+async def test_the_recorded_context_window_overflow_is_an_empty_body(fake_llm, aio_client):
+    raw = (TRANSCRIPTS / "llamacpppython-context-exceeded.sse").read_bytes()
+    assert raw == b""  # what llama-cpp-python 0.3.36 sent for a prompt over n_ctx
+    fake_llm.script({"sse": raw})
+    error = await failure_of(ChatModel(client=aio_client, model="fake-model"))
+    assert error.detail.startswith("The model endpoint answered with an empty response") and not error.retryable
