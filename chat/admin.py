@@ -163,8 +163,18 @@ class AgentProfileAdmin(admin.ModelAdmin):
         ("Behaviour", {"fields": ("system_prompt", "tools", "skills", "approval_tools")}),
         (
             "Model options and limits",
-            {"fields": ("temperature", "max_tokens", "top_p", "max_iterations", "max_retries", "retry_interval")},
-        ),  # fmt: skip
+            {
+                "fields": (
+                    "temperature",
+                    "max_tokens",
+                    "top_p",
+                    "tool_choice",
+                    "max_iterations",
+                    "max_retries",
+                    "retry_interval",
+                )
+            },
+        ),
         ("Who may use it", {"fields": ("everyone", "users", "groups")}),
         (None, {"fields": ("created_at", "updated_at")}),
     )

@@ -163,6 +163,8 @@ def run_page(request, run_id):
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
         title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
         call["cancelled"] = call["error"] == CANCELLED
+        if call["finishReason"] == "length":
+            title += ", cut off by the token limit"
         spans.append(
             Span(
                 label=f"model {call['iteration']}.{call['attempt']}",

@@ -61,6 +61,13 @@ class AgentProfile(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     max_tokens = models.PositiveIntegerField(null=True, blank=True)
     top_p = models.FloatField("top_p", null=True, blank=True)
+    tool_choice = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="auto, none, required, or the name of one of its tools (then called on each run's first "
+        "model call); empty: not sent (the endpoint's default, auto). Small local models may call tools only so.",
+    )
     max_iterations = models.PositiveSmallIntegerField(default=10, help_text="Model calls per run.")
     max_retries = models.PositiveSmallIntegerField(default=3, help_text="Retries per model call.")
     retry_interval = models.FloatField(default=10.0, help_text="Seconds between retries.")

@@ -3,7 +3,7 @@
 An unknown tool (neither built in nor `<server>__<tool>` / `<server>__*` of a server in
 AGENT_MCP_CONFIG), an unknown skill, an approval pattern that can match no tool name, a key variable that is not set in the server's environment
 (or is one of the server's own secrets), a base URL that is not http(s) with a host, a model
-option or limit out of range, the slug of the default agent.
+option or limit out of range, a tool_choice that names none of its tools, the slug of the default agent.
 """
 
 from __future__ import annotations
@@ -100,8 +100,14 @@ class AgentProfileForm(forms.ModelForm):
             raise forms.ValidationError([f"{p[0].upper()}{p[1:]}." for p in problems])
         return ", ".join(patterns)
 
+    def clean_tool_choice(self) -> str:
+        return self.cleaned_data["tool_choice"].strip()
+
     def clean(self):
         data = super().clean()
+        choice = data.get("tool_choice")
+        if choice and "tools" in data and (problem := profiles.tool_choice_problem(choice, data["tools"])):
+            self.add_error("tool_choice", f"{problem[0].upper()}{problem[1:]}.")
         for name in profiles.RANGES:
             if name in data and (problem := profiles.range_problem(name, data[name])):
                 self.add_error(name, f"{AgentProfile._meta.get_field(name).verbose_name} {problem}.")

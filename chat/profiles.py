@@ -17,6 +17,7 @@ from django.conf import settings
 
 from chat import mcp
 from chat.agent import ModelOptions
+from chat.agent.llm import TOOL_CHOICE_MODES
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
 from chat.skills import discover
 from chat.tools import BUILTIN_TOOLS
@@ -123,7 +124,12 @@ def profile_config(profile: AgentProfile) -> AgentConfig:
         tools=offered([name for name in tools if name in BUILTIN_TOOLS]),
         mcp_tools=tuple(name for name in tools if MCP_SEPARATOR in name),
         skills=frozenset(str(name) for name in profile.skills) or None,
-        options=ModelOptions(temperature=profile.temperature, max_tokens=profile.max_tokens, top_p=profile.top_p),
+        options=ModelOptions(
+            temperature=profile.temperature,
+            max_tokens=profile.max_tokens,
+            top_p=profile.top_p,
+            tool_choice=profile.tool_choice or None,
+        ),
         max_iterations=profile.max_iterations,
         max_retries=profile.max_retries,
         retry_interval=profile.retry_interval,
@@ -184,6 +190,12 @@ def approval_pattern_problem(pattern: str) -> str | None:
     if APPROVAL_PATTERN.fullmatch(pattern):
         return None
     return f"{pattern!r} can match no tool name, so no call would wait for it"
+
+
+def tool_choice_problem(choice: str, tools: list[str]) -> str | None:
+    if choice in TOOL_CHOICE_MODES or choice in tools:
+        return None
+    return f"{choice!r} is neither {', '.join(TOOL_CHOICE_MODES)} nor one of this agent's tools"
 
 
 def range_problem(name: str, value: float | None) -> str | None:

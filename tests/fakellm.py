@@ -18,7 +18,8 @@ A reply is a dict (the transcripts in tests/transcripts/*.json hold lists of the
      ],
      "delay": 0.0,                   # seconds before each chunk
      "truncate_after": null,         # close the connection after N chunks, no [DONE]
-     "done": true}                   # send "data: [DONE]" at the end
+     "done": true,                   # send "data: [DONE]" at the end
+     "tail_delay": 0.0}              # seconds between [DONE] and the body's end
 
 or a raw stream body, sent byte for byte (a recorded provider response):
 
@@ -27,7 +28,12 @@ or a raw stream body, sent byte for byte (a recorded provider response):
 
 Replies are served in order from a queue; when it is empty the `responder`
 (a function of the request body returning a reply) answers, by default a short
-fixed answer.
+fixed answer. `{"sse": ""}` is a 200 with an empty body (llama-cpp-python's answer
+to a request it fails on once streaming has begun).
+
+`connections` counts the TCP connections accepted (reuse shows as fewer than
+requests); `reject_null_content` answers an assistant message whose content is
+not a string as llama-cpp-python 0.3.36's server does (HTTP 500, its pydantic text).
 """
 
 from __future__ import annotations
@@ -85,6 +91,20 @@ def load_transcript(name: str) -> list[Reply]:
     return json.loads((TRANSCRIPTS / f"{name}.json").read_text())["replies"]
 
 
+def _null_content_refusal(body: dict[str, Any]) -> dict[str, Any] | None:
+    """llama-cpp-python's 500 for an assistant message whose content is null or missing."""
+    for index, message in enumerate(body.get("messages") or []):
+        if message.get("role") == "assistant" and not isinstance(message.get("content"), str):
+            return {
+                "error": {
+                    "message": f"1 validation error for ChatCompletionRequestAssistantMessage\n"
+                    f"messages.{index}.content\n  Input should be a valid string",
+                    "type": "internal_server_error",
+                }
+            }
+    return None
+
+
 def _default_responder(body: dict[str, Any]) -> Reply:
     return text_reply("Hello from the fake model.")
 
@@ -97,6 +117,8 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         # How each streamed reply ended: "done", "truncated", or "aborted" (the client went away).
         self.stream_endings: list[str] = []
+        self.connections = 0
+        self.reject_null_content = False
         self.responder: Callable[[dict[str, Any]], Reply] = _default_responder
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -131,6 +153,8 @@ class FakeLLM:
             self.requests.clear()
             self.stream_endings.clear()
             self.responder = _default_responder
+            self.connections = 0
+            self.reject_null_content = False
 
     def start(self) -> FakeLLM:
         ready = threading.Event()
@@ -181,6 +205,7 @@ class FakeLLM:
         return responder(body)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:  # keep-alive: the SDK reuses connections
                 request_line = await reader.readline()
@@ -200,6 +225,11 @@ class FakeLLM:
                     await self._send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
                     continue
                 body = json.loads(raw or b"{}")
+                if self.reject_null_content and (refusal := _null_content_refusal(body)):
+                    with self._lock:
+                        self.requests.append(body)
+                    await self._send_json(writer, 500, refusal)
+                    continue
                 reply = self._next_reply(body)
                 keep_open = await self._send_reply(writer, reply, body)
                 if not keep_open:
@@ -251,6 +281,9 @@ class FakeLLM:
             return "truncated"
         if reply.get("done", True):
             self._write_event(writer, "[DONE]")
+        if reply.get("tail_delay"):  # the body's end in a later read (llama-cpp-python's sse-starlette)
+            await writer.drain()
+            await asyncio.sleep(reply["tail_delay"])
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return "done"

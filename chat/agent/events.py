@@ -94,10 +94,16 @@ class ErrorEvent(AgentEvent):
 @dataclass(frozen=True, slots=True)
 class CompleteEvent(AgentEvent):
     status: str  # succeeded | failed | cancelled | interrupted
+    # Why the answer's model call ended when not at the model's own stop ("length": cut off at the
+    # token limit); "" for a whole answer, or when the endpoint gave no reason.
+    finish_reason: str = ""
     type: ClassVar[str] = "complete"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "status": self.status}
+        data = {"type": self.type, "status": self.status}
+        if self.finish_reason:
+            data["finishReason"] = self.finish_reason
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +189,7 @@ def event_from_dict(data: dict[str, Any]) -> AgentEvent:
     if kind == "error":
         return ErrorEvent(data["code"], data["message"], data.get("detail", ""))
     if kind == "complete":
-        return CompleteEvent(data["status"])
+        return CompleteEvent(data["status"], data.get("finishReason") or "")
     if kind == "reference":
         refs = tuple(Reference(r.get("title", ""), r.get("url", ""), r.get("snippet", "")) for r in data["references"])
         return ReferenceEvent(refs)

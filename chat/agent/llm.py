@@ -4,6 +4,8 @@ The SDK's own retries are off (the agent loop retries, visibly); a call either
 yields its thinking/text deltas and ends with a ModelTurn, or raises
 ModelCallError. A stream that ends with neither a finish_reason nor `[DONE]`, or
 that carries an error mid-way, is a failed call: half an answer is not an answer.
+A body with no event at all is a failure the server did not explain (llama-cpp-python
+answers so when a request fails once its stream has begun).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx2
@@ -23,7 +25,7 @@ import orjson
 from chat.text import clean_value
 
 from .events import TextEvent, ThinkingEvent
-from .model_errors import ModelCallError, from_exception, timed_out
+from .model_errors import ModelCallError, empty_response, from_exception, timed_out
 from .thinking import DEFAULT_TAGS, TEXT, THINKING, ThinkTagParser
 
 
@@ -34,6 +36,8 @@ class ModelOptions:
     top_p: float | None = None
     # Provider-specific body fields, e.g. {"enable_thinking": True} for DashScope.
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # "auto", "none", "required" or the name of one tool; None: not sent (the server's default, auto).
+    tool_choice: str | None = None
 
     def to_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
@@ -41,9 +45,24 @@ class ModelOptions:
             value = getattr(self, name)
             if value is not None:
                 kwargs[name] = value
+        if self.tool_choice in TOOL_CHOICE_MODES:
+            kwargs["tool_choice"] = self.tool_choice
+        elif self.tool_choice:
+            kwargs["tool_choice"] = {"type": "function", "function": {"name": self.tool_choice}}
         if self.extra_body:
             kwargs["extra_body"] = dict(self.extra_body)
         return kwargs
+
+    def after_tool_round(self) -> ModelOptions:
+        """The options of a model call that follows tool results: a choice that forces a tool call
+        (a named tool, "required") applies to a run's first call only, or the model could never
+        answer and every run would end at the iteration limit."""
+        if self.tool_choice in (None, "auto", "none"):
+            return self
+        return replace(self, tool_choice=None)
+
+
+TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
 @dataclass(frozen=True)
@@ -259,6 +278,27 @@ def _json_chunk(payload: bytes) -> Any:
         return clean_value(json.loads(payload))
 
 
+# What may follow `[DONE]` before the body ends (its closing chunk, usually in the same read).
+_DRAIN_SECONDS = 1.0
+_DRAIN_BYTES = 64 * 1024
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read the body to its end after `[DONE]`, so that the connection goes back to the pool.
+
+    A response closed with its body unread closes its connection too: every model call then
+    paid a new TCP (and TLS) handshake before its first token. A server that goes on sending,
+    or never ends the body, gets its connection closed instead, as before.
+    """
+    received = 0
+    with contextlib.suppress(Exception):  # a body that fails now fails nothing: the turn is whole
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for raw in chunks:
+                received += len(raw)
+                if received > _DRAIN_BYTES:
+                    return
+
+
 async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     """The JSON payloads of a server-sent-events body until `[DONE]`, a list per network read.
 
@@ -274,7 +314,8 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
     data: list[bytes] = []
     tail = b""
     after_cr = False  # a read that ended in CR: a LF opening the next read is the same line end
-    async for raw in response.aiter_bytes():
+    chunks = response.aiter_bytes()
+    async for raw in chunks:
         if after_cr and raw.startswith(b"\n"):
             raw = raw[1:]
         buffer = tail + raw
@@ -292,6 +333,7 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
                 if payload == b"[DONE]":
                     batch.append(STREAM_DONE)
                     yield batch
+                    await _drain(chunks)
                     return
                 batch.append(_json_chunk(payload))
         if batch:
@@ -303,6 +345,22 @@ async def _sse_batches(response: Any) -> AsyncIterator[list[Any]]:
         yield [STREAM_DONE]
     elif payload:
         yield [_json_chunk(payload)]
+
+
+def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as sent: an assistant message's null or missing content as "".
+
+    llama-cpp-python's server refuses both with HTTP 500 (its schema wants a string), so one
+    tool round in a conversation's memory would fail every later call; OpenAI and the other
+    servers take "". Done here, on the way out, because memories stored before (and messages
+    that hooks or interceptors make) still say null.
+    """
+    if all(m.get("role") != "assistant" or isinstance(m.get("content"), str | list) for m in messages):
+        return messages
+    return [
+        {**m, "content": ""} if m.get("role") == "assistant" and not isinstance(m.get("content"), str | list) else m
+        for m in messages
+    ]
 
 
 class ChatModel:
@@ -344,17 +402,23 @@ class ChatModel:
             raise timed_out(base_url=self.client.base_url, timeout=self.timeout, responded=responded) from None
         except Exception as exc:  # HTTP statuses, and transport errors of several exception types
             raise from_exception(
-                exc, model=self.model, base_url=self.client.base_url, secrets=[self.client.api_key]
+                exc,
+                model=self.model,
+                base_url=self.client.base_url,
+                secrets=[self.client.api_key],
+                responded=responded,
             ) from None
 
     @contextlib.asynccontextmanager
     async def _open(self, request: ModelRequest):
-        body: dict[str, Any] = {"model": self.model, "messages": request.messages, "stream": True}
+        body: dict[str, Any] = {"model": self.model, "messages": _wire_messages(request.messages), "stream": True}
         options = request.options.to_kwargs()
         body.update(options.pop("extra_body", {}))
         body.update(options)
         if request.tools:
             body["tools"] = request.tools
+        else:
+            body.pop("tool_choice", None)  # OpenAI refuses a tool_choice without tools
         if request.response_format:
             body["response_format"] = request.response_format
         if self._usage_supported:
@@ -413,6 +477,7 @@ class _TurnReader:
         self.thinking: list[str] = []
         self.finish_reason: str | None = None
         self.done = False  # the stream closed with [DONE]
+        self.chunks = 0  # JSON payloads received
         self.usage: Usage | None = None
         self._pieces: list[tuple[str, str]] = []
 
@@ -422,6 +487,7 @@ class _TurnReader:
                 self.done = True
                 return
             raise ModelCallError(f"unexpected stream payload: {str(chunk)[:200]}")
+        self.chunks += 1
         if chunk.get("error"):
             error = chunk["error"]
             message = error.get("message") if isinstance(error, dict) else str(error)
@@ -479,11 +545,12 @@ class _TurnReader:
         return events
 
     def finish(self) -> list[ThinkingEvent | TextEvent | ModelTurn]:
-        if self.finish_reason is None:
-            if not self.done:
-                raise ModelCallError("the stream ended before the model finished (truncated response)")
-            # [DONE] without a finish_reason: the server finished the turn and did not say how.
-            self.finish_reason = "tool_calls" if self.tool_calls else "stop"
+        if not self.chunks:
+            raise empty_response()
+        if self.finish_reason is None and not self.done:
+            raise ModelCallError("the stream ended before the model finished (truncated response)")
+        # [DONE] without a finish_reason ends the turn (Snowflake Cortex never sends one), and the
+        # turn says that none came: llama-cpp-python ends a stream it interrupts the same way.
         if not self.tool_calls:
             self._add(self.parser.flush())
         turn = ModelTurn(

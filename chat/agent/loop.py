@@ -78,6 +78,8 @@ class AgentResult:
     iterations: int = 0
     error: ErrorEvent | None = None
     structured: Any = None
+    # The answer's finish_reason when not "stop" ("length": cut off at the token limit).
+    finish_reason: str = ""
 
 
 class AgentRunError(Exception):
@@ -268,7 +270,7 @@ class AgentRun:
             self.result.error = error
         self.result.status = status
         self.result.text = self._answer.text
-        self._emit(CompleteEvent(status))
+        self._emit(CompleteEvent(status, self.result.finish_reason if status == RunStatus.SUCCEEDED else ""))
 
     async def _drive(self) -> None:
         try:
@@ -345,6 +347,8 @@ class AgentRun:
         return RunStatus.FAILED, error
 
     def _settle_answer(self, turn: ModelTurn) -> tuple[str, ErrorEvent | None]:
+        if turn.finish_reason not in (None, "stop"):
+            self.result.finish_reason = turn.finish_reason
         spec = self.agent._response_format
         if spec is None:
             return RunStatus.SUCCEEDED, None
@@ -361,10 +365,11 @@ class AgentRun:
         agent = self.agent
         failures = 0
         while True:
+            options = agent.model.options
             request = ModelRequest(
                 messages=list(state.messages),
                 tools=list(tool_specs),
-                options=agent.model.options,
+                options=options if state.iteration == 1 else options.after_tool_round(),
                 response_format=agent._response_format,
             )
             attempt = failures + 1

@@ -72,13 +72,19 @@ class ModelCallError(Exception):
 
 
 def from_exception(
-    exc: BaseException, *, model: str, base_url: Any, secrets: Iterable[str | None] = ()
+    exc: BaseException,
+    *,
+    model: str,
+    base_url: Any,
+    secrets: Iterable[str | None] = (),
+    responded: bool = False,
 ) -> ModelCallError:
-    """The ModelCallError for whatever the SDK or the transport raised."""
+    """The ModelCallError for whatever the SDK or the transport raised; `responded`: the endpoint
+    had answered (status and headers) when it was raised."""
     if isinstance(exc, openai.APIStatusError):
         error = _from_status(exc, model=model, base_url=base_url)
     else:
-        error = _from_transport(exc, base_url=base_url)
+        error = _from_transport(exc, base_url=base_url, responded=responded)
     error.redact_secrets(secrets)
     return error
 
@@ -133,28 +139,37 @@ def _from_status(exc: openai.APIStatusError, *, model: str, base_url: Any) -> Mo
     return ModelCallError(detail, log_detail=log_detail, status=status, retryable=False, hint=hint)
 
 
-def _from_transport(exc: BaseException, *, base_url: Any) -> ModelCallError:
+def _from_transport(exc: BaseException, *, base_url: Any, responded: bool = False) -> ModelCallError:
     where = _host(base_url)
     chain = _chain(exc)
-    log_detail = " <- ".join(f"{type(e).__name__}: {e}" for e in chain)
     for cause in reversed(chain):  # the root cause first: the transports' wrappers say less
         if isinstance(cause, ConnectionRefusedError):
-            return ModelCallError(f"The model endpoint at {where} refused the connection.", log_detail=log_detail)
+            return ModelCallError(
+                f"The model endpoint at {where} refused the connection.", log_detail=_log_detail(cause, chain)
+            )
         if isinstance(cause, socket.gaierror):
             name = getattr(base_url, "host", "") or where
             return ModelCallError(
                 f"The model endpoint's host name {name} could not be resolved (DNS lookup failed).",
-                log_detail=log_detail,
+                log_detail=_log_detail(cause, chain),
             )
         if isinstance(cause, ssl.SSLError):
             return ModelCallError(
                 f"The TLS connection to the model endpoint at {where} failed: {_tls_reason(cause)}.",
-                log_detail=log_detail,
+                log_detail=_log_detail(cause, chain),
             )
     for cause in chain:
         if isinstance(cause, TimeoutError | openai.APITimeoutError) or "Timeout" in type(cause).__name__:
-            return ModelCallError(f"The model endpoint at {where} did not answer in time.", log_detail=log_detail)
+            return ModelCallError(
+                f"The model endpoint at {where} did not answer in time.", log_detail=_log_detail(cause, chain)
+            )
     root = chain[-1]
+    log_detail = _log_detail(root, chain)
+    if responded:  # whatever broke (a reset, a body cut mid-chunk), the endpoint had been reached
+        return ModelCallError(
+            f"The connection to the model endpoint at {where} was lost mid-response ({type(root).__name__}).",
+            log_detail=log_detail,
+        )
     if isinstance(root, OSError) or "Disconnect" in type(root).__name__ or "Protocol" in type(root).__name__:
         return ModelCallError(
             f"The connection to the model endpoint at {where} was lost ({type(root).__name__}).",
@@ -162,6 +177,25 @@ def _from_transport(exc: BaseException, *, base_url: Any) -> ModelCallError:
         )
     return ModelCallError(
         f"The model endpoint at {where} could not be reached ({type(root).__name__}).", log_detail=log_detail
+    )
+
+
+def _log_detail(cause: BaseException, chain: list[BaseException]) -> str:
+    """The cause with its own words, then the wrappers by name only: the SDK's aiohttp bridge
+    wraps a refused connection in "APITimeoutError: Request timed out", which is not what happened."""
+    wrappers = [type(e).__name__ for e in chain if e is not cause]
+    return f"{type(cause).__name__}: {cause}" + (f" (via {' <- '.join(wrappers)})" if wrappers else "")
+
+
+def empty_response() -> ModelCallError:
+    """A 200 whose body held no event: the server failed on the request after it had begun
+    streaming, and said why only in its own log (llama-cpp-python, for a prompt longer than its
+    context window or a streamed tool_choice it cannot do). The same request fails the same way."""
+    return ModelCallError(
+        "The model endpoint answered with an empty response (HTTP 200 without a single event): "
+        "it could not process the request, most often a conversation too long for the model's context window.",
+        retryable=False,
+        hint="Start a new conversation or send a shorter message; the model server's log says what it refused.",
     )
 
 

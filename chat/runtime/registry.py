@@ -18,7 +18,7 @@ from channels.layers import get_channel_layer
 from django import db
 from django.conf import settings
 
-from chat import history, memory, profiles, selectors, services
+from chat import assistant, history, memory, profiles, selectors, services
 from chat.agent.approval import Decision
 from chat.frames import EventFrame
 from chat.models import Run
@@ -194,7 +194,14 @@ class RunRegistry:
 
     async def shutdown(self) -> None:
         """SIGTERM: hand the runs that may resume over to the other processes at once; close the
-        others as interrupted."""
+        others as interrupted. Then the model clients' connections, which an exiting process
+        would otherwise leave to the garbage collector ("Unclosed client session" on every stop)."""
+        try:
+            await self._hand_over()
+        finally:
+            await assistant.close_client()
+
+    async def _hand_over(self) -> None:
         self.stopping = True
         await self._supervisor.stop()
         handles = list(self._handles.values())

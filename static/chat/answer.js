@@ -80,3 +80,16 @@ export function mountAnswerActions(turn) {
 export function updateAnswerVersions(turn) {
   turn.answerVersionSwitcher.update(turn.answerVersion, turn.answerVersions);
 }
+
+// --- an answer cut off by the token limit (complete's finishReason "length") ---------------
+export function mountCutNote(turn) {
+  const more = h("button", { type: "button", className: "turn-action", dataset: { action: "continue" }, title: t("Continue the answer where it was cut off"), text: t("Continue") });
+  more.addEventListener("click", () => turn.actions?.continueAnswer(turn));
+  turn.cutNote = h("div", { className: "turn-cut", role: "note" }, h("span", { text: t("Cut off by the token limit.") }), more);
+  turn.cutNote.hidden = turn.finishReason !== "length";
+  return turn.cutNote;
+}
+
+export function updateCutNote(turn) {
+  if (turn.cutNote) turn.cutNote.hidden = turn.finishReason !== "length";
+}

@@ -177,6 +177,14 @@ function openConversation(id, { push, firstMessage = null }) {
       }
       return state.sendVersion(frame, text);
     },
+    onContinue: () => {
+      if (state.view !== view) return false;
+      if (state.name !== State.IDLE || composer.blockReason()) {
+        showNotice(composer.blockReason() || t("Wait for the current answer."));
+        return false;
+      }
+      return state.send(t("Continue"));
+    },
   });
   state.open(view, firstMessage);
   clearTurns();

@@ -45,6 +45,8 @@ export class ConversationView {
     this.turnActions = {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
       regenerate: (turn) => this.hooks.onVersionFrame({ type: "regenerate", seq: turn.seq }, ""),
+      // A new message asking for the rest: the model sees its cut answer in the memory.
+      continueAnswer: () => this.hooks.onContinue(),
       showVersion: (turn, step, kind) => this.showVersion(turn, step, kind),
       approve: (toolCallId, decision, reason) =>
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),

@@ -10,7 +10,7 @@
 // A Turn keeps its state apart from its DOM: events can be applied before the turn is
 // mounted (a long history is applied first and drawn in batches), and once mounted each
 // event updates only the element it concerns.
-import { mountAnswerActions, renderAnswer, scheduleAnswer, updateAnswerVersions } from "./answer.js";
+import { mountAnswerActions, mountCutNote, renderAnswer, scheduleAnswer, updateAnswerVersions, updateCutNote } from "./answer.js";
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { Pace } from "./pacing.js";
@@ -51,6 +51,7 @@ export class Turn {
     this.pace = new Pace();
     this.status = null; // null while running, else the complete event's status
     this.stats = null; // complete's durationMs and usage
+    this.finishReason = ""; // complete's finishReason: "length" for an answer cut off at the token limit
     this.hasError = false; // something went wrong for good (red); a retry is only a warning
     this.retries = 0;
     this.el = null;
@@ -147,6 +148,7 @@ export class Turn {
       case "complete":
         this.status = frame.status || "succeeded";
         this.stats = { durationMs: frame.durationMs, usage: frame.usage };
+        this.finishReason = typeof frame.finishReason === "string" ? frame.finishReason : "";
         this.pace.reset(); // the whole answer with the run's end, as its status line says
         if (this.status === "failed" || this.status === "interrupted") this.hasError = true;
         for (const tool of this.tools.values()) tool.interrupt();
@@ -154,6 +156,7 @@ export class Turn {
         if (this.el) {
           this.updateStatus();
           this.updateFeedback();
+          updateCutNote(this);
           scheduleAnswer(this);
           if (live) this.timeline.open = this.hasError || this.retries > 0;
         }
@@ -207,7 +210,7 @@ export class Turn {
       h("div", { className: "visually-hidden", text: t("You said:") }), this.userBubble, this.attachmentList, mountUserActions(this));
     this.el = h("article", { className: "turn", dataset: { runId: this.runId } },
       this.userMsg,
-      h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, this.statusLine, this.footer,
+      h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, mountCutNote(this), this.statusLine, this.footer,
         h("div", { className: "answer-bar" }, mountAnswerActions(this), this.feedback.mount())));
     this.el.hidden = !this.shown;
     updateAttachments(this);

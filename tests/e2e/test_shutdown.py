@@ -114,3 +114,23 @@ async def _conversation(server, client: Client, conversation: str) -> dict:
         return r.json()
     finally:
         await fresh.aclose()
+
+
+async def test_a_stopping_server_closes_its_model_client(databases, make_server, replies):
+    # The model client's aiohttp session, left to the garbage collector, logged
+    # "ERROR Unclosed client session" on every stop of daphne.
+    server = make_server(databases.new(), name="sigterm-client")
+    client = await Client(server).signup()
+    try:
+        conversation = await client.create_conversation()
+        sock = await client.socket(conversation)
+        await sock.sync()
+        await sock.message(replies.set("open the model client", slow_text_reply("Done.", chunks=2, delay=0)))
+        await sock.until_complete()
+        await sock.close()
+    finally:
+        await client.aclose()
+    await asyncio.to_thread(server.terminate, 15)
+    log = server.log(tail=None)
+    assert "Starting server" in log  # daphne's own log, read whole
+    assert "Unclosed client session" not in log and "Unclosed connector" not in log, log[-2000:]

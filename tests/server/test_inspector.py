@@ -132,6 +132,19 @@ async def test_the_run_page_shows_what_the_model_was_sent_when_recorded(
     assert "Hello &lt;script&gt;x&lt;/script&gt;" in page and "<script>x" not in page
 
 
+async def test_the_run_page_says_an_answer_was_cut_off_by_the_token_limit(
+    conversation, registry, llm_settings, make_user
+):
+    llm_settings.script({"chunks": [{"delta": {"content": "The sky is blue. It has to"}}, {"finish_reason": "length"}]})
+    live = await run_message(conversation, "Why is the sky blue?")
+    assert live[-1]["finishReason"] == "length"
+    staff = await sync_to_async(staff_user)(make_user)
+    page = (await sync_to_async(lambda: client_for(staff).get(f"/inspect/runs/{live[0]['runId']}/"))()).content
+    page = page.decode()
+    assert "model call 1.1:" in page and ", cut off by the token limit" in page
+    assert '<span class="tag">cut off by the token limit</span>' in page
+
+
 def test_sorting_by_start_duration_and_tokens(make_user, staff):
     alice = make_user("alice")
     a = make_run(alice, seconds=5, tokens=100, ago_hours=3)

@@ -108,6 +108,25 @@ async def test_two_profiles_send_each_conversation_to_its_own_server_model_and_t
     assert [r["model"] for r in llm_settings.requests] == ["model-a", "model-a"]
 
 
+async def test_a_profile_s_named_tool_choice_forces_the_first_call_and_lets_the_second_answer(
+    make_user, registry, llm_settings
+):
+    alice = await sync_to_async(make_user)("alice")
+    profile = await sync_to_async(make_profile)(
+        "small", base_url=llm_settings.base_url, tools=["calculator"], tool_choice="calculator", everyone=True
+    )
+    llm_settings.script(tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42."))
+    conversation = await sync_to_async(services.conversation_create)(owner=alice, agent=profile)
+    run = await registry.start(conversation=conversation, user=alice, content="6*7?")
+    await registry.wait_idle()
+    first, second = llm_settings.requests
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "calculator"}}
+    assert "tool_choice" not in second and tool_names(second) == ["calculator"]
+    events = await events_of(run)
+    assert [e["type"] for e in events if e["type"].startswith("tool")] == ["tool_start", "tool_end"]
+    assert events[-1]["status"] == "succeeded"
+
+
 async def test_without_a_profile_the_run_is_the_environment_s_exactly_as_before(conversation, registry, llm_settings):
     run = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
     await registry.wait_idle()
@@ -386,12 +405,24 @@ def test_a_valid_profile_is_saved_with_its_lists(key_set):
         ({"slug": "default"}, "slug", "'default' names the server's environment configuration."),
         ({"approval_tools": "bash, a/b"}, "approval_tools", "'a/b' can match no tool name"),
         ({"approval_tools": "git(hub)"}, "approval_tools", "'git(hub)' can match no tool name"),
+        (
+            {"tool_choice": "bash"},
+            "tool_choice",
+            "'bash' is neither auto, none, required nor one of this agent's tools",
+        ),
     ],
 )
 def test_the_admin_form_refuses(key_set, changes, field, message):
     errors = form_errors(**changes)
     assert list(errors) == [field]
     assert message in " ".join(errors[field])
+
+
+@pytest.mark.parametrize("choice", ["", "auto", "none", "required", "current_time"])
+def test_a_tool_choice_is_a_mode_or_one_of_the_profile_s_tools(key_set, choice):
+    form = AgentProfileForm(data={**VALID, "tool_choice": f" {choice} "})
+    assert form.is_valid(), form.errors
+    assert form.save().tool_choice == choice
 
 
 def test_mcp_tools_are_accepted_for_a_configured_server(key_set, settings, tmp_path):

@@ -446,3 +446,34 @@ def test_a_live_answer_is_drawn_at_an_even_pace_and_ends_whole(user_page, replie
     page.reload()  # the replay of the finished run shows the same answer at once
     expect(last_turn(page).locator(".answer")).to_have_text(expected.strip())
     assert_clean(page)
+
+
+def test_an_answer_cut_off_by_the_token_limit_says_so_and_continue_asks_for_the_rest(user_page, replies, shot):
+    page = user_page
+    message = unique("Why is the sky blue?")
+    cut = {"chunks": [{"delta": {"content": "The sky is blue. It has to"}}, {"finish_reason": "length"}]}
+    replies.set(message, cut)
+    send(page, message)
+    turn = page.locator("article.turn").first  # the first turn, also once there is a second
+    note = turn.locator(".turn-cut")
+    expect(note).to_be_visible(timeout=30000)
+    expect(note).to_contain_text("Cut off by the token limit.")
+    expect(turn.locator(".answer")).to_have_text("The sky is blue. It has to")
+    shot(page, "cut-off-answer-1280")
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot(page, "cut-off-answer-390")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    replies.set("Continue", text_reply(" scatter light."))
+    note.get_by_role("button", name="Continue").click()
+    expect(page.locator("article.turn")).to_have_count(2)
+    expect(last_turn(page).locator(".msg-user .bubble")).to_have_text("Continue")
+    expect(last_turn(page).locator(".answer")).to_have_text("scatter light.", timeout=30000)
+    expect(last_turn(page).locator(".turn-cut")).to_be_hidden()  # a whole answer
+    expect(note).to_be_visible()  # the first answer stays marked ...
+    expect(note.get_by_role("button", name="Continue")).to_be_hidden()  # ... but only the last one continues
+    page.reload()  # the same from the stored events
+    first = page.locator("article.turn").first.locator(".turn-cut")
+    expect(first).to_contain_text("Cut off by the token limit.", timeout=30000)
+    expect(last_turn(page).locator(".turn-cut")).to_be_hidden()
+    assert_clean(page)
