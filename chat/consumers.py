@@ -222,15 +222,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             logger.warning("a %s frame failed on the database", kind, exc_info=True)
             if kind == "ping":
                 await self._send_json({"type": "pong"})
-            else:
-                await self._send_json(
-                    {
-                        "type": "error",
-                        "code": "UNAVAILABLE",
-                        "message": "The server cannot reach its database; try again in a moment.",
-                        "detail": "database unavailable",
-                    }
-                )
+                return
+            exc = ProtocolError(
+                "UNAVAILABLE", "The server cannot reach its database; try again in a moment.", "database unavailable"
+            )
+            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
     async def _attachments(self, frame: dict[str, Any]) -> tuple[dict[str, Any], ...]:
         """The files a message's `attachments` names, as its user_message records them; each must
