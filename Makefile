@@ -8,7 +8,7 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/agentsite
 REDIS ?= redis://127.0.0.1:6379/0
 
-.PHONY: lint run test install install-test browser sandbox nginx bench bench-growth clean
+.PHONY: lint run test install install-test browser sandbox nginx bench bench-growth bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ bench: install-test
 # Opt-in (seeding 1,000,000 events per database takes minutes): the growth curves and docs/bench-growth.png.
 bench-growth: install-test
 	$(PY) -m bench --only growth
+
+# Not a test: mixed load on two daphnes for SOAK_SECONDS (an hour), sampled every 10 s; fails on
+# errors, never on timings (.ci/run runs three minutes of it after `make test`).
+SOAK_SECONDS ?= 3600
+bench-soak: install-test
+	$(PY) -m bench.soak --duration $(SOAK_SECONDS)
 
 clean:
 	rm -rf $(VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts
