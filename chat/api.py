@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import metrics as metrics_series
 from . import nesting, selectors, services, transfer
 from .models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
+from .runtime.writer import get_writer
 from .text import invalid_reason
 
 MAX_QUERY_CHARS = 200
@@ -349,6 +350,13 @@ def healthz(request):
     except Exception as exc:
         checks["database"] = f"error: {type(exc).__name__}"
     try:
+        # The runtime's own connection, kept by the event writer's thread, can break while a
+        # request's fresh one works (the database restarted): what the runs will write with.
+        async_to_sync(_writer_check)()
+        checks["event_writer"] = "ok"
+    except Exception as exc:
+        checks["event_writer"] = f"error: {type(exc).__name__}"
+    try:
         async_to_sync(_layer_roundtrip)()
         checks["channel_layer"] = "ok"
     except Exception as exc:
@@ -363,6 +371,10 @@ def metrics(request):
     if not metrics_series.may_scrape(request):
         return HttpResponse(status=404)
     return HttpResponse(metrics_series.exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+async def _writer_check() -> None:
+    await get_writer().check()
 
 
 async def _layer_roundtrip() -> None:

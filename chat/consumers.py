@@ -16,13 +16,15 @@ from collections import Counter
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.db import DatabaseError
 
 from . import nesting, selectors, services, uploads
 from .agent.approval import APPROVED, DENIED, Decision
 from .revocation import session_is_current, user_group
+from .runtime import doorbell
 from .runtime.doorbell import conversation_group
 from .runtime.registry import get_registry
 from .text import clean_value, invalid_reason
@@ -42,6 +44,10 @@ MAX_TOOL_CALL_ID_CHARS = 200
 CLOSE_NOT_LOGGED_IN = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_MANY_SOCKETS = 4429
+# The server could not reach its database or channel layer while the socket connected: the
+# client reconnects with `after` (WebSocket's own "try again later"; the page retries any code
+# but 4401 and 4404).
+CLOSE_TRY_AGAIN = 1013
 
 # How long a socket trusts its last session check. Sessions that end are pushed to the
 # socket at once (chat.revocation); this re-check on client frames is the second line, for
@@ -52,6 +58,8 @@ SESSION_RECHECK_SECONDS = 5.0
 
 # Open sockets per user in this process (AGENT_MAX_SOCKETS_PER_USER is a per-process cap).
 _open_sockets: Counter = Counter()
+# The catch-ups under way (a task nobody holds may be collected before it ends).
+_catching_up: set[asyncio.Task] = set()
 
 
 def open_socket_count() -> int:
@@ -72,7 +80,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     user_group = None
     counted = False
     revoked = False
+    accepted = False
     session_checked_at = 0.0
+    _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -93,16 +103,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.counted = True
         try:
             await self._join()
-        except BaseException:
+        except asyncio.CancelledError:
             self._uncount()  # a connect that raised is followed by no disconnect
             raise
+        except Exception:
+            # The database or the layer failed under the connect (an outage, a restart): a code
+            # the page reconnects on, not Channels' 1011 and a traceback per socket.
+            logger.warning("a socket could not connect; closed with %s", CLOSE_TRY_AGAIN, exc_info=True)
+            self._uncount()
+            if not self.accepted:
+                await self.accept()
+            await self.close(code=CLOSE_TRY_AGAIN)
+
+    async def accept(self, subprotocol=None, headers=None) -> None:
+        await super().accept(subprotocol, headers)
+        self.accepted = True
 
     async def _join(self) -> None:
         # Joined before anything else, so that a session ending from here on reaches it.
         self.user_group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation = await sync_to_async(selectors.conversation_for_user)(
+        self.conversation = await database_sync_to_async(selectors.conversation_for_user)(
             user=self.user, conversation_id=conversation_id
         )
         if self.conversation is None:
@@ -114,10 +136,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.last_seq = min(_after_param(self.scope.get("query_string", b"")), self.conversation.last_seq)
         self.group = conversation_group(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self._sending = asyncio.Lock()
+        doorbell.watch(self._layer_back)
         await self.accept()
         await get_registry().ensure_started()
-        await self._send_from_database()
-        run, pending = await sync_to_async(selectors.run_in_progress)(conversation_id=self.conversation.pk)
+        async with self._sending:
+            await self._send_from_database()
+        run, pending = await database_sync_to_async(selectors.run_in_progress)(conversation_id=self.conversation.pk)
         await self._send_json(
             {
                 "type": "sync",
@@ -137,6 +162,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._uncount()
+        doorbell.unwatch(self._layer_back)
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.user_group:
@@ -155,7 +181,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _session_still_valid(self) -> bool:
         if time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
             return True
-        valid = await sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+        valid = await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
         if valid:
             self.session_checked_at = time.monotonic()
         return valid
@@ -164,6 +190,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation is None or self.revoked:
             return
+        kind = None
         try:
             frame = _parse(text_data)
             kind = frame["type"]
@@ -185,8 +212,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
             elif kind == "ping":
                 await self._send_json({"type": "pong"})
                 # A cheap catch-up: if the layer dropped the tail of a run, the next ping finds it.
-                await self._send_from_database()
+                await self._catch_up()
         except ProtocolError as exc:
+            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+        except DatabaseError:
+            # The database is down or restarting: the socket stays, the frame is refused (nothing
+            # of it was stored), and a ping is answered all the same (the socket is alive).
+            logger.warning("a %s frame failed on the database", kind, exc_info=True)
+            if kind == "ping":
+                await self._send_json({"type": "pong"})
+                return
+            exc = ProtocolError(
+                "UNAVAILABLE", "The server cannot reach its database; try again in a moment.", "database unavailable"
+            )
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
     async def _attachments(self, frame: dict[str, Any]) -> tuple[dict[str, Any], ...]:
@@ -271,15 +309,37 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.revoked:
             return
         frames = message["events"]
-        if frames and frames[0]["seq"] > self.last_seq + 1:
-            await self._send_from_database(until=frames[0]["seq"] - 1)
-        for frame in frames:
-            if frame["seq"] > self.last_seq:
-                await self._send_frame(frame)
+        assert self._sending is not None  # doorbells ring joined sockets only
+        async with self._sending:
+            if frames and frames[0]["seq"] > self.last_seq + 1:
+                try:
+                    await self._send_from_database(until=frames[0]["seq"] - 1)
+                except DatabaseError:  # the gap stays; the next doorbell, ping or catch-up fills it
+                    logger.warning("a socket could not read a gap from the database", exc_info=True)
+                    return
+            for frame in frames:
+                if frame["seq"] > self.last_seq:
+                    await self._send_frame(frame)
+
+    def _layer_back(self) -> None:
+        """doorbell: the channel layer came back after an outage, or a publish of this process
+        failed: what the socket missed meanwhile is in the database."""
+        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
+        _catching_up.add(task)
+        task.add_done_callback(_catching_up.discard)
+
+    async def _catch_up(self) -> None:
+        if self.revoked or self._sending is None:
+            return
+        async with self._sending:
+            try:
+                await self._send_from_database()
+            except DatabaseError:
+                logger.warning("a socket could not catch up from the database", exc_info=True)
 
     async def _send_from_database(self, until: int | None = None) -> None:
         while True:
-            frames = await sync_to_async(selectors.events_after)(
+            frames = await database_sync_to_async(selectors.events_after)(
                 conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=selectors.EVENT_PAGE
             )
             for frame in frames:

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
 from django.db.models.signals import pre_delete
@@ -290,7 +290,7 @@ def publish_process_gauges() -> None:
 async def publish_process_gauges_forever() -> None:
     while True:
         try:
-            await sync_to_async(publish_process_gauges)()
+            await database_sync_to_async(publish_process_gauges)()
         except Exception:
             logger.warning("could not publish this process's gauges", exc_info=True)
         await asyncio.sleep(settings.AGENT_HEARTBEAT_SECONDS)

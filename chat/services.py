@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Case, Count, F, Max, OuterRef, Q, Subquery, Sum, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -199,9 +199,34 @@ def events_append_many(*, batches: list[EventBatch]) -> list[list[EventFrame] | 
     batch's frames, or None for a batch whose conversation was deleted (nothing stored).
 
     A handful of statements whatever the number of batches: the writer runs in a thread
-    that must win the GIL back from a busy event loop after every statement."""
-    with transaction.atomic():
-        return _append_batches(batches)
+    that must win the GIL back from a busy event loop after every statement.
+
+    Raises CommitUnknown when the connection failed at COMMIT: the rows may or may not be
+    stored, and only events_stored (on a new connection) can tell."""
+    results = None
+    try:
+        with transaction.atomic():
+            results = _append_batches(batches)
+    except Exception as exc:
+        if results is None:  # before COMMIT: rolled back, nothing of the round is stored
+            raise
+        raise CommitUnknown(results) from exc
+    return results
+
+
+class CommitUnknown(OperationalError):
+    """The COMMIT of a round of events failed: `results` are its frames if it was stored."""
+
+    def __init__(self, results: list[list[EventFrame] | None]) -> None:
+        super().__init__("the connection failed at COMMIT; the round may be stored")
+        self.results = results
+
+
+def events_stored(*, results: list[list[EventFrame] | None]) -> bool:
+    """Whether a round whose COMMIT failed is in the database: one of its events is (a round is
+    one transaction, all or nothing), under the seq and run it was given."""
+    frame = next((frames[0] for frames in results if frames), None)
+    return frame is not None and Event.objects.filter(seq=frame["seq"], run_id=frame["runId"]).exists()
 
 
 def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:

@@ -1,17 +1,62 @@
 """The channel layer as a doorbell: group names, and publishing stored frames.
 
-Delivery is at most once; a socket that sees a seq gap reads the database.
+Delivery is at most once; a socket that sees a seq gap reads the database. When
+the layer fails (Redis restarting, or down), what it did not deliver is caught up
+as soon as it answers again (supervision probes it), not at each socket's next
+ping: the conversations whose publish failed are rung again, and every socket of
+the process reads what it missed (those of other processes missed rings too).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from channels.layers import get_channel_layer
 
 from chat.frames import EventFrame
 
+from .perloop import PerLoop
+
 logger = logging.getLogger(__name__)
+
+
+class Missed:
+    """One event loop's undelivered doorbells: each conversation's last frames whose publish
+    failed (a ring again with them lets each socket find what it lacks by its seq gap), and the
+    sockets to tell when the layer is back."""
+
+    def __init__(self) -> None:
+        self.frames: dict[str, list[EventFrame]] = {}
+        self.watchers: set[Callable[[], None]] = set()
+
+
+_missed: PerLoop[Missed] = PerLoop(Missed)
+
+
+def watch(callback: Callable[[], None]) -> None:
+    """`callback` (a socket's catch-up) is called when the layer comes back."""
+    _missed.get().watchers.add(callback)
+
+
+def unwatch(callback: Callable[[], None]) -> None:
+    _missed.get().watchers.discard(callback)
+
+
+def has_missed() -> bool:
+    return bool(_missed.get().frames)
+
+
+async def layer_back(*, was_down: bool) -> None:
+    """The layer answers again: ring the conversations whose publish failed, and, after an
+    outage (when this process's subscriptions were down too), have every socket catch up."""
+    missed = _missed.get()
+    for conversation_id, frames in list(missed.frames.items()):
+        await publish(conversation_id, frames)
+    if was_down:
+        for callback in list(missed.watchers):
+            callback()
+
 
 # Every server process's run channel belongs to it: a process that stops rings it so that
 # the others take over its runs at once (supervision).
@@ -27,12 +72,18 @@ async def publish(conversation_id, frames: list[EventFrame]) -> None:
     a socket that has seen everything before them needs no query."""
     if not frames:
         return
+    key = str(conversation_id)
     try:
         await get_channel_layer().group_send(
             conversation_group(conversation_id), {"type": "chat.events", "events": frames}
         )
-    except Exception:  # the layer is best effort; sockets fill gaps from the database
+    except Exception:  # the layer is best effort; rung again once it answers (layer_back)
         logger.warning("group_send failed for conversation %s", conversation_id, exc_info=True)
+        missed = _missed.get().frames
+        if key not in missed or missed[key][-1]["seq"] < frames[-1]["seq"]:
+            missed[key] = frames
+    else:
+        _missed.get().frames.pop(key, None)
 
 
 async def ring_processes(message: dict) -> None:

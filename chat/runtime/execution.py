@@ -12,8 +12,9 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from chat import assistant, services, tracing
 from chat.agent import AgentRun, CompleteEvent
@@ -26,6 +27,10 @@ from .doorbell import publish
 from .sink import EventSink
 
 logger = logging.getLogger(__name__)
+
+# What a write fails with when the database went away under it (restarted, down, a dropped
+# connection) even after the writer's retry on a new connection: the run is not at fault.
+DATABASE_OUTAGES = (OperationalError, InterfaceError)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class RunHandle:
     agent_run: AgentRun | None = None
     task: asyncio.Task | None = None
     stop_reason: StopReason | None = None
+    lost: bool = False  # its writes failed on the database: its process hands it over (registry)
 
     def stop(self, reason: StopReason) -> None:
         """End the run with its closing events (a tool_end for each open call, the error, complete)."""
@@ -103,6 +109,15 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         if handle.agent_run is not None:
             await handle.agent_run.aclose()
         raise
+    except DATABASE_OUTAGES:
+        # Closed or resumed by this process as soon as the database answers (registry's hand
+        # over), never left `running` for another process's heartbeat timeout. What the sink
+        # held was never stored, so no client saw it.
+        logger.warning("run %s lost its database: handed over", run_id, exc_info=True)
+        sink.discard()
+        handle.lost = True
+        if handle.agent_run is not None:
+            await handle.agent_run.aclose()
     except services.ConversationGone:
         logger.info("conversation %s was deleted during run %s", conversation_id, run_id)
         if handle.agent_run is not None:
@@ -112,7 +127,7 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         if handle.agent_run is not None:
             await handle.agent_run.aclose()
         # Whatever broke, the run must not stay `running` forever (nor be resumed to break again).
-        interruption = await sync_to_async(services.run_interrupt)(
+        interruption = await database_sync_to_async(services.run_interrupt)(
             run_id=run_id, message="The run stopped because of a server error."
         )
         if interruption is not None:

@@ -13,9 +13,8 @@ import asyncio
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django import db
 from django.conf import settings
 
 from chat import assistant, history, memory, profiles, selectors, services
@@ -27,7 +26,7 @@ from chat.profiles import AgentConfig
 from .approvals import APPROVE_MESSAGE, ApprovalDesk
 from .batching import Batcher
 from .doorbell import ring_processes
-from .execution import CANCELLED, SHUT_DOWN, RunHandle, StopReason, execute
+from .execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
 from .perloop import PerLoop
 from .supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
 from .writer import close_writer, get_writer
@@ -35,6 +34,8 @@ from .writer import close_writer, get_writer
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 5.0
+# How often a run lost to a database outage tries to release itself while the database is down.
+HAND_OVER_RETRY_SECONDS = 0.5
 
 
 class RunRegistry:
@@ -47,6 +48,7 @@ class RunRegistry:
         self._supervisor = Supervisor(self)
         self._started = asyncio.Lock()
         self._ready = False
+        self._handing_over: set[asyncio.Task] = set()
 
     async def ensure_started(self) -> None:
         async with self._started:
@@ -105,7 +107,28 @@ class RunRegistry:
         )
         self._handles[key] = handle
         handle.task = asyncio.create_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
-        handle.task.add_done_callback(lambda _: self._handles.pop(key, None))
+        handle.task.add_done_callback(lambda _: self._ended(handle))
+
+    def _ended(self, handle: RunHandle) -> None:
+        self._handles.pop(str(handle.run_id), None)
+        if handle.lost:
+            task = asyncio.create_task(self._hand_over(handle.run_id), name=f"run-hand-over-{handle.run_id}")
+            self._handing_over.add(task)
+            task.add_done_callback(self._handing_over.discard)
+
+    async def _hand_over(self, run_id) -> None:
+        """A run whose writes failed on the database: released (as a stopping process releases
+        its runs) as soon as the database answers, then taken by this process's reaper at once,
+        which resumes it from its event log or closes it `interrupted` (supervision)."""
+        while not self.stopping:
+            try:
+                released = await database_sync_to_async(services.runs_release)(run_ids=[run_id], worker=self.channel)
+            except DATABASE_OUTAGES:
+                await asyncio.sleep(HAND_OVER_RETRY_SECONDS)
+                continue
+            if released:  # 0: another process took it meanwhile (our heartbeat had stopped)
+                self._supervisor.reap_soon()
+            return
 
     # -- starting and stopping runs ------------------------------------------------------
     async def start(
@@ -129,7 +152,7 @@ class RunRegistry:
         return await self._starts.submit(start)
 
     async def _start_group(self, starts: list[services.RunStart]) -> list[Run | Exception]:
-        results = await sync_to_async(_start_with_memory)(starts)
+        results = await database_sync_to_async(_start_with_memory)(starts)
         out: list[Run | Exception] = []
         for result in results:
             if isinstance(result, Exception):
@@ -144,7 +167,7 @@ class RunRegistry:
     async def cancel(self, *, conversation_id) -> bool:
         """Cancel the conversation's running run wherever it runs; False when none is running."""
         await self.ensure_started()
-        run = await sync_to_async(selectors.running_run)(conversation_id=conversation_id)
+        run = await database_sync_to_async(selectors.running_run)(conversation_id=conversation_id)
         if run is None:
             return False
         if self.holds(run.pk):
@@ -152,7 +175,7 @@ class RunRegistry:
             return True
         # Flag first (the owner's heartbeat, or the process that resumes it, sees it even if
         # the message is lost), then ring.
-        await sync_to_async(services.run_request_cancel)(run_id=run.pk)
+        await database_sync_to_async(services.run_request_cancel)(run_id=run.pk)
         if run.worker:
             try:
                 await get_channel_layer().send(run.worker, {"type": CANCEL_MESSAGE, "run_id": str(run.pk)})
@@ -166,7 +189,7 @@ class RunRegistry:
         (answered already, expired, or its run ended); an answer that reaches another process
         too late is refused there, and `reply_to` (the socket's channel) is told."""
         await self.ensure_started()
-        state, run = await sync_to_async(selectors.approval_state)(
+        state, run = await database_sync_to_async(selectors.approval_state)(
             conversation_id=conversation_id, tool_call_id=tool_call_id
         )
         if run is None:
@@ -218,7 +241,7 @@ class RunRegistry:
             return
         # Only once nothing of them is left to write may another process take them.
         await get_writer().wait_idle()
-        count = await sync_to_async(services.runs_release)(run_ids=released, worker=self.channel)
+        count = await database_sync_to_async(services.runs_release)(run_ids=released, worker=self.channel)
         logger.info("released %d run(s) for another process to continue", count)
         await ring_processes({"type": REAP_MESSAGE})
 
@@ -229,7 +252,6 @@ def _start_with_memory(
     """Start the runs, then read each one's memory (chat.memory): one trip to the ORM thread for
     the whole group (a first turn, whose parentSeq is null, is its own memory). Each comes with
     the configuration of its agent, from the profile the start read."""
-    db.close_old_connections()  # what Channels did before each socket frame (consumers.dispatch)
     started = services.runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}

@@ -11,6 +11,10 @@
   `interrupted`. A live process's heartbeat keeps its runs out of reach.
 - The listener takes cancel messages and approval answers for this process's runs, and
   the ring of a stopping process, which makes the reaper pass at once.
+- The layer probe sends a message through the channel layer to this process's
+  own run channel every LAYER_PROBE_SECONDS: when it comes back after failing
+  (Redis restarted, or was down), the doorbell rings what it missed and every
+  socket of the process catches up from the database at once (doorbell.layer_back).
 - SIGTERM (a deploy): the process stops its runs and releases them (stale
   heartbeat, no worker), then rings the other processes, whose reapers take them
   over at once; with no other process, the next one to start takes them.
@@ -22,10 +26,11 @@ import asyncio
 import logging
 import signal
 import threading
+import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
@@ -35,6 +40,7 @@ from chat.agent.approval import Decision
 from chat.metrics import publish_process_gauges_forever
 from chat.profiles import AgentConfig
 
+from . import doorbell
 from .approvals import APPROVE_MESSAGE, REFUSED_MESSAGE
 from .doorbell import PROCESSES_GROUP, publish
 from .execution import CANCELLED, SHUT_DOWN
@@ -47,6 +53,12 @@ logger = logging.getLogger(__name__)
 
 CANCEL_MESSAGE = "run.cancel"
 REAP_MESSAGE = "runs.reap"
+PROBE_MESSAGE = "runs.probe"
+
+# How often the layer is probed, and how long a probe may take before the layer counts as
+# down: what a socket waits for the frames an outage of the layer kept from it, once it is back.
+LAYER_PROBE_SECONDS = 1.0
+LAYER_PROBE_TIMEOUT = 2.0
 
 
 class Supervisor:
@@ -55,6 +67,7 @@ class Supervisor:
         self._tasks: list[asyncio.Task] = []
         self._reaping = asyncio.Lock()
         self._rung: set[asyncio.Task] = set()
+        self._probes: dict[str, asyncio.Future] = {}
 
     async def start(self) -> None:
         await get_channel_layer().group_add(PROCESSES_GROUP, self.registry.channel)
@@ -63,6 +76,7 @@ class Supervisor:
             asyncio.create_task(self._heartbeat(), name="runs-heartbeat"),
             asyncio.create_task(self._reap(), name="runs-reaper"),
             asyncio.create_task(publish_process_gauges_forever(), name="process-gauges"),
+            asyncio.create_task(self._probe_layer(), name="layer-probe"),
         ]
 
     async def stop(self) -> None:
@@ -94,9 +108,47 @@ class Supervisor:
             elif kind == APPROVE_MESSAGE:
                 await self._take_answer(message)
             elif kind == REAP_MESSAGE:  # a process is stopping: take its runs now
-                task = asyncio.create_task(self._reap_logged(), name="runs-reap-now")
-                self._rung.add(task)
-                task.add_done_callback(self._rung.discard)
+                self.reap_soon()
+            elif kind == PROBE_MESSAGE:
+                probe = self._probes.pop(str(message.get("probe", "")), None)
+                if probe is not None and not probe.done():
+                    probe.set_result(None)
+
+    def reap_soon(self) -> None:
+        """A reaper pass now, in the background (a process stopping, or a run of ours lost)."""
+        task = asyncio.create_task(self._reap_logged(), name="runs-reap-now")
+        self._rung.add(task)
+        task.add_done_callback(self._rung.discard)
+
+    async def _probe_layer(self) -> None:
+        was_down = False
+        while True:
+            await asyncio.sleep(LAYER_PROBE_SECONDS)
+            up = await self._layer_answers()
+            if up and (was_down or doorbell.has_missed()):
+                if was_down:
+                    logger.warning("the channel layer answers again: sockets catch up")
+                await doorbell.layer_back(was_down=was_down)
+            elif not up and not was_down:
+                logger.warning("the channel layer does not answer")
+            was_down = not up
+
+    async def _layer_answers(self) -> bool:
+        """A message to our own run channel came back through the layer (with Redis: our
+        subscriptions are live again, not only the publishing connection)."""
+        key = uuid.uuid4().hex
+        probe = self._probes[key] = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(LAYER_PROBE_TIMEOUT):
+                await get_channel_layer().send(self.registry.channel, {"type": PROBE_MESSAGE, "probe": key})
+                await probe
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return False
+        finally:
+            self._probes.pop(key, None)
+        return True
 
     async def _take_answer(self, message: dict) -> None:
         """An approval answered on another process's socket (RunRegistry.approve)."""
@@ -121,7 +173,9 @@ class Supervisor:
             if not run_ids:
                 continue
             try:
-                to_cancel, lost = await sync_to_async(services.runs_heartbeat)(run_ids=run_ids, worker=registry.channel)
+                to_cancel, lost = await database_sync_to_async(services.runs_heartbeat)(
+                    run_ids=run_ids, worker=registry.channel
+                )
             except Exception:
                 logger.warning("heartbeat failed", exc_info=True)
                 continue
@@ -150,10 +204,10 @@ class Supervisor:
                 return 0
             cutoff = timezone.now() - timedelta(seconds=settings.AGENT_HEARTBEAT_TIMEOUT)
             taken = 0
-            for run in await sync_to_async(selectors.stale_runs)(older_than=cutoff):
+            for run in await database_sync_to_async(selectors.stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
-                interruption, messages, config = await sync_to_async(_interrupt_with_memory)(
+                interruption, messages, config = await database_sync_to_async(_interrupt_with_memory)(
                     run_id=run.pk, stale_before=cutoff, worker=registry.channel
                 )
                 if interruption is None:

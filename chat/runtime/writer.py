@@ -10,6 +10,7 @@ sync_to_async's single thread.
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django import db
@@ -20,11 +21,22 @@ from chat.frames import EventFrame
 from .batching import Batcher
 from .perloop import PerLoop
 
+# A connection idle this long is checked before the next round uses it: a restart of the
+# database in between broke it. Rounds closer together than this (a stream) skip the check's
+# round trip; a connection that breaks under them fails the round, which is retried once.
+IDLE_CHECK_SECONDS = 1.0
+# How long the retry of a round whose connection broke waits for a new one: a restart of the
+# database (pg_ctl restart: about a second) is ridden out, the runs going on as if nothing
+# happened; a longer outage fails the round, and its runs are handed over (registry).
+RECONNECT_SECONDS = 3.0
+RECONNECT_PAUSE = 0.2
+
 
 class GroupWriter:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-writer")
         self._rounds: Batcher[services.EventBatch, list[EventFrame]] = Batcher(self._store, name="event-group-writer")
+        self._used_at = float("-inf")  # monotonic time of the last round
 
     def submit(self, batch: services.EventBatch) -> asyncio.Future:
         """A future of the batch's frames once committed (ConversationGone when its conversation
@@ -42,8 +54,16 @@ class GroupWriter:
         await asyncio.get_running_loop().run_in_executor(self._thread, _close_connection)
         self._thread.shutdown(wait=False)
 
+    async def check(self) -> None:
+        """/healthz: the writer thread's connection answers (replaced first if it broke)."""
+        await asyncio.get_running_loop().run_in_executor(self._thread, _check_connection_now)
+
     async def _store(self, batches: list[services.EventBatch]) -> list:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, _store, batches)
+        idle = time.monotonic() - self._used_at >= IDLE_CHECK_SECONDS
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, _store, batches, idle)
+        finally:
+            self._used_at = time.monotonic()
 
 
 def _close_connection() -> None:
@@ -53,22 +73,77 @@ def _close_connection() -> None:
         pass
 
 
-def _store(batches: list[services.EventBatch]) -> list:
+def _check_connection() -> None:
+    """The connection this thread kept may have broken since its last use (the database
+    restarted): checked at its next use and replaced, not used (CONN_HEALTH_CHECKS' check,
+    which Django arms only at a request's start, and this thread serves no requests)."""
+    db.close_old_connections()
+
+
+def _check_connection_now() -> None:
+    _check_connection()
+    with db.connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _store(batches: list[services.EventBatch], idle: bool) -> list:
     """Each batch's frames, or the exception that kept it out (ConversationGone: deleted)."""
+    if idle:
+        _check_connection()
     try:
-        return _gone_as_errors(batches, services.events_append_many(batches=batches))
+        return _gone_as_errors(batches, _append_retrying(batches))
     except Exception as exc:
-        db.connection.close()  # the writer's connection lives on: never reuse a broken one
+        _close_connection()  # the writer's connection lives on: never reuse a broken one
         if len(batches) == 1:
             return [exc]
     results = []  # one bad batch must not fail the others: store them one by one
     for batch in batches:
         try:
-            results += _gone_as_errors([batch], services.events_append_many(batches=[batch]))
+            results += _gone_as_errors([batch], _append_retrying([batch]))
         except Exception as exc:
-            db.connection.close()
+            _close_connection()
             results.append(exc)
     return results
+
+
+def _append_retrying(batches: list[services.EventBatch]) -> list:
+    """The round stored, once more on a new connection if the one it used broke under it (the
+    database restarted or a proxy dropped it): the round is one transaction, so a retry after a
+    rollback stores it once; after a failed COMMIT it is retried only if it is not stored."""
+    try:
+        return services.events_append_many(batches=batches)
+    except services.CommitUnknown as exc:
+        if not _connection_broke():
+            raise
+        _reconnect()
+        if services.events_stored(results=exc.results):
+            return exc.results
+    except db.DatabaseError:
+        if not _connection_broke():
+            raise
+        _reconnect()
+    return services.events_append_many(batches=batches)
+
+
+def _reconnect() -> None:
+    """A new connection, waiting up to RECONNECT_SECONDS for the database to accept one (the
+    last failure is raised past that)."""
+    _close_connection()
+    deadline = time.monotonic() + RECONNECT_SECONDS
+    while True:
+        try:
+            db.connection.ensure_connection()
+            return
+        except db.DatabaseError:
+            _close_connection()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(RECONNECT_PAUSE)
+
+
+def _connection_broke() -> bool:
+    connection = db.connection
+    return connection.connection is None or not connection.is_usable()
 
 
 def _gone_as_errors(batches, results) -> list:

@@ -209,6 +209,13 @@ class Confined:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
+        except OSError as exc:
+            # A full disk (or quota) mid-write: no half file left behind to be read as whole.
+            with open_dir(self.root, parts[:-1], display=path) as dir_fd:
+                os.unlink(parts[-1], dir_fd=dir_fd)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise ToolError(f"could not write {path!r}: the disk holding the {self.label} is full") from None
+            raise ToolError(f"could not write {path!r}: {exc.strerror}") from None
         finally:
             os.close(fd)
 
