@@ -220,11 +220,11 @@ class RunRegistry:
         others as interrupted. Then the model clients' connections, which an exiting process
         would otherwise leave to the garbage collector ("Unclosed client session" on every stop)."""
         try:
-            await self._hand_over()
+            await self._hand_over_all()
         finally:
             await assistant.close_client()
 
-    async def _hand_over(self) -> None:
+    async def _hand_over_all(self) -> None:
         self.stopping = True
         await self._supervisor.stop()
         handles = list(self._handles.values())
