@@ -126,7 +126,7 @@ def test_csrf_is_enforced_on_unsafe_methods(alice):
 def test_healthz(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "channel_layer": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "event_writer": "ok", "channel_layer": "ok"}
 
 
 def test_chat_page_requires_login(client):

@@ -401,7 +401,7 @@ async def test_memory_carries_earlier_turns(conversation, registry, llm_settings
         {"role": "user", "content": "2+2?"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # not null: llama-cpp-python refuses null (issue 23)
             "tool_calls": [
                 {
                     "id": "call_0",

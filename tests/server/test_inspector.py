@@ -226,7 +226,7 @@ def test_consecutive_deltas_of_one_kind_are_one_row_with_their_text_and_count(st
     # Each folded row: the joined text, the count, and every frame when it is opened.
     assert '<span class="joined">th2 th3 th4 </span> <span class="muted">(3 thinking events; show each)' in table
     assert '<span class="joined">te5 te6 te7 te8 </span>' in table and '<span class="tag">×4</span>' in table
-    assert table.count('<pre class="payload">') == 11
+    assert table.count('<pre class="payload" tabindex="0">') == 11
     # The conversation by its title (escaped), linked for staff to the admin's page of it.
     link = f'<a class="conversation-link" href="/admin/chat/conversation/{conversation.pk}/change/"'
     assert link in page and "“Deltas &lt;em&gt;folded&lt;/em&gt;”</a>" in page

@@ -202,7 +202,7 @@ def test_a_password_change_elsewhere_reconnects_and_a_logout_elsewhere_signs_out
     other_tab.fill("#id_old_password", PASSWORD)
     other_tab.fill("#id_new_password1", "ui-New-pass-w0rd-long")
     other_tab.fill("#id_new_password2", "ui-New-pass-w0rd-long")
-    other_tab.locator("form input[type=submit], form button[type=submit]").last.click()
+    other_tab.locator("form.auth-form button[type=submit], form.auth-form input[type=submit]").click()
     other_tab.wait_for_url("**/password_change/done/")
 
     page.wait_for_function("() => window.agentsite.view.synced && window.agentsite.view.connection === 'open'")
