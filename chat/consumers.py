@@ -420,7 +420,9 @@ def _already_answered() -> ProtocolError:
 def _approval_answer(frame: dict[str, Any]) -> tuple[str, Decision]:
     """An `approve` frame's toolCallId and decision (PROTOCOL section 7)."""
     call_id = frame.get("toolCallId")
-    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_TOOL_CALL_ID_CHARS:
+    # A NUL is never in a stored id (PostgreSQL's text cannot hold one, and it would refuse the
+    # lookup with a DataError): such an id names no request.
+    if not isinstance(call_id, str) or not call_id or len(call_id) > MAX_TOOL_CALL_ID_CHARS or "\x00" in call_id:
         raise ProtocolError("BAD_REQUEST", "An approve frame needs a toolCallId.", "missing or wrong field: toolCallId")
     choice = frame.get("decision")
     if choice not in ANSWERS:

@@ -45,6 +45,9 @@ def agent_profiles_for_user(*, user) -> QuerySet[AgentProfile]:
 
 
 def agent_profile_for_user(*, user, slug: str) -> AgentProfile | None:
+    # A NUL is never in a stored slug; PostgreSQL would refuse the lookup (DataError), not miss.
+    if "\x00" in slug:
+        return None
     return agent_profiles_for_user(user=user).filter(slug=slug).first()
 
 
