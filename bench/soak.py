@@ -158,9 +158,17 @@ class Soak:
             self.first_errors.append(f"{what}: {exc!r}"[:300])
 
     async def guarded(self, what: str, work) -> None:
+        """One operation of the load: counted as done, or as an error."""
         try:
             await work
             self.done[what] += 1
+        except Exception as exc:
+            self.failed(what, exc)
+
+    async def kept(self, what: str, loop) -> None:
+        """One of the load's loops: its end is no operation; only a loop that fails is counted (an error)."""
+        try:
+            await loop
         except Exception as exc:
             self.failed(what, exc)
 
@@ -305,7 +313,7 @@ class Soak:
     async def run(self) -> None:
         await asyncio.gather(
             *(
-                self.guarded(f"load {i}", part)
+                self.kept(f"load loop {i}", part)
                 for i, part in enumerate(
                     [self.sampler(), self.signins(), self.storms(), self.requests()]
                     + [self.runner(i) for i in range(RUNNERS)]

@@ -16,6 +16,7 @@ from chat.agent.approval import Answers, ApprovalPolicy
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
+from chat.mcp.tools import UnstartedServers
 from chat.memory import MEMORY_MESSAGES
 from chat.profiles import AgentConfig
 from chat.skills import discover_recent, skills_prompt
@@ -154,7 +155,11 @@ def build_agent(
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
         hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES)],
-        tool_interceptors=[rate_limit(settings.AGENT_TOOL_RATE_LIMIT), ToolErrorPolicy()],
+        tool_interceptors=[
+            rate_limit(settings.AGENT_TOOL_RATE_LIMIT),
+            ToolErrorPolicy(),
+            *([UnstartedServers(lambda: mcp.get_servers().connections.values())] if sources else []),
+        ],
         observers=observers or [],
         trace_requests=settings.AGENT_TRACE_REQUESTS,
         approval=approval_policy(config, answers),

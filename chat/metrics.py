@@ -107,11 +107,13 @@ def run_families(runs: QuerySet[Run]) -> Iterator[Metric]:
 OTHER_TOOL = "other"
 
 
-def tool_label(name: str) -> str:
-    """The `tool` label of a tool name: itself when the server knows it, else OTHER_TOOL."""
+def tool_label(name: str, *, offered: bool = True) -> str:
+    """The `tool` label of a tool name: itself when the server knows it, else OTHER_TOOL. A
+    name under an MCP server's prefix is known when its run offered it (ToolRecord.offered):
+    a name the model invented there is no label."""
     if name in BUILTIN_TOOLS:
         return name
-    if settings.AGENT_MCP_CONFIG:
+    if offered and settings.AGENT_MCP_CONFIG:
         # An MCP tool is named `<server>__<tool>` (chat.mcp.tools): a server of the file, read
         # here without starting it, vouches for the prefix.
         for server in mcp.configured(settings.AGENT_MCP_CONFIG):
@@ -126,8 +128,9 @@ def tool_families(records: QuerySet[ToolRecord]) -> Iterator[Metric]:
     )
     # outcome: ok, error, or denied / expired for a call not approved (never counted as an error).
     counts: dict[tuple[str, str], int] = {}
-    for row in records.values("tool_name", "outcome").annotate(n=Count("pk")).order_by("tool_name", "outcome"):
-        key = (tool_label(row["tool_name"]), row["outcome"])
+    rows = records.values("tool_name", "outcome", "offered").annotate(n=Count("pk"))
+    for row in rows.order_by("tool_name", "outcome", "offered"):
+        key = (tool_label(row["tool_name"], offered=row["offered"]), row["outcome"])
         counts[key] = counts.get(key, 0) + row["n"]
     for labels, n in sorted(counts.items()):
         calls.add_metric(list(labels), n)

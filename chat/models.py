@@ -236,6 +236,8 @@ class ToolRecord(models.Model):
     # ok, error, denied or expired (chat.agent.approval.call_outcome): what figures count, where
     # a call the user denied, or nobody approved in time, is not a failure of its tool.
     outcome = models.CharField(max_length=16, default="ok")
+    # The run offered a tool of this name: a name the model invented is no metric label (chat.metrics).
+    offered = models.BooleanField(default=True)
     started_at = models.DateTimeField(default=timezone.now)
     duration_ms = models.PositiveIntegerField(default=0)
 
@@ -243,8 +245,8 @@ class ToolRecord(models.Model):
         ordering = ["started_at"]
         indexes = [
             models.Index(fields=["started_at"], name="toolrecord_started"),
-            # Covers the scrape's GROUP BY tool_name, outcome (chat.metrics): an index-only scan.
-            models.Index(fields=["tool_name", "outcome"], name="toolrecord_tool_outcome"),
+            # Covers the scrape's GROUP BY tool_name, outcome, offered (chat.metrics): an index-only scan.
+            models.Index(fields=["tool_name", "outcome", "offered"], name="toolrecord_tool_offered"),
         ]
 
     def __str__(self) -> str:

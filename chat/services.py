@@ -98,6 +98,7 @@ class ToolRecordData:
     started_at: datetime
     duration_ms: int
     outcome: str = OK  # chat.agent.approval.call_outcome
+    offered: bool = True  # False: the model called a tool its run did not offer
 
 
 @dataclass(frozen=True)

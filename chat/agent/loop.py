@@ -207,6 +207,10 @@ class AgentRun:
         self._received: list[str] = []  # the text and thinking the model call under way streamed
         self.result = AgentResult(status="running", text="")
 
+    def offers(self, name: str) -> bool:
+        """Whether the run offered a tool of this name (a model may call one it invented)."""
+        return name in self._tools
+
     # -- consumer side --------------------------------------------------------
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
         self._start()

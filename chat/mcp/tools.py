@@ -14,11 +14,12 @@ import json
 import mimetypes
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcp import types as mcp_types
 
+from chat.agent.hooks import ToolCallRequest, ToolHandler, ToolInterceptor, ToolOutcome
 from chat.agent.tools import SchemaTool, ToolContext, ToolError, schema_tool
 from chat.tools.config import settings_of
 from chat.tools.files import quota_write
@@ -129,3 +130,19 @@ async def _save(data: str, mime_type: str | None, context: ToolContext, *, serve
     except ToolError as exc:
         return f"[{what} ({mime_type}, {len(content)} bytes) not saved: {exc}]"
     return f"[{what} saved to the workspace as {name} ({mime_type}, {len(content)} bytes)]"
+
+
+class UnstartedServers(ToolInterceptor):
+    """A call under the prefix of a server that never started (so offers no tools) is answered
+    with the cause, not with "unknown tool": the model, or the user reading the timeline, learns
+    that the server is down rather than that the tool does not exist."""
+
+    def __init__(self, connections: Callable[[], Iterable[ServerConnection]]):
+        self._connections = connections
+
+    async def intercept_tool(self, request: ToolCallRequest, call_next: ToolHandler) -> ToolOutcome:
+        for connection in self._connections():
+            prefix = tool_name(connection.config.name, "", set())
+            if not connection.tools and connection.last_error and request.call.name.startswith(prefix):
+                raise ToolError(f"MCP server {connection.config.name!r} is not available: {connection.last_error}")
+        return await call_next(request)

@@ -97,6 +97,7 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         )
         agent = assistant.build_agent(config=handle.config, observers=[sink.add_model_call], answers=handle.answers)
         handle.agent_run = agent_run = agent.stream(memory, context=context)
+        sink.offers = agent_run.offers
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)
         async for event in agent_run:

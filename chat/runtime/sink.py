@@ -19,6 +19,7 @@ chat.agent.answer, and stores the attempt's text before the error to know its se
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,6 +45,8 @@ def window(flushes: int, *, first: float, longest: float) -> float:
 class EventSink:
     def __init__(self, *, conversation_id, run_id, flush_seconds: float, max_flush_seconds: float = 0.0):
         self.conversation_id = conversation_id
+        # Whether the run offered a tool name (AgentRun.offers), told once the agent exists.
+        self.offers: Callable[[str], bool] = lambda name: True
         self.run_id = run_id
         self._clock = get_clock(flush_seconds) if flush_seconds > 0 else None
         self._first_window, self._longest_window = flush_seconds, max(flush_seconds, max_flush_seconds)
@@ -178,6 +181,7 @@ class EventSink:
             is_error=bool(payload["isError"]),
             started_at=timezone.now() - timedelta(milliseconds=duration),
             duration_ms=duration,
+            offered=self.offers(payload["toolName"]),
             outcome=call_outcome(
                 is_error=bool(payload["isError"]), decision=self._decisions.pop(payload["toolCallId"], None)
             ),

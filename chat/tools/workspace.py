@@ -19,6 +19,7 @@ deep, which would overflow the recursion of `os.fwalk` and `shutil.rmtree`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -187,37 +188,50 @@ class Confined:
 
     def write_chunks(self, path: str, chunks: Iterable[bytes]) -> None:
         """Create or replace the regular file at path with the chunks, one at a time (an upload
-        need not be held in memory)."""
+        need not be held in memory). They go to a hidden temporary file renamed over path at the
+        end: a write that fails (a full disk) leaves the old file whole, and no reader sees half."""
         parts = self.locate(path)
         if not parts:
             raise ToolError("path is empty; give a file name relative to the workspace")
         self.root.mkdir(parents=True, exist_ok=True)
+        name, temporary = parts[-1], f".writing-{uuid.uuid4().hex}.part"
         with open_dir(self.root, parts[:-1], create=True, display=path) as dir_fd:
+            self._replaceable(name, dir_fd, path)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
             try:
-                fd = os.open(
-                    parts[-1],
-                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK,
-                    0o644,
-                    dir_fd=dir_fd,
-                )
-            except OSError as exc:
-                raise _walk_error(exc, path) from None
+                try:
+                    for data in chunks:
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
+                # rename replaces a name, never follows it: a symlink put there since is replaced, not written through.
+                os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException as exc:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary, dir_fd=dir_fd)
+                if not isinstance(exc, OSError):
+                    raise
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise ToolError(f"could not write {path!r}: the disk holding the {self.label} is full") from None
+                if exc.errno == errno.EISDIR:
+                    raise _walk_error(exc, path) from None
+                raise ToolError(f"could not write {path!r}: {exc.strerror}") from None
+
+    @staticmethod
+    def _replaceable(name: str, dir_fd: int, display: str) -> None:
+        """Refuse to replace anything but a regular file (a folder, a symlink, a device)."""
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ToolError(f"{path!r} is not a regular file")
-            for data in chunks:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-        except OSError as exc:
-            # A full disk (or quota) mid-write: no half file left behind to be read as whole.
-            with open_dir(self.root, parts[:-1], display=path) as dir_fd:
-                os.unlink(parts[-1], dir_fd=dir_fd)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise ToolError(f"could not write {path!r}: the disk holding the {self.label} is full") from None
-            raise ToolError(f"could not write {path!r}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise _walk_error(OSError(errno.ELOOP, "symlink"), display)
+        if stat.S_ISDIR(mode):
+            raise _walk_error(OSError(errno.EISDIR, "folder"), display)
+        if not stat.S_ISREG(mode):
+            raise ToolError(f"{display!r} is not a regular file")
 
     def remove_file(self, path: str) -> None:
         """Delete the regular file at path (a symlink is removed as a link); folders are refused."""

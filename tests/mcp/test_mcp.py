@@ -154,6 +154,20 @@ async def test_a_server_whose_command_is_not_found_leaves_the_others_serving(mod
     assert ghost.last_error == "could not start: 'no-such-command-xyz' is not found on PATH"
 
 
+async def test_a_call_under_a_server_that_never_started_names_the_cause(model, mcp_config):
+    """A model that calls a tool of a server that never started (from an earlier turn, or a guess)
+    is told the server is down and why, not that the tool does not exist."""
+    mcp_config({"ghost": {"command": "no-such-command-xyz"}, "t": stdio_server()})
+    (end,) = ends(await run(model, ("ghost__search", {"q": "x"})))
+    assert end.is_error is True
+    assert error_of(end) == (
+        "MCP server 'ghost' is not available: could not start: 'no-such-command-xyz' is not found on PATH"
+    )
+    # A name under a running server's prefix that it does not offer is still an unknown tool.
+    (unknown,) = ends(await run(model, ("t__no_such_tool", {})))
+    assert error_of(unknown).startswith("unknown tool 't__no_such_tool'")
+
+
 async def test_list_changed_refreshes_the_tools(model, mcp_config):
     mcp_config({"t": stdio_server()})
     (grown,) = ends(await run(model, ("t__grow", {"name": "shout"})))

@@ -74,3 +74,18 @@ async def test_a_full_disk_gives_uploads_and_write_file_a_clear_error_and_breaks
     await sock.send({"type": "message", "content": "hello"})
     assert (await sock.run_to_end())[-1]["status"] == "succeeded"
     await sock.close()
+
+
+def test_a_failed_upload_over_an_existing_file_keeps_the_old_one(full_disk, make_user):
+    """The bytes go to a temporary file renamed over the old one only when all were written."""
+    alice = make_user("alice")
+    conversation = services.conversation_create(owner=alice, title="disk")
+    client = Client()
+    client.force_login(alice)
+    assert upload(client, conversation, "notes.txt", b"the old notes").status_code == 201
+    refused = upload(client, conversation, "notes.txt", b"x" * (2 * DISK_BYTES))
+    assert refused.status_code == 400 and "full" in refused.json()["message"]
+    listed = client.get(f"/api/conversations/{conversation.pk}/files/").json()["files"]
+    assert [(f["path"], f["size"]) for f in listed] == [("notes.txt", len(b"the old notes"))]
+    assert (full_disk / str(conversation.pk) / "notes.txt").read_bytes() == b"the old notes"
+    assert sorted(p.name for p in (full_disk / str(conversation.pk)).iterdir()) == ["notes.txt"]  # no .part left

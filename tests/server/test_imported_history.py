@@ -123,6 +123,9 @@ def test_tool_labels_are_names_the_server_knows(alice, tmp_path, settings):
     run, _ = services.run_start(conversation=conversation, user=alice, content="x", model="m", worker="w")
     for n, name in enumerate(["calculator", "git_hub__search", "made_up", "also_made_up", "<script>"]):
         ToolRecord.objects.create(run=run, tool_call_id=f"c{n}", tool_name=name)
+    # Names the model invented under the server's prefix: its run did not offer them.
+    for n in range(3):
+        ToolRecord.objects.create(run=run, tool_call_id=f"i{n}", tool_name=f"git_hub__invented{n}", offered=False)
     # A tally written before labels were folded (a deleted conversation's made-up tool).
     MetricTally.objects.create(
         series=metrics.series_key("agentsite_tool_calls_total", {"outcome": "ok", "tool": "junk"}), value=4
@@ -131,5 +134,5 @@ def test_tool_labels_are_names_the_server_knows(alice, tmp_path, settings):
     assert tools == {
         (("outcome", "ok"), ("tool", "calculator")): 1,
         (("outcome", "ok"), ("tool", "git_hub__search")): 1,
-        (("outcome", "ok"), ("tool", "other")): 7,
+        (("outcome", "ok"), ("tool", "other")): 10,
     }

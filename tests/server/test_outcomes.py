@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
+from chat.models import ToolRecord
 from tests.fakellm import text_reply, tool_call_reply
 from tests.server.conftest import Socket
 from tests.server.test_metrics import scrape, staff_client
@@ -127,3 +128,22 @@ async def test_a_stopped_runs_cut_call_is_cancelled_and_its_tokens_count(
     error = await socket.recv()
     assert (error["type"], error["code"]) == ("error", "QUOTA_EXCEEDED")
     await socket.close()
+
+
+async def test_a_tool_the_model_invented_is_stored_as_not_offered(conversation, registry, llm_settings):
+    """The run knows which names it offered: an invented one is kept as the model wrote it (the
+    inspector shows it) but is no metric label (chat.metrics.tool_label)."""
+    llm_settings.script(
+        tool_call_reply(("calculator", {"expression": "1+1"}), ("github__invented", {})), text_reply("done")
+    )
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "go"})
+    await socket.run_to_end()
+    await socket.close()
+    await registry.wait_idle()
+    records = await sync_to_async(
+        lambda: dict(ToolRecord.objects.filter(run__conversation=conversation).values_list("tool_name", "offered"))
+    )()
+    assert records == {"calculator": True, "github__invented": False}
