@@ -35,6 +35,8 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.seed import session_for
+
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = (10, 100, 1_000, 10_000)
 SAMPLES = 20
@@ -64,19 +66,14 @@ def seed(turns: list[int]) -> dict:
     import django
 
     django.setup()
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-    from django.contrib.sessions.backends.db import SessionStore
+    from django.contrib.auth import get_user_model
     from django.db import transaction
     from django.utils import timezone
 
     from chat.models import Conversation, Event, Run
 
     user = get_user_model().objects.create_user(username=f"runstart-{uuid.uuid4().hex[:8]}", password=None)
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
+    session_key = session_for(user)
     now = timezone.now()
     conversations = {}
     for count in turns:
@@ -107,7 +104,7 @@ def seed(turns: list[int]) -> dict:
                         )
                 Event.objects.bulk_create(events, batch_size=2000)
         conversations[str(count)] = {"id": str(conversation.pk), "last_seq": count * EVENTS_PER_TURN}
-    return {"session": session.session_key, "conversations": conversations}
+    return {"session": session_key, "conversations": conversations}
 
 
 # -- the measurement ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import uuid
+from importlib import import_module
 
 
 def setup() -> None:
@@ -34,10 +35,11 @@ def setup() -> None:
 
 def session_for(user) -> str:
     """A logged-in session of the user, as django.contrib.auth.login() would fill it."""
+    from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
 
-    session = SessionStore()
+    # The configured engine (Django's own pattern), whose rows the server's sockets read.
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
     session[SESSION_KEY] = str(user.pk)
     session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
