@@ -17,9 +17,9 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app registry loaded
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from chat.lifecycle import RunRegistryStarter  # noqa: E402
-from chat.origins import OriginValidator  # noqa: E402
-from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.realtime.origins import OriginValidator  # noqa: E402
+from chat.realtime.routing import websocket_urlpatterns  # noqa: E402
+from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
 
 application = RunRegistryStarter(
     ProtocolTypeRouter(

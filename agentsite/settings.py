@@ -1,4 +1,4 @@
-"""Settings for agentsite, read from the environment (PROTOCOL.md section 1)."""
+"""Settings for agentsite, read from the environment (docs/protocol.md, "Configuration")."""
 
 import json
 import os
@@ -134,14 +134,14 @@ MIDDLEWARE = [
     # Serves /static/ from the app's own process (daphne serves no files), with
     # far-future caching for hashed names; no web server needed in front.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "chat.csp.ContentSecurityPolicyMiddleware",
+    "chat.web.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # The language saved on the account wins over the browser's (chat/language.py).
-    "chat.language.AccountLanguageMiddleware",
+    # The language saved on the account wins over the browser's (chat/web/language.py).
+    "chat.web.language.AccountLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
@@ -162,7 +162,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "chat.context_processors.agent",
+                "chat.web.context_processors.agent",
             ],
         },
     },
@@ -217,8 +217,8 @@ STATIC_ROOT = os.environ.get("STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-# Database sessions whose rows name their user: "sign out of all other sessions" (chat.sessions).
-SESSION_ENGINE = "chat.sessions"
+# Database sessions whose rows name their user: "sign out of all other sessions" (chat.web.sessions).
+SESSION_ENGINE = "chat.web.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -233,7 +233,7 @@ if REDIS_URL:
         "default": {
             # Plain pub/sub: group_send is one PUBLISH instead of a Lua script over
             # every member channel, and nothing piles up for a dead consumer.
-            # Why this class and these numbers: see README "Channel layer".
+            # Why this class and these numbers: see docs/deployment.md, "Channel layer".
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
@@ -241,7 +241,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "chat.layers.InMemoryChannelLayer",
+            "BACKEND": "chat.realtime.layers.InMemoryChannelLayer",
             # One doorbell per flush window per socket; a consumer that falls this
             # far behind refills from the database, so dropping is safe.
             "CONFIG": {"capacity": 1000, "expiry": 60},
@@ -298,12 +298,12 @@ AGENT_TRACE_REQUESTS = env_bool("AGENT_TRACE_REQUESTS", False)
 # Seconds between a running run's heartbeats, and silence after which it is dead.
 AGENT_HEARTBEAT_SECONDS = env_number("AGENT_HEARTBEAT_SECONDS", "5", float)
 AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
-# Times a run whose process died is continued by another process (PROTOCOL section 9).
+# Times a run whose process died is continued by another process (docs/protocol.md, "Run lifecycle").
 AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
-# Tool limits (chat/tools/*): chat.assistant.tool_settings() hands them to the tools, typed.
+# Tool limits (chat/tools/*): chat.agents.build.tool_settings() hands them to the tools, typed.
 # Per-tool timeouts in seconds overriding AGENT_TOOL_TIMEOUT, e.g. "bash=60,fetch_url=20".
 AGENT_TOOL_TIMEOUTS = env_number_map("AGENT_TOOL_TIMEOUTS")
 # Tool calls one user may start per minute, all conversations and processes together (0: no limit).
@@ -339,12 +339,12 @@ AGENT_APPROVAL_TIMEOUT = env_number("AGENT_APPROVAL_TIMEOUT", "600", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")
-# Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.tracing); the SDK reads
+# Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.ops.tracing); the SDK reads
 # this and the other OTEL_* variables itself.
 OTEL_EXPORTER_OTLP_ENDPOINT = env_optional("OTEL_EXPORTER_OTLP_ENDPOINT")
 
 # --- Production: HTTPS behind a reverse proxy, sign-in throttling, e-mail ---------------
-# Every variable here is in README "Production"; deploy/ holds the nginx site.
+# Every variable here is in docs/deployment.md, "Production"; deploy/ holds the nginx site.
 
 # Addresses or networks of the reverse proxies in front of the server (deploy/nginx). Only a
 # request from one of them has its X-Forwarded-For (the client address: sign-in lockout,
@@ -376,7 +376,7 @@ AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # failures only; no row for every successful sign-in
 AXES_VERBOSE = False  # no start-up banner: an operator's start-up error stays one line
 AXES_CLIENT_IP_CALLABLE = "agentsite.proxy.client_address"
-AXES_LOCKOUT_CALLABLE = "chat.accounts.login_locked_out"
+AXES_LOCKOUT_CALLABLE = "chat.web.signin.login_locked_out"
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password is checked
     "django.contrib.auth.backends.ModelBackend",

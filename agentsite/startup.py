@@ -14,7 +14,8 @@ import contextlib
 import sys
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import OperationalError
+from django.core.management.base import BaseCommand, SystemCheckError
+from django.db import DatabaseError, OperationalError, connections
 
 
 @contextlib.contextmanager
@@ -32,8 +33,6 @@ def one_line_errors():
 
 def database_problem() -> str | None:
     """Why the default database cannot be reached, naming DATABASE_URL; None when it answers."""
-    from django.db import DatabaseError, connections
-
     connection = connections["default"]
     try:
         connection.close()
@@ -59,8 +58,6 @@ def check_before_serving() -> None:
     problem = database_problem()
     if problem is not None:
         raise SystemExit(f"agentsite: {problem}")
-    from django.core.management.base import BaseCommand, SystemCheckError
-
     try:
         # What runserver and migrate do: warnings go to stderr, errors stop the process.
         BaseCommand(stderr=sys.stderr).check(display_num_errors=True)

@@ -1,1 +1,1 @@
-"""The benchmark suite: `make bench` (= `python -m bench`). See bench/README.md."""
+"""The benchmark suite: `make bench` (= `python -m bench`). See docs/performance.md."""

@@ -8,7 +8,7 @@ Per database, one server (1 daphne; PostgreSQL with Redis) against the bench's f
   (7 events). For each: message -> model request (a message sent over the socket until the
   fake model has read the request and written its first token, whose stamp says when),
   memory derivation (the events of the run's branch read and made into the model's
-  messages, as a run start does: chat.selectors.runs_memory_events + chat.history, timed in
+  messages, as a run start does: chat.eventlog.reads.runs_memory_events + chat.eventlog.history, timed in
   a Django process), full replay (connect with `?after=0` until `sync`) and reconnect
   (`?after=` the last 20 events).
 - **table size**: 1,000 users and 100 / 1,000 / 10,000 conversations of 100 events each
@@ -262,11 +262,11 @@ def table(results: list[dict]) -> str:
 def seed_long(turns: list[int]) -> dict:
     """A user with one conversation per length, each of that many finished turns with a tool call,
     stored as the server stores them: each turn's user_message names the one before it, and each
-    finished run has its memory checkpoint (chat.memory)."""
+    finished run has its memory checkpoint (chat.eventlog.memory)."""
     from django.db import transaction
     from django.utils import timezone
 
-    from chat import memory
+    from chat.eventlog import memory
     from chat.models import Conversation, Event, Run
 
     from .seed import users
@@ -318,8 +318,8 @@ def seed_long(turns: list[int]) -> dict:
 
 
 def derive(conversation: str, repeats: int) -> dict:
-    """The memory of the conversation's last run, derived as a run start does (chat.memory)."""
-    from chat import memory
+    """The memory of the conversation's last run, derived as a run start does (chat.eventlog.memory)."""
+    from chat.eventlog import memory
     from chat.models import Conversation, Event
 
     conversation_id = Conversation.objects.values_list("pk", flat=True).get(pk=conversation)

@@ -1,4 +1,4 @@
-"""The growth curves as a PNG (matplotlib, headless): docs/bench-growth.png for the README.
+"""The growth curves as a PNG (matplotlib, headless): docs/bench-growth.png for docs/performance.md.
 
 python -m bench.plot [bench/results/growth.json] [out.png]    # re-plot saved figures
 """

@@ -131,7 +131,7 @@ def _ratio(project, relay) -> str:
 
 def reference_summary(results: dict) -> str:
     """Each stack against the reference relay measured in the same run: project / relay, so
-    below 1 the project is the faster or the cheaper (what the README's ratio table shows)."""
+    below 1 the project is the faster or the cheaper (what docs/performance.md's ratio table shows)."""
     ref = results["reference"]
     ref_levels = {x["C"]: x for x in ref.get("concurrency", {}).get("levels", [])}
     ref_tokens = ref.get("concurrency", {}).get("tokens", 0)
@@ -176,7 +176,7 @@ def reference_summary(results: dict) -> str:
 
 
 def summary(results: dict) -> str:
-    """One line per stack with the headline numbers (what the README table shows)."""
+    """One line per stack with the headline numbers (what the table of docs/performance.md shows)."""
     head = (
         "| stack | relay ratio | C=200 stretch | C=200 first text p95 | C=400 stretch | "
         "KiB/idle socket | idle CPU | replay 10k | rows/1k tokens (100/s) |"

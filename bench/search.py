@@ -63,7 +63,7 @@ def seed_conversations(owners: list, *, conversations: int, events: int, offset:
     from django.db import transaction
     from django.utils import timezone
 
-    from chat import search
+    from chat.eventlog import search
     from chat.models import Conversation, Event, Run
 
     rng = random.Random(7 + offset)
@@ -154,7 +154,7 @@ def measure(owners: list, requests: int) -> dict:
 def plan_uses_index() -> bool | None:
     from django.db import connection
 
-    from chat import search
+    from chat.eventlog import search
     from chat.models import SearchDocument
 
     if connection.vendor != "postgresql":

@@ -5,9 +5,9 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from .models import DEFAULT_AGENT_NAME, AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
-from .profile_form import AgentProfileForm
-from .workspaces import workspace_listing
+from chat.agents.form import AgentProfileForm
+from chat.conversations.workspaces import workspace_listing
+from chat.models import DEFAULT_AGENT_NAME, AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
 
 # The product's name, not Django's, on every admin page.
 admin.site.site_header = "agentsite administration"
@@ -147,7 +147,7 @@ class FeedbackAdmin(ReadOnlyAdmin):
 
 @admin.register(AgentProfile)
 class AgentProfileAdmin(admin.ModelAdmin):
-    """The agents users pick from (PROTOCOL section 6). Read at each run's start: a change applies
+    """The agents users pick from (docs/protocol.md, "Agents"). Read at each run's start: a change applies
     to the next run without a restart. A profile in use cannot be deleted (its conversations
     would move to another model silently): disable it instead."""
 

@@ -6,12 +6,11 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import (  # noqa: F401 - register the system checks
-            checks,
-            metrics,  # noqa: F401 - keeps the series of deleted conversations' runs
-            origins,
-            workspaces,  # noqa: F401 - removes a deleted conversation's workspace
-        )
-        from .revocation import connect_signals
+        # Deferred to ready(), as Django requires: these modules import the models.
+        from chat import checks  # noqa: F401 - registers the system checks
+        from chat.conversations import workspaces  # noqa: F401 - removes a deleted conversation's workspace
+        from chat.ops import metrics  # noqa: F401 - keeps the series of deleted conversations' runs
+        from chat.realtime import origins  # noqa: F401 - registers the origin checks
+        from chat.realtime.revocation import connect_signals
 
         connect_signals()

@@ -7,8 +7,12 @@ import re
 from django.conf import settings
 from django.core import checks
 
-from chat.pricing import price_problems
+from chat.agents.build import tool_settings
+from chat.inspector.pricing import price_problems
+from chat.mcp.config import read
 from chat.tools import BUILTIN_TOOLS
+from chat.tools.sandbox import SandboxUnavailable, check_available
+from chat.tools.skill_catalogue import discover
 
 
 @checks.register()
@@ -68,8 +72,6 @@ def check_skills(app_configs, **kwargs):
     """Invalid skills are skipped at run time; here they are reported."""
     if "load_skill" not in settings.AGENT_TOOLS:
         return []
-    from chat.skills import discover
-
     _skills, problems = discover(settings.AGENT_SKILLS_DIR)
     return [
         checks.Warning(
@@ -92,9 +94,6 @@ def check_tool_prerequisites(app_configs, **kwargs):
             )
         )
     if "bash" in settings.AGENT_TOOLS:
-        from chat.assistant import tool_settings
-        from chat.tools.sandbox import SandboxUnavailable, check_available
-
         try:
             check_available(tool_settings().bash)  # the very limits a run gets
         except SandboxUnavailable as exc:
@@ -117,8 +116,6 @@ def check_mcp_config(app_configs, **kwargs):
                                    id="agentsite.E003"))  # fmt: skip
     if not settings.AGENT_MCP_CONFIG:
         return errors
-    from chat.mcp.config import read
-
     _servers, problems = read(settings.AGENT_MCP_CONFIG)
     return errors + [
         checks.Warning(
@@ -142,7 +139,7 @@ _APPROVAL_PATTERN = re.compile(r"[A-Za-z0-9_\-*?\[\]!]+")
 
 @checks.register()
 def check_approvals(app_configs, **kwargs):
-    """AGENT_APPROVAL_TOOLS / AGENT_APPROVAL_TIMEOUT (PROTOCOL section 7)."""
+    """AGENT_APPROVAL_TOOLS / AGENT_APPROVAL_TIMEOUT (docs/protocol.md, "Approvals")."""
     errors = []
     if settings.AGENT_APPROVAL_TIMEOUT <= 0:
         errors.append(

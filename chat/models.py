@@ -1,7 +1,7 @@
 """Conversations, runs and the event log.
 
 The event log is the single source of truth: what a user saw, what the admin
-inspects and what the model is sent as memory (chat.history derives the model's
+inspects and what the model is sent as memory (chat.eventlog.history derives the model's
 messages from the events) all come from `Event` rows. `ToolRecord` is a
 queryable index of the tool calls, written from the same tool_end events;
 `ModelCall` records each model call attempt (the run inspector's timings and tokens).
@@ -21,23 +21,23 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .frames import EventFrame, event_frame, frame_time
+from chat.eventlog.frames import EventFrame, event_frame, frame_time
 
 # The partial unique index that allows one running run per conversation.
 RUNNING_RUN_CONSTRAINT = "one_running_run_per_conversation"
 
 
-# The environment's configuration (PROTOCOL section 1) as the API and the events name it: the
+# The environment's configuration (docs/protocol.md, "Configuration") as the API and the events name it: the
 # agent of a conversation without a profile. No profile may take the slug.
 DEFAULT_AGENT_SLUG = "default"
 DEFAULT_AGENT_NAME = "Default"
 
 
 class AgentProfile(models.Model):
-    """A configuration of the agent that users pick per conversation (PROTOCOL section 6): the
+    """A configuration of the agent that users pick per conversation (docs/protocol.md, "Agents"): the
     seeds' ReactAgent builder (name, model, tools, instruction, options, limits) made data.
-    chat.profiles turns a row into the AgentConfig a run is built from; the admin form
-    (chat.profile_form) refuses what could not run."""
+    chat.agents.profiles turns a row into the AgentConfig a run is built from; the admin form
+    (chat.agents.form) refuses what could not run."""
 
     slug = models.SlugField(max_length=64, unique=True, help_text="What the API and the picker call it.")
     name = models.CharField(max_length=100)
@@ -167,7 +167,7 @@ class Utf8JSONEncoder(json.JSONEncoder):
     """Text stored as itself, not as \\uXXXX escapes. On SQLite (JSON kept as text) an escape takes
     6 bytes where the UTF-8 character takes 2-3: a Chinese answer's rows were twice its size.
     PostgreSQL's jsonb stores the parsed value either way. Every string stored now went through
-    chat.text; a lone surrogate can still come back from a row an older version wrote (SQLite
+    chat.agent.text; a lone surrogate can still come back from a row an older version wrote (SQLite
     kept it escaped) and be written again (a memory checkpoint): that value keeps its escapes."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -236,7 +236,7 @@ class ToolRecord(models.Model):
     # ok, error, denied or expired (chat.agent.approval.call_outcome): what figures count, where
     # a call the user denied, or nobody approved in time, is not a failure of its tool.
     outcome = models.CharField(max_length=16, default="ok")
-    # The run offered a tool of this name: a name the model invented is no metric label (chat.metrics).
+    # The run offered a tool of this name: a name the model invented is no metric label (chat.ops.metrics).
     offered = models.BooleanField(default=True)
     started_at = models.DateTimeField(default=timezone.now)
     duration_ms = models.PositiveIntegerField(default=0)
@@ -245,7 +245,7 @@ class ToolRecord(models.Model):
         ordering = ["started_at"]
         indexes = [
             models.Index(fields=["started_at"], name="toolrecord_started"),
-            # Covers the scrape's GROUP BY tool_name, outcome, offered (chat.metrics): an index-only scan.
+            # Covers the scrape's GROUP BY tool_name, outcome, offered (chat.ops.metrics): an index-only scan.
             models.Index(fields=["tool_name", "outcome", "offered"], name="toolrecord_tool_offered"),
         ]
 
@@ -254,11 +254,11 @@ class ToolRecord(models.Model):
 
 
 class MetricTally(models.Model):
-    """What deleted rows had added to a counter or histogram series of /metrics (chat.metrics):
+    """What deleted rows had added to a counter or histogram series of /metrics (chat.ops.metrics):
     the series are derived from Run and ToolRecord rows, and without this, deleting a
     conversation would make counters go down, which Prometheus reads as a reset."""
 
-    series = models.CharField(max_length=500, primary_key=True)  # name and labels (chat.metrics.series_key)
+    series = models.CharField(max_length=500, primary_key=True)  # name and labels (chat.ops.metrics.series_key)
     value = models.FloatField(default=0)
 
     def __str__(self) -> str:
@@ -266,7 +266,7 @@ class MetricTally(models.Model):
 
 
 class ProcessGauge(models.Model):
-    """One server process's live gauges, published on its heartbeat (chat.metrics): open
+    """One server process's live gauges, published on its heartbeat (chat.ops.metrics): open
     WebSockets exist only in a process's memory, and /metrics may be scraped from any process
     (on any machine), so each process writes its own row and the scrape sums the fresh ones."""
 
@@ -313,7 +313,7 @@ class SearchDocument(models.Model):
 
     One row per run, written once when the run completes (and at import), never per delta:
     the event writer's hot path stays as it was. The full-text index over `body` is the
-    database's own (chat.search): a GIN over to_tsvector on PostgreSQL, an FTS5 table kept by
+    database's own (chat.eventlog.search): a GIN over to_tsvector on PostgreSQL, an FTS5 table kept by
     triggers on SQLite, both created by migration 0003.
     """
 
@@ -352,9 +352,9 @@ class Feedback(models.Model):
 
 class RunMemory(models.Model):
     """A finished run's memory checkpoint: the chat messages the model is sent for it as an
-    earlier turn (chat.history), and the run of the turn before it on its branch (PROTOCOL
+    earlier turn (chat.eventlog.history), and the run of the turn before it on its branch (PROTOCOL
     section 6). Derived from the event log, like SearchDocument, and rebuilt from it when
-    missing (chat.memory): a run start reads its branch backwards through `parent` only as
+    missing (chat.eventlog.memory): a run start reads its branch backwards through `parent` only as
     far as the model's trimmed input reaches, so it costs the same at turn 10 and 10,000.
 
     A run the branch walk cannot be told by one parent (an imported run holding several
@@ -372,7 +372,7 @@ class RunMemory(models.Model):
 
 class AccountSettings(models.Model):
     """What a user sets on their account page: the name the app shows for them, and the interface
-    language, which follows the account to every browser (chat.language). No row: the username,
+    language, which follows the account to every browser (chat.web.language). No row: the username,
     and the language the browser asks for."""
 
     user = models.OneToOneField(
@@ -386,7 +386,7 @@ class AccountSettings(models.Model):
 
 
 class UserSession(AbstractBaseSession):
-    """A session that names its user (chat.sessions, the SESSION_ENGINE), so that "sign out of all
+    """A session that names its user (chat.web.sessions, the SESSION_ENGINE), so that "sign out of all
     other sessions" finds them without decoding every session of the site."""
 
     # No database constraint: a request may save its session just after its user was deleted, and

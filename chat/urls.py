@@ -2,14 +2,16 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from . import api, files_api, inspect_views, views
+from chat.inspector import views as inspect_views
+from chat.web import api, pages
+from chat.web import files as files_api
 
 urlpatterns = [
-    path("", views.chat_page, name="chat"),
-    path("accounts/signup/", views.signup, name="signup"),
-    path("account/", views.account_page, name="account"),
-    path("account/sign-out-others/", views.account_sign_out_others, name="account-sign-out-others"),
-    path("i18n/setlang/", views.set_language, name="set_language"),
+    path("", pages.chat_page, name="chat"),
+    path("accounts/signup/", pages.signup, name="signup"),
+    path("account/", pages.account_page, name="account"),
+    path("account/sign-out-others/", pages.account_sign_out_others, name="account-sign-out-others"),
+    path("i18n/setlang/", pages.set_language, name="set_language"),
     # Browsers ask for it on every page that names no icon (the admin's): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),
     path("healthz", api.healthz, name="healthz"),

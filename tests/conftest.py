@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.db import connection
 
+from chat.agents import build
+from chat.conversations.services import conversation_create
+from chat.runtime.registry import get_registry
 from tests.fakellm import FakeLLM
 
 
@@ -25,7 +31,7 @@ def fake_llm(fake_llm_server):
 @pytest.fixture
 def llm_settings(settings, fake_llm):
     """Django settings aimed at the fake model, with no waiting between retries."""
-    from chat import assistant
+    from chat.agents import build as assistant
 
     settings.AGENT_MODEL = "fake-model"
     settings.OPENAI_API_KEY = "test-key"
@@ -61,3 +67,27 @@ def _end_stray_database_sessions(django_db_setup, django_db_blocker):
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+
+
+@pytest.fixture
+def make_user():
+    def make(name: str = "alice"):
+        return get_user_model().objects.create_user(username=name, password="pw-for-tests-123")
+
+    return make
+
+
+@pytest.fixture
+async def registry():
+    registry = get_registry()
+    yield registry
+    await registry.wait_idle()
+    await build.close_client()  # its connections belong to this test's event loop
+    await registry.close()
+    # The ORM thread's connection would keep PostgreSQL from dropping the test database.
+    await sync_to_async(lambda: connection.close())()
+
+
+@pytest.fixture
+def conversation(make_user):
+    return conversation_create(owner=make_user("alice"), title="test")

@@ -1,5 +1,5 @@
 """Production settings: no start with the public development key, `check --deploy` clean under
-the README's environment, and the client address believed from trusted proxies only."""
+docs/deployment.md's environment, and the client address believed from trusted proxies only."""
 
 from __future__ import annotations
 
@@ -66,13 +66,13 @@ def test_debug_runs_with_the_development_key_and_a_key_file_is_read(tmp_path):
     assert result.stdout.strip().splitlines()[-1] == key_file.read_text().strip()
 
 
-README = (ROOT / "README.md").read_text()
+DEPLOYMENT = (ROOT / "docs" / "deployment.md").read_text()
 
 
 def documented_file() -> str:
-    """The production environment file of README "Production", as written there."""
-    block = re.search(r"```sh\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", README, re.S)
-    assert block, "README lost its /etc/agentsite.env block"
+    """The production environment file of docs/deployment.md, "Production", as written there."""
+    block = re.search(r"```sh\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", DEPLOYMENT, re.S)
+    assert block, "docs/deployment.md lost its /etc/agentsite.env block"
     return "\n".join(line.strip() for line in block.group(1).splitlines()) + "\n"
 
 
@@ -83,9 +83,9 @@ def variables_of(text: str) -> dict[str, str]:
 
 
 def documented_environment(tmp_path: Path) -> dict[str, str]:
-    """The file after the README's key command has run on it (on a copy here, without sudo)."""
-    command = re.search(r"^\s*sudo (sed -i .*) /etc/agentsite\.env$", README, re.M)
-    assert command, "README lost the command that puts a key into /etc/agentsite.env"
+    """The file after the documented key command has run on it (on a copy here, without sudo)."""
+    command = re.search(r"^\s*sudo (sed -i .*) /etc/agentsite\.env$", DEPLOYMENT, re.M)
+    assert command, "docs/deployment.md lost the command that puts a key into /etc/agentsite.env"
     env_file = tmp_path / "agentsite.env"
     env_file.write_text(documented_file())
     subprocess.run(["sh", "-c", f'{command.group(1)} "$0"', str(env_file)], check=True, timeout=30)
@@ -102,10 +102,10 @@ def test_the_documented_key_command_makes_check_deploy_clean(tmp_path):
     result = run(CHECK_DEPLOY, bare_env(**variables))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
-    # The file as written, placeholder and all, is not clean: the README says why the command is needed.
+    # The file as written, placeholder and all, is not clean: the doc says why the command is needed.
     result = run(CHECK_DEPLOY, bare_env(**variables_of(documented_file())))
     assert result.returncode != 0 and "security.W009" in result.stdout + result.stderr
-    assert "security.W009" in README
+    assert "security.W009" in DEPLOYMENT
 
 
 def test_check_deploy_looks_at_the_https_settings(tmp_path):

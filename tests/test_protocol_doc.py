@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chat import api, consumers, routing, urls
+from chat import urls
 from chat.agent import events, loop
+from chat.realtime import client_frames, consumers, routing
+from chat.web import api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 
@@ -37,7 +39,9 @@ EVENT_ERROR_CODES = sorted(
     set(_public_values(events.ErrorCode)) | set(re.findall(r'ErrorEvent\(\s*"([A-Z_]+)"', inspect.getsource(loop)))
 )
 RUN_STATUSES = sorted(_public_values(events.RunStatus))
-FRAME_ERROR_CODES = sorted(set(re.findall(r'ProtocolError\(\s*"([A-Z_]+)"', inspect.getsource(consumers))))
+FRAME_ERROR_CODES = sorted(
+    set(re.findall(r'ProtocolError\(\s*"([A-Z_]+)"', inspect.getsource(consumers) + inspect.getsource(client_frames)))
+)
 FRAME_TYPES = sorted(set(re.findall(r'kind == "([a-z_]+)"', inspect.getsource(consumers.ChatConsumer))))
 API_ERROR_CODES = sorted(
     {
@@ -83,3 +87,55 @@ def test_every_close_code_is_documented(code):
 @pytest.mark.parametrize("route", ROUTES)
 def test_every_endpoint_is_documented(route):
     assert _route_shape(route) in _route_shape(DOC), f"docs/protocol.md does not describe {route}"
+
+
+# -- citations of the document from the code ---------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+CITED = ("chat", "agentsite", "bench", "tests", "static/chat", "templates")
+HEADINGS = {
+    re.sub(r"^\d+\.\s*", "", line.lstrip("#").strip()) for line in DOC.splitlines() if re.match(r"#{2,4} ", line)
+}
+CITATION = re.compile(r'docs/protocol\.md, "([^"]+)"((?: and "[^"]+")*)')
+# A section cited by number, or a PROTOCOL.md the repository does not have.
+NUMBERED = re.compile(r"(?:PROTOCOL(?:\.md)?|protocol\.md),? (?:sections?|§) ?\d")
+
+
+def _cited_files() -> list[Path]:
+    return [
+        path
+        for top in CITED
+        for path in sorted((ROOT / top).rglob("*"))
+        if path.suffix in (".py", ".js", ".html") and "node_modules" not in path.parts and "vendor" not in path.parts
+    ]
+
+
+def _citations() -> list[tuple[str, str]]:
+    found = []
+    for path in _cited_files():
+        text = path.read_text()
+        for match in CITATION.finditer(text):
+            names = [match.group(1), *re.findall(r'"([^"]+)"', match.group(2))]
+            where = f"{path.relative_to(ROOT)}:{text[: match.start()].count(chr(10)) + 1}"
+            found.extend((where, name) for name in names)
+    return found
+
+
+def test_the_code_cites_the_document_often():
+    assert len(_citations()) >= 60
+    assert {"The WebSocket", "Events", "Approvals", "Versions: edits, regenerated answers and branches"} <= HEADINGS
+
+
+def test_every_citation_names_a_heading_of_the_document():
+    assert [(where, name) for where, name in _citations() if name not in HEADINGS] == []
+
+
+def test_no_section_is_cited_by_number():
+    """Numbers move when a section is added; the code names the heading instead."""
+    numbered = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}"
+        for path in _cited_files()
+        if path.name != "test_protocol_doc.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if NUMBERED.search(line)
+    ]
+    assert numbered == []

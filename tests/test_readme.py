@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from chat.agent.demo import demo_reply
-from chat.history import attachments_note
+from chat.eventlog.history import attachments_note
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -1,6 +1,8 @@
 """The framework-free agent core: a streaming ReAct loop that yields AgentStreamEvents.
 
-Nothing in this package imports Django; the server persists and broadcasts what it yields.
+Nothing in this package imports Django, nor the rest of the project; the server persists and
+broadcasts what it yields. See docs/architecture.md, "chat/agent/" (and "The agent core as a
+library").
 """
 
 from .events import (
@@ -16,10 +18,11 @@ from .events import (
     event_from_dict,
 )
 from .hooks import AgentHook, ModelInterceptor, ToolInterceptor
-from .llm import ChatModel, ModelOptions
+from .llm import ChatModel
 from .loop import Agent, AgentResult, AgentRun
 from .tools import ToolContext, ToolRecord, ToolRegistry
 from .trace import ModelCallObserver, ModelCallRecord
+from .turns import ModelOptions
 
 __all__ = [
     "Agent",

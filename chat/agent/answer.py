@@ -1,4 +1,4 @@
-"""Which text is the answer: the one place that rule is coded (PROTOCOL section 4).
+"""Which text is the answer: the one place that rule is coded (docs/protocol.md, "Events").
 
 A model call that fails may already have streamed text. That text stays in the
 event log (the user saw it) but is not part of the answer: the retry answers
@@ -8,7 +8,7 @@ right before the error that ends it: an attempt that got as far as a tool call
 did not fail (tool calls come only from a finished model call).
 
 The agent core follows its own events with `Answer`; the server follows the
-stored events with it (the model's memory, `chat/history.py`) and writes its
+stored events with it (the model's memory, `chat/eventlog/history.py`) and writes its
 verdict into the ending error as `discards` (the seq of the first discarded
 text event), which is what clients read.
 """

@@ -1,4 +1,4 @@
-"""Human approval of tool calls (PROTOCOL section 7): the interrupt of the seeds' design.
+"""Human approval of tool calls (docs/protocol.md, "Approvals"): the interrupt of the seeds' design.
 
 An `ApprovalPolicy` names the tools whose calls wait for a person (fnmatch patterns),
 how long a request stays open, and where the answers come from (`Answers`, which the
@@ -20,8 +20,8 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from .events import AgentEvent, ApprovalRequestEvent, ApprovalResultEvent
-from .llm import ToolCall
 from .tools import error_result
+from .turns import ToolCall
 
 APPROVED = "approved"
 DENIED = "denied"

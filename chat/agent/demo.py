@@ -23,7 +23,7 @@ DEMO_BASE_URL = "http://demo.agentsite.invalid/v1"
 _ARITHMETIC = re.compile(r"[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+")
 _TIME_WORDS = re.compile(r"\b(time|date|today|clock|hour)\b|时间|几点|日期", re.IGNORECASE)
 _REVERSE_STRING = re.compile(r"revers\w*\b.*\bstring|反转字符串", re.IGNORECASE | re.DOTALL)
-# The note chat.history adds to a message with files, and its first entry: path, then a PDF's text.
+# The note chat.eventlog.history adds to a message with files, and its first entry: path, then a PDF's text.
 _ATTACHED = re.compile(r"\[Attached files in your workspace \(read them with read_file\): (.*)\]\s*$", re.DOTALL)
 _ATTACHMENT_ENTRY = re.compile(r"(.+?) \((?:\d+|\?) bytes(?:; its text is in (.+?))?\)(?:, |$)")
 # Places named in other scripts than the zone names' (the page's Chinese suggestions ask about 上海).
@@ -111,7 +111,7 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 def _attached_file(question: str) -> str | None:
-    """The first file the server's attachment note names (chat.history), its text for a PDF."""
+    """The first file the server's attachment note names (chat.eventlog.history), its text for a PDF."""
     note = _ATTACHED.search(question)
     entry = _ATTACHMENT_ENTRY.match(note.group(1)) if note else None
     if entry is None:

@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .llm import Usage
+from .turns import Usage
 
 ASCII_CHARS_PER_TOKEN = 4
 IMAGE_TOKENS = 1_000  # of the order OpenAI counts for a 1024x1024 image at high detail

@@ -1,4 +1,4 @@
-"""The AgentStreamEvent family: immutable events whose JSON is exactly PROTOCOL.md section 4.
+"""The AgentStreamEvent family: immutable events whose JSON is exactly docs/protocol.md, "Events".
 
 `seq` and `runId` are not part of these types: the server adds them when it stores an event.
 """

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .llm import ModelRequest, ModelTurn, ToolCall, Usage
 from .tools import ToolContext, ToolError, ToolRecord, error_result
+from .turns import ModelRequest, ModelTurn, ToolCall, Usage
 
 
 @dataclass

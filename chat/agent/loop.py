@@ -15,16 +15,12 @@ then `complete`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pydantic
-
-from . import approval
 from .answer import Answer
 from .approval import ApprovalPolicy
 from .estimate import estimate_usage
@@ -35,36 +31,30 @@ from .events import (
     ErrorEvent,
     RunStatus,
     TextEvent,
-    ToolEndEvent,
-    ToolStartEvent,
 )
 from .hooks import (
     AgentHook,
     AgentState,
     ModelInterceptor,
-    ToolCallRequest,
     ToolInterceptor,
-    ToolOutcome,
     chain_model,
-    chain_tool,
 )
-from .llm import ChatModel, ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
+from .llm import ChatModel, ModelCallError
+from .structured import response_format_of, validate_structured
+from .tool_round import ToolRound
 from .tools import (
     Tool,
     ToolContext,
-    ToolError,
     ToolRecord,
     ToolRegistry,
     ToolSource,
-    error_result,
-    result_to_text,
 )
 from .trace import CANCELLED, ModelCallObserver, ModelCallRecord
+from .turns import ModelRequest, ModelTurn, Usage
 
 logger = logging.getLogger(__name__)
 
 _END = object()
-TRUNCATION_MARKER = "\n[... truncated: {omitted} more characters]"
 
 
 @dataclass
@@ -87,39 +77,6 @@ class AgentRunError(Exception):
         reason = result.error.message if result.error else result.status
         super().__init__(f"agent run {result.status}: {reason}")
         self.result = result
-
-
-def _response_format(spec: Any) -> dict[str, Any] | None:
-    if spec is None:
-        return None
-    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": spec.__name__, "schema": spec.model_json_schema(), "strict": False},
-        }
-    if isinstance(spec, dict) and spec.get("type") in ("json_schema", "json_object"):
-        return spec
-    if isinstance(spec, dict):
-        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": spec, "strict": False}}
-    raise TypeError("response_format must be a pydantic model class or a JSON schema dict")
-
-
-def _validate_structured(spec: Any, text: str) -> Any:
-    """Parse the final answer against the requested format; ValueError says why it does not fit."""
-    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
-        try:
-            return spec.model_validate_json(text)
-        except pydantic.ValidationError as exc:
-            raise ValueError(str(exc)) from None
-    data = json.loads(text)
-    schema = spec.get("json_schema", {}).get("schema", spec) if spec.get("type") == "json_schema" else spec
-    if isinstance(schema, dict) and schema.get("type") == "object":
-        if not isinstance(data, dict):
-            raise ValueError("the answer is not a JSON object")
-        missing = [key for key in schema.get("required", []) if key not in data]
-        if missing:
-            raise ValueError(f"the answer misses required keys: {', '.join(missing)}")
-    return data
 
 
 class Agent:
@@ -163,7 +120,7 @@ class Agent:
         self.model_interceptors = list(model_interceptors)
         self.tool_interceptors = list(tool_interceptors)
         self.response_format = response_format
-        self._response_format = _response_format(response_format)
+        self._response_format = response_format_of(response_format)
         # Called with a ModelCallRecord after every model call attempt (chat.agent.trace).
         self.observers = list(observers)
         self.trace_requests = trace_requests  # records carry the messages sent (large: off by default)
@@ -199,8 +156,8 @@ class AgentRun:
         self._task: asyncio.Task[None] | None = None
         self._context = replace(context, emit=self._emit_async)
         self._answer = Answer()
-        self._tool_calls = 0
         self._tools = agent.tools  # with the tool sources' tools once the run starts
+        self._tool_round = ToolRound(agent, emit=self._emit, context=self._context)
         self._cancel_reason = (RunStatus.CANCELLED, ErrorEvent(ErrorCode.CANCELLED, "The run was cancelled.", ""))
         self._ended = False
         self._first_delta_at: float | None = None  # of the model call under way (monotonic)
@@ -298,7 +255,7 @@ class AgentRun:
             history.insert(0, {"role": "system", "content": agent.system_prompt})
         state = AgentState(messages=list(history), context=self._context, tool_records=self.result.tool_records)
         if agent.tool_sources:
-            self._tools = agent.tools.extended(await self._source_tools())
+            self._tools = self._tool_round.tools = agent.tools.extended(await self._source_tools())
         for hook in agent.hooks:
             await hook.before_agent(state)
         try:
@@ -340,7 +297,7 @@ class AgentRun:
             self.result.messages.append(message)
             if not turn.tool_calls:
                 return self._settle_answer(turn)
-            for tool_message in await self._run_tools(turn.tool_calls, state):
+            for tool_message in await self._tool_round.run(turn.tool_calls, state):
                 history.append(tool_message)
                 self.result.messages.append(tool_message)
         error = ErrorEvent(
@@ -357,7 +314,7 @@ class AgentRun:
         if spec is None:
             return RunStatus.SUCCEEDED, None
         try:
-            self.result.structured = _validate_structured(self.agent.response_format, turn.content)
+            self.result.structured = validate_structured(self.agent.response_format, turn.content)
         except ValueError as exc:
             return RunStatus.FAILED, ErrorEvent(
                 ErrorCode.INVALID_OUTPUT, "The answer does not match the requested format.", str(exc)
@@ -479,108 +436,3 @@ class AgentRun:
                 self._emit(item)
         assert turn is not None  # ChatModel.stream always ends with a turn or raises
         return turn
-
-    async def _run_tools(self, calls: Sequence[ToolCall], state: AgentState) -> list[dict[str, Any]]:
-        agent = self.agent
-        limit = asyncio.Semaphore(agent.tool_concurrency)
-        outcomes: dict[int, ToolOutcome] = {}
-        refused = await self._approve(calls)
-        began = time.monotonic()
-        for call in calls:
-            if call.id not in refused:
-                self._emit(ToolStartEvent(call.name, call.id, call.arguments))
-        # After the starts: a round's calls are all known before its first end (chat.history).
-        for index, call in enumerate(calls):
-            if call.id in refused:
-                outcomes[index] = refused[call.id]
-                state.tool_records.append(
-                    ToolRecord(call.id, call.name, call.arguments, refused[call.id].result, True, time.time(), 0)
-                )
-                self._emit(ToolEndEvent(call.name, call.id, refused[call.id].result, True, 0))
-
-        async def run_one(index: int, call: ToolCall) -> None:
-            async with limit:
-                started_at, t0 = time.time(), time.monotonic()
-                outcome = await self._execute_tool(call, state)
-                duration_ms = int((time.monotonic() - t0) * 1000)
-            outcomes[index] = outcome
-            state.tool_records.append(
-                ToolRecord(
-                    call.id, call.name, call.arguments, outcome.result, outcome.is_error, started_at, duration_ms
-                )
-            )
-            self._emit(ToolEndEvent(call.name, call.id, outcome.result, outcome.is_error, duration_ms))
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                for index, call in enumerate(calls):
-                    if index not in outcomes:
-                        group.create_task(run_one(index, call))
-        except asyncio.CancelledError:
-            # Every tool_start gets its tool_end, even when the run is stopped mid-call.
-            duration_ms = int((time.monotonic() - began) * 1000)
-            for index, call in enumerate(calls):
-                if index not in outcomes:
-                    result = error_result("cancelled: the run was stopped before the tool finished")
-                    self._emit(ToolEndEvent(call.name, call.id, result, True, duration_ms))
-            raise
-        return [
-            {"role": "tool", "tool_call_id": call.id, "content": outcomes[index].result}
-            for index, call in enumerate(calls)
-        ]
-
-    async def _approve(self, calls: Sequence[ToolCall]) -> dict[str, ToolOutcome]:
-        """Ask the user about the calls that need approval; the outcomes of those not approved."""
-        policy = self.agent.approval
-        gated = [call for call in calls if policy is not None and policy.needs_approval(call.name)]
-        if policy is None or not gated:
-            return {}
-        try:
-            decisions = await approval.ask(policy, gated, self._emit)
-        except asyncio.CancelledError:
-            # No tool_start was emitted for them, but each is in the log (its request): end it.
-            result = error_result("cancelled: the run was stopped before the call was approved")
-            for call in gated:
-                self._emit(ToolEndEvent(call.name, call.id, result, True, 0))
-            raise
-        return {
-            call_id: ToolOutcome(approval.denial_result(decision, timeout=policy.timeout), is_error=True)
-            for call_id, decision in decisions.items()
-            if not decision.approved
-        }
-
-    async def _execute_tool(self, call: ToolCall, state: AgentState) -> ToolOutcome:
-        """Run one call through the interceptors; every failure becomes an error outcome."""
-        agent = self.agent
-        tool = self._tools.get(call.name)
-        timeout = (tool.timeout if tool and tool.timeout else None) or agent.tool_timeout
-        self._tool_calls += 1
-        if agent.max_tool_calls is not None and self._tool_calls > agent.max_tool_calls:
-            return ToolOutcome(
-                error_result(f"tool-call limit reached ({agent.max_tool_calls} per run); answer with what you have"),
-                True,
-            )
-
-        async def innermost(request: ToolCallRequest) -> ToolOutcome:
-            if tool is None:
-                available = ", ".join(self._tools.names()) or "none"
-                raise ToolError(f"unknown tool {request.call.name!r}; available tools: {available}")
-            async with asyncio.timeout(timeout):
-                value = await tool.run(request.call.arguments, request.context)
-            return ToolOutcome(self._cap(result_to_text(value)))
-
-        handler = chain_tool(agent.tool_interceptors, innermost)
-        try:
-            return await handler(ToolCallRequest(call, self._context))
-        except ToolError as exc:
-            return ToolOutcome(error_result(str(exc)), True)
-        except TimeoutError:
-            return ToolOutcome(error_result(f"{call.name} timed out after {timeout:g} s"), True)
-        except Exception as exc:
-            return ToolOutcome(error_result(f"{call.name} failed: {type(exc).__name__}: {exc}"), True)
-
-    def _cap(self, text: str) -> str:
-        limit = self.agent.max_tool_result_chars
-        if len(text) <= limit:
-            return text
-        return text[:limit] + TRUNCATION_MARKER.format(omitted=len(text) - limit)

@@ -1,5 +1,6 @@
 """Tools from MCP servers (AGENT_MCP_CONFIG): the config file, one session per server per event
-loop, and the servers' tools as agent tools named `<server>__<tool>`."""
+loop, and the servers' tools as agent tools named `<server>__<tool>`. See docs/tools.md,
+"MCP servers"."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ import logging
 import os
 from pathlib import Path
 
+from chat.agent.perloop import PerLoop
 from chat.agent.tools import Tool
-from chat.runtime.perloop import PerLoop
-
-from . import config
-from .client import McpServers, ServerConnection
-from .tools import agent_tools
+from chat.mcp import config
+from chat.mcp.client import McpServers, ServerConnection
+from chat.mcp.tools import agent_tools
 
 logger = logging.getLogger(__name__)
 

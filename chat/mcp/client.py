@@ -32,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from .config import ServerConfig
+from chat.mcp.config import ServerConfig
 
 logger = logging.getLogger(__name__)
 

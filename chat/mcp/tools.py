@@ -21,10 +21,9 @@ from mcp import types as mcp_types
 
 from chat.agent.hooks import ToolCallRequest, ToolHandler, ToolInterceptor, ToolOutcome
 from chat.agent.tools import SchemaTool, ToolContext, ToolError, schema_tool
+from chat.mcp.client import McpUnavailable, ServerConnection
 from chat.tools.config import settings_of
 from chat.tools.files import quota_write
-
-from .client import McpUnavailable, ServerConnection
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_NAME = 64

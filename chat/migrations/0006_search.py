@@ -1,12 +1,14 @@
-"""The search documents of finished runs and their full-text index (chat.search).
+"""The search documents of finished runs and their full-text index (chat.eventlog.search).
 
 The index is vendor-specific, so it is created by SQL here rather than by a model Meta
-index: a GIN over to_tsvector('simple', body) on PostgreSQL (the expression chat.search
+index: a GIN over to_tsvector('simple', body) on PostgreSQL (the expression chat.eventlog.search
 queries with, so the planner uses it), an external-content FTS5 table kept by triggers on
 SQLite. Existing finished runs are indexed at once.
 """
 
 from django.db import migrations, models
+
+from chat.migrations._search_documents import index_finished_runs
 import django.db.models.deletion
 
 PG_INDEX = "CREATE INDEX chat_searchdocument_fts ON chat_searchdocument USING gin (to_tsvector('simple'::regconfig, body))"
@@ -41,15 +43,6 @@ def drop_index(apps, schema_editor):
     for sql in statements:
         schema_editor.execute(sql)
 
-
-def index_finished_runs(apps, schema_editor):
-    from chat.search import documents_rebuild
-
-    documents_rebuild(
-        runs=apps.get_model("chat", "Run"),
-        events=apps.get_model("chat", "Event"),
-        documents=apps.get_model("chat", "SearchDocument"),
-    )
 
 
 class Migration(migrations.Migration):

@@ -1,5 +1,5 @@
 """The user's own words of each search document, kept apart (`asked`) so that a hit in them
-ranks above a hit in an answer (chat.search).
+ranks above a hit in an answer (chat.eventlog.search).
 
 SQLite's FTS5 table gets `asked` as a second column (the table and its triggers are made
 again: an FTS5 table's columns cannot be altered); PostgreSQL matches `asked` with the same
@@ -8,6 +8,8 @@ Existing documents are written again to fill the column.
 """
 
 from django.db import migrations, models
+
+from chat.migrations._search_documents import index_finished_runs
 
 SQLITE_FTS = [
     "DROP TRIGGER IF EXISTS chat_searchdocument_ai",
@@ -50,15 +52,6 @@ def _run(statements):
 
     return run
 
-
-def index_finished_runs(apps, schema_editor):
-    from chat.search import documents_rebuild
-
-    documents_rebuild(
-        runs=apps.get_model("chat", "Run"),
-        events=apps.get_model("chat", "Event"),
-        documents=apps.get_model("chat", "SearchDocument"),
-    )
 
 
 class Migration(migrations.Migration):

@@ -11,5 +11,8 @@ The modules in the order a message flows through them:
 - supervision.py  heartbeat, the reaper (closes or resumes dead processes' runs),
                   the cancel listener, SIGTERM
 - batching.py     the queue-and-drain helper under the registry, the clock and the writer
-- perloop.py      objects that exist once per event loop
+- approvals.py    where a run's open approval requests wait for the user's answer
+- lifecycle.py    the registry started with the first connection a process serves
+
+See docs/architecture.md, "chat/runtime/".
 """

@@ -1,4 +1,4 @@
-"""The server's half of approvals (PROTOCOL section 7): where a run's open requests wait.
+"""The server's half of approvals (docs/protocol.md, "Approvals"): where a run's open requests wait.
 
 A run of this process registers each request at its process's desk before the request is
 stored (chat.agent.approval asks, `RunAnswers` is its `Answers`). An `approve` frame from

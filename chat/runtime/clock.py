@@ -10,28 +10,36 @@ was 4,000 of each a second).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .batching import Batcher
-from .perloop import PerLoop
-from .writer import get_writer
+from chat.agent.perloop import PerLoop
+from chat.eventlog.types import EventBatch
+from chat.runtime.batching import Batcher
+from chat.runtime.writer import get_writer
 
-if TYPE_CHECKING:
-    from .sink import EventSink
+
+class FlushedSink(Protocol):
+    """What the clock uses of a sink (chat.runtime.sink.EventSink, which marks itself here)."""
+
+    due: float  # loop time at which its waiting deltas are to be flushed
+
+    async def claim_tick(self) -> EventBatch | None: ...
+
+    async def finish_tick(self, stored: asyncio.Future) -> None: ...
 
 
 class FlushClock:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self._ticks: Batcher[EventSink, None] = Batcher(self._tick, name="event-flush-clock", pause=seconds)
+        self._ticks: Batcher[FlushedSink, None] = Batcher(self._tick, name="event-flush-clock", pause=seconds)
         self._flushes: set[asyncio.Task] = set()
 
-    def mark(self, sink: EventSink) -> None:
+    def mark(self, sink: FlushedSink) -> None:
         """Flush the sink at the first tick at or after its `due` time (the sink marks itself
         once per window)."""
         self._ticks.add(sink)
 
-    async def _tick(self, sinks: list[EventSink]) -> None:
+    async def _tick(self, sinks: list[FlushedSink]) -> None:
         # A window ending before the middle of the next tick ends now rather than a tick late.
         now = asyncio.get_running_loop().time() + self.seconds / 2
         due = []
@@ -48,7 +56,7 @@ class FlushClock:
         flush.add_done_callback(self._flushes.discard)
 
     @staticmethod
-    async def _flush(sinks: list[EventSink]) -> None:
+    async def _flush(sinks: list[FlushedSink]) -> None:
         writer = get_writer()
         claimed = []
         for sink in sinks:  # no await suspends between the claims: the batches share a round

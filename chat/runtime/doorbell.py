@@ -14,9 +14,8 @@ from collections.abc import Callable
 
 from channels.layers import get_channel_layer
 
-from chat.frames import EventFrame
-
-from .perloop import PerLoop
+from chat.agent.perloop import PerLoop
+from chat.eventlog.frames import EventFrame
 
 logger = logging.getLogger(__name__)
 

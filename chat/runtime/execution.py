@@ -16,15 +16,18 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from chat import assistant, services, tracing
 from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
-from chat.frames import EventFrame
-from chat.profiles import AgentConfig
-
-from .doorbell import publish
-from .sink import EventSink
+from chat.agents import build
+from chat.agents.profiles import AgentConfig
+from chat.eventlog.frames import EventFrame
+from chat.eventlog.takeover import run_interrupt
+from chat.eventlog.types import RunOutcome
+from chat.exceptions import ConversationGone
+from chat.ops import tracing
+from chat.runtime.doorbell import publish
+from chat.runtime.sink import EventSink
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +83,7 @@ class RunHandle:
 
 
 async def execute(handle: RunHandle, *, memory: list[dict], announce: list[EventFrame]) -> None:
-    """Run the agent on `memory` (chat.memory: the chat messages it starts from), after publishing
+    """Run the agent on `memory` (chat.eventlog.memory: the chat messages it starts from), after publishing
     `announce` (the frames that started or resumed the run, stored before anything the agent says)."""
     run_id, conversation_id = handle.run_id, handle.conversation_id
     sink = EventSink(
@@ -92,10 +95,10 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
     await publish(conversation_id, announce)
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
-        context = assistant.tool_context(
+        context = build.tool_context(
             conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id), config=handle.config
         )
-        agent = assistant.build_agent(config=handle.config, observers=[sink.add_model_call], answers=handle.answers)
+        agent = build.build_agent(config=handle.config, observers=[sink.add_model_call], answers=handle.answers)
         handle.agent_run = agent_run = agent.stream(memory, context=context)
         sink.offers = agent_run.offers
         if handle.stop_reason is not None:
@@ -119,7 +122,7 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         handle.lost = True
         if handle.agent_run is not None:
             await handle.agent_run.aclose()
-    except services.ConversationGone:
+    except ConversationGone:
         logger.info("conversation %s was deleted during run %s", conversation_id, run_id)
         if handle.agent_run is not None:
             await handle.agent_run.aclose()
@@ -128,7 +131,7 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         if handle.agent_run is not None:
             await handle.agent_run.aclose()
         # Whatever broke, the run must not stay `running` forever (nor be resumed to break again).
-        interruption = await database_sync_to_async(services.run_interrupt)(
+        interruption = await database_sync_to_async(run_interrupt)(
             run_id=run_id, message="The run stopped because of a server error."
         )
         if interruption is not None:
@@ -138,10 +141,10 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
             trace.close()
 
 
-def _outcome(agent_run: AgentRun) -> services.RunOutcome:
+def _outcome(agent_run: AgentRun) -> RunOutcome:
     result = agent_run.result
     error = result.error
-    return services.RunOutcome(
+    return RunOutcome(
         status=result.status,
         iterations=result.iterations,
         error=f"{error.code}: {error.message}" if error else "",

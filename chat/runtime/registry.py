@@ -17,19 +17,24 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chat import assistant, history, memory, profiles, selectors, services
 from chat.agent.approval import Decision
-from chat.frames import EventFrame
+from chat.agent.perloop import PerLoop
+from chat.agents import build, profiles
+from chat.agents.profiles import AgentConfig
+from chat.eventlog import history, memory
+from chat.eventlog.frames import EventFrame
+from chat.eventlog.reads import approval_state, running_run
+from chat.eventlog.starts import runs_start
+from chat.eventlog.takeover import run_request_cancel, runs_release
+from chat.eventlog.types import RunStart
+from chat.exceptions import ApprovalClosed, UnknownApproval
 from chat.models import Run
-from chat.profiles import AgentConfig
-
-from .approvals import APPROVE_MESSAGE, ApprovalDesk
-from .batching import Batcher
-from .doorbell import ring_processes
-from .execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
-from .perloop import PerLoop
-from .supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
-from .writer import close_writer, get_writer
+from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
+from chat.runtime.batching import Batcher
+from chat.runtime.doorbell import ring_processes
+from chat.runtime.execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
+from chat.runtime.supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
+from chat.runtime.writer import close_writer, get_writer
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +49,7 @@ class RunRegistry:
         self.stopping = False
         self._handles: dict[str, RunHandle] = {}
         self.approvals = ApprovalDesk()
-        self._starts: Batcher[services.RunStart, Run] = Batcher(self._start_group, name="runs-starter")
+        self._starts: Batcher[RunStart, Run] = Batcher(self._start_group, name="runs-starter")
         self._supervisor = Supervisor(self)
         self._started = asyncio.Lock()
         self._ready = False
@@ -56,7 +61,7 @@ class RunRegistry:
                 return
             self.channel = await get_channel_layer().new_channel("runs.")
             await self._supervisor.start()
-            install_sigterm_handler(_registries)
+            install_sigterm_handler(_registries.instances)
             self._ready = True
 
     async def close(self) -> None:
@@ -122,7 +127,7 @@ class RunRegistry:
         which resumes it from its event log or closes it `interrupted` (supervision)."""
         while not self.stopping:
             try:
-                released = await database_sync_to_async(services.runs_release)(run_ids=[run_id], worker=self.channel)
+                released = await database_sync_to_async(runs_release)(run_ids=[run_id], worker=self.channel)
             except DATABASE_OUTAGES:
                 await asyncio.sleep(HAND_OVER_RETRY_SECONDS)
                 continue
@@ -142,16 +147,14 @@ class RunRegistry:
         regenerates: int | None = None,
         attachments: tuple[dict[str, Any], ...] = (),
     ) -> Run:
-        """Start a run for a user message, an edit or a regenerate (services.RunStart). Raises
-        services.RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
+        """Start a run for a user message, an edit or a regenerate (RunStart). Raises
+        RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
-        start = services.RunStart(
-            conversation, user, content, model, self.channel, parent_seq, edits, regenerates, attachments
-        )
+        start = RunStart(conversation, user, content, model, self.channel, parent_seq, edits, regenerates, attachments)
         return await self._starts.submit(start)
 
-    async def _start_group(self, starts: list[services.RunStart]) -> list[Run | Exception]:
+    async def _start_group(self, starts: list[RunStart]) -> list[Run | Exception]:
         results = await database_sync_to_async(_start_with_memory)(starts)
         out: list[Run | Exception] = []
         for result in results:
@@ -167,7 +170,7 @@ class RunRegistry:
     async def cancel(self, *, conversation_id) -> bool:
         """Cancel the conversation's running run wherever it runs; False when none is running."""
         await self.ensure_started()
-        run = await database_sync_to_async(selectors.running_run)(conversation_id=conversation_id)
+        run = await database_sync_to_async(running_run)(conversation_id=conversation_id)
         if run is None:
             return False
         if self.holds(run.pk):
@@ -175,7 +178,7 @@ class RunRegistry:
             return True
         # Flag first (the owner's heartbeat, or the process that resumes it, sees it even if
         # the message is lost), then ring.
-        await database_sync_to_async(services.run_request_cancel)(run_id=run.pk)
+        await database_sync_to_async(run_request_cancel)(run_id=run.pk)
         if run.worker:
             try:
                 await get_channel_layer().send(run.worker, {"type": CANCEL_MESSAGE, "run_id": str(run.pk)})
@@ -185,20 +188,18 @@ class RunRegistry:
 
     async def approve(self, *, conversation_id, tool_call_id: str, decision: Decision, reply_to: str) -> None:
         """Hand the owner's answer to the run that asked, wherever it runs. Raises
-        services.UnknownApproval (no such request in the conversation) or ApprovalClosed
+        UnknownApproval (no such request in the conversation) or ApprovalClosed
         (answered already, expired, or its run ended); an answer that reaches another process
         too late is refused there, and `reply_to` (the socket's channel) is told."""
         await self.ensure_started()
-        state, run = await database_sync_to_async(selectors.approval_state)(
+        state, run = await database_sync_to_async(approval_state)(
             conversation_id=conversation_id, tool_call_id=tool_call_id
         )
         if run is None:
-            raise (
-                services.UnknownApproval(tool_call_id) if state == "unknown" else services.ApprovalClosed(tool_call_id)
-            )
+            raise (UnknownApproval(tool_call_id) if state == "unknown" else ApprovalClosed(tool_call_id))
         if self.holds(run.pk):
             if not self.approvals.answer(run_id=run.pk, tool_call_id=tool_call_id, decision=decision):
-                raise services.ApprovalClosed(tool_call_id)
+                raise ApprovalClosed(tool_call_id)
             return
         if not run.worker:
             return  # released by a stopping process: the one that takes it over closes the request
@@ -222,7 +223,7 @@ class RunRegistry:
         try:
             await self._hand_over_all()
         finally:
-            await assistant.close_client()
+            await build.close_client()
 
     async def _hand_over_all(self) -> None:
         self.stopping = True
@@ -241,18 +242,18 @@ class RunRegistry:
             return
         # Only once nothing of them is left to write may another process take them.
         await get_writer().wait_idle()
-        count = await database_sync_to_async(services.runs_release)(run_ids=released, worker=self.channel)
+        count = await database_sync_to_async(runs_release)(run_ids=released, worker=self.channel)
         logger.info("released %d run(s) for another process to continue", count)
         await ring_processes({"type": REAP_MESSAGE})
 
 
 def _start_with_memory(
-    starts: list[services.RunStart],
+    starts: list[RunStart],
 ) -> list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception]:
-    """Start the runs, then read each one's memory (chat.memory): one trip to the ORM thread for
+    """Start the runs, then read each one's memory (chat.eventlog.memory): one trip to the ORM thread for
     the whole group (a first turn, whose parentSeq is null, is its own memory). Each comes with
     the configuration of its agent, from the profile the start read."""
-    started = services.runs_start(starts=starts)
+    started = runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
     memories = memory.runs_memory(runs=older) if older else {}

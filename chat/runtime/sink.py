@@ -12,7 +12,7 @@ published only after its transaction commits: a frame a client received is
 always in the database (resume by seq stays exact).
 
 The error that ends a failed attempt names the first text event it discards
-(`discards`, PROTOCOL section 4): the sink follows its stored frames with
+(`discards`, docs/protocol.md, "Events"): the sink follows its stored frames with
 chat.agent.answer, and stores the attempt's text before the error to know its seq.
 """
 
@@ -25,14 +25,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from chat import services
 from chat.agent import ModelCallRecord
 from chat.agent.answer import DELTA_TYPES, Answer, ends_failed_attempt
 from chat.agent.approval import call_outcome
-
-from .clock import get_clock
-from .doorbell import publish
-from .writer import get_writer
+from chat.eventlog.types import EventBatch, ModelCallData, RunOutcome, ToolRecordData
+from chat.runtime.clock import get_clock
+from chat.runtime.doorbell import publish
+from chat.runtime.writer import get_writer
 
 
 def window(flushes: int, *, first: float, longest: float) -> float:
@@ -54,8 +53,8 @@ class EventSink:
         self._stream_flushes = 0  # batches of deltas stored since it began
         self.due = 0.0  # loop time at which the deltas waiting are to be flushed (the clock reads it)
         self._pending: list[dict[str, Any]] = []
-        self._records: list[services.ToolRecordData] = []
-        self._model_calls: list[services.ModelCallData] = []
+        self._records: list[ToolRecordData] = []
+        self._model_calls: list[ModelCallData] = []
         self._tool_arguments: dict[str, str] = {}
         self._decisions: dict[str, str] = {}  # approval_result decisions of calls not ended yet
         # Held from taking a batch until it is published: one run's batches go out in order.
@@ -65,7 +64,7 @@ class EventSink:
         self._failure: Exception | None = None  # a clock flush that failed, raised at the next event
         self._answer = Answer()  # follows the stored frames
 
-    async def add(self, payload: dict[str, Any], *, outcome: services.RunOutcome | None = None) -> None:
+    async def add(self, payload: dict[str, Any], *, outcome: RunOutcome | None = None) -> None:
         self._raise_failure()
         kind = payload["type"]
         if kind in DELTA_TYPES:
@@ -104,7 +103,7 @@ class EventSink:
         if self._discarded:
             return
         self._model_calls.append(
-            services.ModelCallData(
+            ModelCallData(
                 iteration=record.iteration,
                 attempt=record.attempt,
                 started_at=datetime.fromtimestamp(record.started_at, UTC),
@@ -122,7 +121,7 @@ class EventSink:
             )
         )
 
-    async def flush(self, *, outcome: services.RunOutcome | None = None) -> None:
+    async def flush(self, *, outcome: RunOutcome | None = None) -> None:
         """Store and publish what waits (with the run's outcome, for the batch holding `complete`)."""
         async with self._lock:
             self._raise_failure()
@@ -134,7 +133,7 @@ class EventSink:
             await publish(self.conversation_id, frames)
 
     # -- the clock's half of a flush: claim at the tick, finish once the round committed -----
-    async def claim_tick(self) -> services.EventBatch | None:
+    async def claim_tick(self) -> EventBatch | None:
         """The deltas waiting, the sink locked until finish_tick; None when there is nothing, or
         when the sink's own flush is under way (what it left then waits a tick). Never suspends."""
         self._marked = False
@@ -171,9 +170,9 @@ class EventSink:
         for frame in frames:
             self._answer.add(frame)
 
-    def _record(self, payload: dict[str, Any]) -> services.ToolRecordData:
+    def _record(self, payload: dict[str, Any]) -> ToolRecordData:
         duration = int(payload.get("durationMs", 0))
-        return services.ToolRecordData(
+        return ToolRecordData(
             tool_call_id=payload["toolCallId"],
             tool_name=payload["toolName"],
             arguments=self._tool_arguments.pop(payload["toolCallId"], ""),
@@ -190,7 +189,7 @@ class EventSink:
     def _window(self) -> float:
         return window(self._stream_flushes, first=self._first_window, longest=self._longest_window)
 
-    def _take(self, outcome: services.RunOutcome | None) -> services.EventBatch | None:
+    def _take(self, outcome: RunOutcome | None) -> EventBatch | None:
         batch, self._pending = self._pending, []
         if not batch:
             return None  # model calls wait for the next events (there always are some)
@@ -198,7 +197,7 @@ class EventSink:
             self._stream_flushes += 1
         records, self._records = self._records, []
         calls, self._model_calls = self._model_calls, []
-        return services.EventBatch(self.conversation_id, self.run_id, batch, records, outcome, calls)
+        return EventBatch(self.conversation_id, self.run_id, batch, records, outcome, calls)
 
     def _raise_failure(self) -> None:
         if self._failure is not None:

@@ -7,7 +7,7 @@
 - The reaper finds running runs whose heartbeat is older than
   AGENT_HEARTBEAT_TIMEOUT: their process died. A conditional UPDATE lets only one
   process take each; it closes the interrupted attempt and continues the run here
-  from its event log (PROTOCOL section 9), or, with no resume left, completes it
+  from its event log (docs/protocol.md, "Run lifecycle"), or, with no resume left, completes it
   `interrupted`. A live process's heartbeat keeps its runs out of reach.
 - The listener takes cancel messages and approval answers for this process's runs, and
   the ring of a stopping process, which makes the reaper pass at once.
@@ -27,27 +27,29 @@ import logging
 import signal
 import threading
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from chat import memory, profiles, selectors, services
 from chat.agent.approval import Decision
-from chat.metrics import publish_process_gauges_forever
-from chat.profiles import AgentConfig
-
-from . import doorbell
-from .approvals import APPROVE_MESSAGE, REFUSED_MESSAGE
-from .doorbell import PROCESSES_GROUP, publish
-from .execution import CANCELLED, SHUT_DOWN
-from .perloop import PerLoop
-
-if TYPE_CHECKING:
-    from .registry import RunRegistry
+from chat.agents import profiles
+from chat.agents.profiles import AgentConfig
+from chat.eventlog import memory
+from chat.eventlog.frames import EventFrame
+from chat.eventlog.reads import stale_runs
+from chat.eventlog.takeover import run_interrupt, runs_heartbeat
+from chat.eventlog.types import Interruption
+from chat.models import Run
+from chat.ops.metrics import publish_process_gauges_forever
+from chat.runtime import doorbell
+from chat.runtime.approvals import APPROVE_MESSAGE, REFUSED_MESSAGE, ApprovalDesk
+from chat.runtime.doorbell import PROCESSES_GROUP, publish
+from chat.runtime.execution import CANCELLED, SHUT_DOWN, StopReason
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +63,30 @@ LAYER_PROBE_SECONDS = 1.0
 LAYER_PROBE_TIMEOUT = 2.0
 
 
+class SupervisedRegistry(Protocol):
+    """What supervision uses of the process's run table (chat.runtime.registry.RunRegistry,
+    which owns a Supervisor: the shape is named here so that the two modules do not import
+    each other)."""
+
+    channel: str
+    stopping: bool
+    approvals: ApprovalDesk
+
+    def run_ids(self) -> list[str]: ...
+
+    def holds(self, run_id) -> bool: ...
+
+    def stop(self, run_id, reason: StopReason) -> None: ...
+
+    def abandon(self, run_id) -> None: ...
+
+    def adopt(self, run: Run, *, memory: list[dict], announce: list[EventFrame], config: AgentConfig) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
 class Supervisor:
-    def __init__(self, registry: RunRegistry) -> None:
+    def __init__(self, registry: SupervisedRegistry) -> None:
         self.registry = registry
         self._tasks: list[asyncio.Task] = []
         self._reaping = asyncio.Lock()
@@ -173,9 +197,7 @@ class Supervisor:
             if not run_ids:
                 continue
             try:
-                to_cancel, lost = await database_sync_to_async(services.runs_heartbeat)(
-                    run_ids=run_ids, worker=registry.channel
-                )
+                to_cancel, lost = await database_sync_to_async(runs_heartbeat)(run_ids=run_ids, worker=registry.channel)
             except Exception:
                 logger.warning("heartbeat failed", exc_info=True)
                 continue
@@ -204,7 +226,7 @@ class Supervisor:
                 return 0
             cutoff = timezone.now() - timedelta(seconds=settings.AGENT_HEARTBEAT_TIMEOUT)
             taken = 0
-            for run in await database_sync_to_async(selectors.stale_runs)(older_than=cutoff):
+            for run in await database_sync_to_async(stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
                 interruption, messages, config = await database_sync_to_async(_interrupt_with_memory)(
@@ -225,10 +247,10 @@ class Supervisor:
 
 def _interrupt_with_memory(
     *, run_id, stale_before, worker: str
-) -> tuple[services.Interruption | None, list[dict], AgentConfig | None]:
+) -> tuple[Interruption | None, list[dict], AgentConfig | None]:
     """Take a dead process's run, and for a resume read its memory and its agent's configuration
     (the profile it started with, read again): one trip to the ORM thread."""
-    interruption = services.run_interrupt(
+    interruption = run_interrupt(
         run_id=run_id,
         stale_before=stale_before,
         message=SHUT_DOWN.message,
@@ -245,7 +267,7 @@ def _interrupt_with_memory(
 _sigterm_installed = False
 
 
-def install_sigterm_handler(registries: PerLoop[RunRegistry]) -> None:
+def install_sigterm_handler(registries: Mapping[asyncio.AbstractEventLoop, SupervisedRegistry]) -> None:
     """Chain a handler in front of the server's own (Twisted's under daphne), installed
     after it, so that the process's runs are handed over before the server stops."""
     global _sigterm_installed
@@ -255,14 +277,14 @@ def install_sigterm_handler(registries: PerLoop[RunRegistry]) -> None:
 
     def on_sigterm(signum, frame):
         async def shut_down_then_exit():
-            await asyncio.gather(*(r.shutdown() for r in list(registries.instances.values())), return_exceptions=True)
+            await asyncio.gather(*(r.shutdown() for r in list(registries.values())), return_exceptions=True)
             if callable(previous):
                 previous(signum, frame)
             else:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.raise_signal(signal.SIGTERM)
 
-        for loop in list(registries.instances):
+        for loop in list(registries):
             if loop.is_running():
                 loop.call_soon_threadsafe(lambda loop=loop: loop.create_task(shut_down_then_exit()))
                 return

@@ -15,11 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django import db
 
-from chat import services
-from chat.frames import EventFrame
-
-from .batching import Batcher
-from .perloop import PerLoop
+from chat.agent.perloop import PerLoop
+from chat.eventlog.append import CommitUnknown, events_append_many, events_stored
+from chat.eventlog.frames import EventFrame
+from chat.eventlog.types import EventBatch
+from chat.exceptions import ConversationGone
+from chat.runtime.batching import Batcher
 
 # A connection idle this long is checked before the next round uses it: a restart of the
 # database in between broke it. Rounds closer together than this (a stream) skip the check's
@@ -35,10 +36,10 @@ RECONNECT_PAUSE = 0.2
 class GroupWriter:
     def __init__(self) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-writer")
-        self._rounds: Batcher[services.EventBatch, list[EventFrame]] = Batcher(self._store, name="event-group-writer")
+        self._rounds: Batcher[EventBatch, list[EventFrame]] = Batcher(self._store, name="event-group-writer")
         self._used_at = float("-inf")  # monotonic time of the last round
 
-    def submit(self, batch: services.EventBatch) -> asyncio.Future:
+    def submit(self, batch: EventBatch) -> asyncio.Future:
         """A future of the batch's frames once committed (ConversationGone when its conversation
         is gone). Batches submitted one after another without an await between them share a round."""
         return self._rounds.submit(batch)
@@ -58,7 +59,7 @@ class GroupWriter:
         """/healthz: the writer thread's connection answers (replaced first if it broke)."""
         await asyncio.get_running_loop().run_in_executor(self._thread, _check_connection_now)
 
-    async def _store(self, batches: list[services.EventBatch]) -> list:
+    async def _store(self, batches: list[EventBatch]) -> list:
         idle = time.monotonic() - self._used_at >= IDLE_CHECK_SECONDS
         try:
             return await asyncio.get_running_loop().run_in_executor(self._thread, _store, batches, idle)
@@ -86,7 +87,7 @@ def _check_connection_now() -> None:
         cursor.execute("SELECT 1")
 
 
-def _store(batches: list[services.EventBatch], idle: bool) -> list:
+def _store(batches: list[EventBatch], idle: bool) -> list:
     """Each batch's frames, or the exception that kept it out (ConversationGone: deleted)."""
     if idle:
         _check_connection()
@@ -106,23 +107,23 @@ def _store(batches: list[services.EventBatch], idle: bool) -> list:
     return results
 
 
-def _append_retrying(batches: list[services.EventBatch]) -> list:
+def _append_retrying(batches: list[EventBatch]) -> list:
     """The round stored, once more on a new connection if the one it used broke under it (the
     database restarted or a proxy dropped it): the round is one transaction, so a retry after a
     rollback stores it once; after a failed COMMIT it is retried only if it is not stored."""
     try:
-        return services.events_append_many(batches=batches)
-    except services.CommitUnknown as exc:
+        return events_append_many(batches=batches)
+    except CommitUnknown as exc:
         if not _connection_broke():
             raise
         _reconnect()
-        if services.events_stored(results=exc.results):
+        if events_stored(results=exc.results):
             return exc.results
     except db.DatabaseError:
         if not _connection_broke():
             raise
         _reconnect()
-    return services.events_append_many(batches=batches)
+    return events_append_many(batches=batches)
 
 
 def _reconnect() -> None:
@@ -148,7 +149,7 @@ def _connection_broke() -> bool:
 
 def _gone_as_errors(batches, results) -> list:
     return [
-        services.ConversationGone(str(batch.conversation_id)) if frames is None else frames
+        ConversationGone(str(batch.conversation_id)) if frames is None else frames
         for batch, frames in zip(batches, results)
     ]
 

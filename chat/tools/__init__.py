@@ -1,4 +1,6 @@
-"""Built-in tools, one module each, named as PROTOCOL.md section 5 names them."""
+"""Built-in tools, one module each, named as docs/tools.md names them, and their confinement
+(confine.py, removal.py, sandbox.py, netguard.py). Django-free: see docs/architecture.md,
+"chat/tools/ and chat/mcp/"."""
 
 from __future__ import annotations
 
@@ -7,14 +9,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from chat.agent.tools import Tool, ToolRegistry, make_tool
-
-from .bash import bash
-from .calculator import calculator
-from .clock import current_time
-from .fetch import fetch_url
-from .files import list_files, read_file, write_file
-from .search import web_search
-from .skills import load_skill, read_skill_file
+from chat.tools.bash import bash
+from chat.tools.calculator import calculator
+from chat.tools.clock import current_time
+from chat.tools.fetch import fetch_url
+from chat.tools.files import list_files, read_file, write_file
+from chat.tools.skills import load_skill, read_skill_file
+from chat.tools.web_search import web_search
 
 BUILTIN_TOOLS: dict[str, Tool] = {
     tool.name: tool

@@ -2,7 +2,7 @@
 
 Limits from the run's settings (chat.tools.config): a sandbox.Limits built from the
 AGENT_BASH_* settings and the workspace quota AGENT_WORKSPACE_MAX_BYTES shared with
-write_file. What the sandbox does and does not protect against: chat/tools/sandbox.py and the README.
+write_file. What the sandbox does and does not protect against: chat/tools/sandbox.py and docs/tools.md.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import signal
 from pathlib import Path
 
 from chat.agent.tools import ToolContext, ToolError
-
-from . import sandbox
-from .config import settings_of
-from .workspace import MAX_DEPTH
+from chat.tools import sandbox
+from chat.tools.config import settings_of
+from chat.tools.confine import MAX_DEPTH
 
 MAX_COMMAND_CHARS = 20_000
 

@@ -1,6 +1,6 @@
 """The built-in tools' settings: one frozen dataclass per tool family, its defaults here and only here.
 
-The Django side (chat/assistant.py) reads the AGENT_* settings once per run into a
+The Django side (chat/agents/build.py) reads the AGENT_* settings once per run into a
 `ToolSettings` and hands it to the tools as ToolContext.settings; agentsite/settings.py
 takes its defaults from these classes. A tool reads typed attributes
 (`settings_of(context).fetch.max_bytes`), so a misspelt name is an AttributeError, not
@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from chat.agent.tools import ToolContext
-
-from .sandbox import Limits
-from .workspace import WORKSPACE_MAX_BYTES
+from chat.tools.confine import WORKSPACE_MAX_BYTES
+from chat.tools.sandbox import Limits
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class FilesSettings:
     workspace_max_bytes: int = WORKSPACE_MAX_BYTES  # AGENT_WORKSPACE_MAX_BYTES, bash's quota too
     # Runs a quota-checked write (the measurement and the write, chat.tools.files.quota_write) with no
     # other write of the same workspace between the two, in any process: the server passes a database
-    # lock (chat.workspaces.locked_write). None runs it at once, which one event loop keeps whole.
+    # lock (chat.conversations.workspaces.locked_write). None runs it at once, which one event loop keeps whole.
     exclusive: Callable[[ToolContext, Callable[[], Any]], Awaitable[Any]] | None = None
 
 

@@ -16,9 +16,8 @@ from html.parser import HTMLParser
 import httpx2
 
 from chat.agent.tools import ToolContext, ToolError
-
-from .config import FetchSettings, settings_of
-from .netguard import FetchPolicy, GuardedTransport
+from chat.tools.config import FetchSettings, settings_of
+from chat.tools.netguard import FetchPolicy, GuardedTransport
 
 MAX_TEXT_CHARS = 20_000
 USER_AGENT = "agentsite-fetch/1.0 (+https://github.com/agentsite)"

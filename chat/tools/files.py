@@ -1,6 +1,6 @@
 """`read_file`, `write_file`, `list_files`: the conversation's workspace, and nothing else.
 
-Every path goes through chat.tools.workspace (relative only, no `..`, no NUL,
+Every path goes through chat.tools.confine (relative only, no `..`, no NUL,
 no symlink out, opened without following a swapped-in symlink). Limits come
 from the run's FilesSettings (chat.tools.config): the bytes one read_file call
 returns (the rest by `offset`), the largest file write_file writes, and the
@@ -10,9 +10,8 @@ workspace quota (the bash tool keeps the same one).
 from __future__ import annotations
 
 from chat.agent.tools import ToolContext, ToolError
-
-from .config import settings_of
-from .workspace import workspace_of
+from chat.tools.config import settings_of
+from chat.tools.confine import workspace_of
 
 MAX_LISTED = 500
 

@@ -51,8 +51,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from chat.agent.tools import ToolError
-
-from .workspace import WORKSPACE_MAX_BYTES, tree_size, walk
+from chat.tools.confine import WORKSPACE_MAX_BYTES, tree_size, walk
 
 # How often, at least, a running command's workspace is measured against its quota.
 QUOTA_POLL_SECONDS = 0.1

@@ -1,16 +1,15 @@
-"""`load_skill`, `read_skill_file`: a skill's instructions and its other files (chat.skills finds the skills).
+"""`load_skill`, `read_skill_file`: a skill's instructions and its other files (chat.tools.skill_catalogue finds the skills).
 
 The skills folder comes from the run's SkillsSettings (chat.tools.config); a skill's
-files are read through chat.tools.workspace, confined to the skill's own folder.
+files are read through chat.tools.confine, confined to the skill's own folder.
 """
 
 from __future__ import annotations
 
 from chat.agent.tools import ToolContext, ToolError
-from chat.skills import Skill, discover
-
-from .config import settings_of
-from .workspace import Confined
+from chat.tools.config import settings_of
+from chat.tools.confine import Confined
+from chat.tools.skill_catalogue import Skill, discover
 
 MAX_FILE_CHARS = 30_000
 

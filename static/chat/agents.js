@@ -1,4 +1,4 @@
-// The agent picker in the composer (PROTOCOL section 6): the agents this user may pick, from
+// The agent picker in the composer (docs/protocol.md, "Agents"): the agents this user may pick, from
 // /api/agents/. A draft's choice goes with the conversation it starts; in an open conversation a
 // change is saved at once (PATCH) and applies from the next message on, each answer naming the
 // agent that wrote it. With a single agent to pick there is nothing to choose and it stays hidden.

@@ -1,4 +1,4 @@
-// The JSON API of PROTOCOL.md section 2, with the session cookie and the CSRF token.
+// The JSON API of docs/protocol.md, "The JSON API", with the session cookie and the CSRF token.
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -104,7 +104,7 @@ export const api = {
     const search = params.toString();
     return request("GET", `/api/conversations/${search ? `?${search}` : ""}`, { signal });
   },
-  /** The text of a JSON export: a new conversation of this user (PROTOCOL.md section 6). */
+  /** The text of a JSON export: a new conversation of this user (docs/protocol.md, "Export and import"). */
   importConversation: (text) => request("POST", "/api/conversations/import/", { raw: text }),
   /** The user's own tokens today and this month (UTC): {today, month, models, dailyTokenQuota}. */
   usage: () => request("GET", "/api/usage/"),

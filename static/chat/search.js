@@ -1,9 +1,9 @@
-// Searching the conversation list (PROTOCOL.md section 6, `?q=`): the query's words as the
+// Searching the conversation list (docs/protocol.md, "Search", `?q=`): the query's words as the
 // server splits them, and a title or snippet with those words marked. The server sends
 // snippets as plain text; the marks are built here as elements around text nodes, so no
 // text from a conversation is ever parsed as HTML.
 
-/** The query's words, lower-cased: runs of letters, digits and marks, as chat/search.py. */
+/** The query's words, lower-cased: runs of letters, digits and marks, as chat/eventlog/search.py. */
 export function queryTerms(query) {
   const words = String(query || "").toLowerCase().match(/[\p{L}\p{N}\p{M}]+/gu) || [];
   return [...new Set(words)].slice(0, 8);

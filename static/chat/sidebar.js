@@ -1,6 +1,6 @@
 // The list of the user's conversations: newest first under date headings (date-groups.js), a
 // mark on running ones, rename in place, delete after confirmation, switch without reloading.
-// The server sends it in pages (PROTOCOL.md section 6); older pages load as the list is
+// The server sends it in pages (docs/protocol.md, "Conversations"); older pages load as the list is
 // scrolled to its end. While a search is on, the list holds its hits instead, best first
 // (the server ranks them, so no date headings), each with its snippet, the words marked.
 import { dateGroup } from "./date-groups.js";

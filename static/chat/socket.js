@@ -1,4 +1,4 @@
-// One conversation's WebSocket (PROTOCOL.md section 3): connects with ?after=<last seq>,
+// One conversation's WebSocket (docs/protocol.md, "The WebSocket"): connects with ?after=<last seq>,
 // reconnects with backoff when it drops, and notices a dead connection by pinging.
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 15000];

@@ -110,7 +110,7 @@ export class ToolItem {
   }
 }
 
-/** What an error means to the person reading the timeline, by its code (PROTOCOL section 4):
+/** What an error means to the person reading the timeline, by its code (docs/protocol.md, "Events"):
  * the row's title, in the page's language. The code itself is only a badge beside it. */
 function errorTitle(item, message) {
   switch (item.code) {
@@ -195,7 +195,7 @@ export class ReferenceItem {
   }
 }
 
-/** A tool call waiting for the user's approval (PROTOCOL section 7): the tool, its arguments
+/** A tool call waiting for the user's approval (docs/protocol.md, "Approvals"): the tool, its arguments
  * (inert text), Approve / Deny with an optional reason, disabled with the reason said while the
  * socket is down; once answered, from this tab or any other, or expired, or its run ended, the
  * card shows the outcome instead of the buttons. */

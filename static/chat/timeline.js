@@ -168,7 +168,7 @@ export class Turn {
   }
 
   /** The server names the text a failed attempt takes out of the answer (`discards`: the seq of
-   * its first text event, PROTOCOL section 4); the page follows that and derives nothing.
+   * its first text event, docs/protocol.md, "Events"); the page follows that and derives nothing.
    * Logs stored before the field existed keep such text in the answer. */
   discard(frame, item) {
     if (!Number.isInteger(frame.discards)) return;

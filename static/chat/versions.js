@@ -1,5 +1,5 @@
 // The versions of a conversation's turns, derived from the user_messages alone, the same way in
-// every tab and after every reconnect (chat/versions.py reads them by the same rule for the
+// every tab and after every reconnect (chat/eventlog/versions.py reads them by the same rule for the
 // export): each turn follows the turn of its `parentSeq` (an old user_message without one
 // follows the one before it); turns with the same parent are versions of one another, in seq
 // order. As in ChatGPT, an edit makes a version of the *question* (switched under the user's

@@ -10,7 +10,7 @@ from chat.agent.tools import ToolError
 
 
 async def run_events(run: AgentRun) -> list[dict[str, Any]]:
-    """Every event of a run as protocol JSON, checked against PROTOCOL.md section 4's invariants."""
+    """Every event of a run as protocol JSON, checked against the invariants of docs/protocol.md, "Events"."""
     events = [event.to_dict() async for event in run]
     check_invariants(events)
     return events
@@ -26,7 +26,7 @@ def check_invariants(events: list[dict[str, Any]]) -> None:
     assert kinds.count("complete") == 1, kinds
     assert kinds[-1] == "complete", kinds
     open_calls: dict[str, str] = {}
-    asked: dict[str, str] = {}  # approval requests (PROTOCOL section 7)
+    asked: dict[str, str] = {}  # approval requests (docs/protocol.md, "Approvals")
     for event in events:
         if event["type"] == "approval_request":
             asked[event["toolCallId"]] = event["toolName"]

@@ -128,9 +128,9 @@ async def test_the_fallback_hints_are_code_and_each_one_works(demo_agent):
 
 
 async def test_an_attached_file_is_read_and_described(tmp_path):
-    """The demo reads the first file the attachment note names (chat.history) and describes a CSV."""
+    """The demo reads the first file the attachment note names (chat.eventlog.history) and describes a CSV."""
     from chat.agent import ToolContext
-    from chat.history import attachments_note
+    from chat.eventlog.history import attachments_note
     from chat.tools.files import read_file
 
     (tmp_path / "sales.csv").write_text("region,amount\nnorth,10\nsouth,32\n")

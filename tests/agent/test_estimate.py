@@ -4,7 +4,7 @@ characters and per other character, rounded up; 1,000 per image."""
 from __future__ import annotations
 
 from chat.agent.estimate import IMAGE_TOKENS, estimate_usage, text_tokens
-from chat.agent.llm import Usage
+from chat.agent.turns import Usage
 
 
 def test_text_tokens_count_ascii_by_four_and_other_characters_one_each():

@@ -1,4 +1,4 @@
-"""The AgentStreamEvent family: JSON exactly as PROTOCOL.md section 4."""
+"""The AgentStreamEvent family: JSON exactly as docs/protocol.md, "Events"."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ async def test_tool_error_policy_adds_a_hint_to_errors(fake_llm, make_agent):
 
 async def test_tool_error_policy_adds_a_hint_to_error_outcomes():
     from chat.agent.hooks import ToolCallRequest, ToolOutcome
-    from chat.agent.llm import ToolCall
+    from chat.agent.turns import ToolCall
 
     async def failing(request):
         return ToolOutcome("not json at all", is_error=True)
@@ -272,7 +272,7 @@ async def test_interceptors_run_outermost_first(fake_llm, make_agent):
 
 async def test_tool_interceptor_can_skip_the_tool_and_change_the_request(fake_llm, make_agent):
     from chat.agent.hooks import ToolOutcome
-    from chat.agent.llm import ToolCall
+    from chat.agent.turns import ToolCall
 
     class Rewrite(ToolInterceptor):
         async def intercept_tool(self, request, call_next):

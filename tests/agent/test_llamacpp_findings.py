@@ -1,6 +1,6 @@
 """What a real model server showed (issue 23: llama-cpp-python 0.3.36's server), against the fake one.
 
-Each test stands for one finding: the product's own aiohttp client (as chat.assistant makes it)
+Each test stands for one finding: the product's own aiohttp client (as chat.agents.build makes it)
 over real HTTP; the realmodel group (tests/realmodel/) runs the same through the real server.
 """
 
@@ -13,8 +13,9 @@ import openai
 import pytest
 
 from chat.agent import Agent, ChatModel, ModelOptions
-from chat.agent.llm import ModelCallError, ModelRequest, ModelTurn
+from chat.agent.llm import ModelCallError
 from chat.agent.trace import ModelCallRecord
+from chat.agent.turns import ModelRequest, ModelTurn
 from tests.fakellm import TRANSCRIPTS, text_reply, tool_call_reply
 
 from .helpers import run_events, sample_tools
@@ -67,7 +68,7 @@ async def test_a_memory_with_a_null_content_tool_round_is_sent_as_empty_string(f
     call = {"id": "call_0", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 1}'}}
     memory = [
         {"role": "user", "content": "add"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},  # as chat.history rebuilds a round
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # as chat.eventlog.history rebuilds a round
         {"role": "tool", "tool_call_id": "call_0", "content": "2"},
         {"role": "assistant", "content": "2."},
         {"role": "user", "content": "and again?"},

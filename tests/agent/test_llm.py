@@ -8,8 +8,10 @@ import re
 import pytest
 
 from chat.agent import ChatModel, ModelOptions
+from chat.agent.chunks import STREAM_DONE
 from chat.agent.events import TextEvent
-from chat.agent.llm import STREAM_DONE, ModelCallError, ModelRequest, ModelTurn, ToolCall, Usage
+from chat.agent.llm import ModelCallError
+from chat.agent.turns import ModelRequest, ModelTurn, ToolCall, Usage
 
 from .helpers import sample_tools
 
@@ -323,9 +325,9 @@ class _RawResponse:
 
 
 async def _payloads(*reads: bytes) -> list:
-    from chat.agent.llm import _sse_batches
+    from chat.agent.chunks import sse_batches
 
-    return [item async for batch in _sse_batches(_RawResponse(*reads)) for item in batch]
+    return [item async for batch in sse_batches(_RawResponse(*reads)) for item in batch]
 
 
 SSE_BODY = (
@@ -348,10 +350,10 @@ async def test_sse_reader_gives_the_same_payloads_wherever_the_reads_are_cut():
 
 
 async def test_sse_reader_groups_payloads_by_read_and_takes_a_last_event_without_blank_line():
-    from chat.agent.llm import _sse_batches
+    from chat.agent.chunks import sse_batches
 
     reads = (b'data: {"x": 1}\n\ndata: {"x": 2}\n\ndata: {"x"', b': 3}\n\ndata: {"x": 4}')
-    batches = [batch async for batch in _sse_batches(_RawResponse(*reads))]
+    batches = [batch async for batch in sse_batches(_RawResponse(*reads))]
     assert batches == [[{"x": 1}, {"x": 2}], [{"x": 3}], [{"x": 4}]]
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from chat.agent import Agent, ModelOptions, ToolContext, ToolRegistry
 from chat.agent.events import Reference, ReferenceEvent
-from chat.agent.llm import Usage
 from chat.agent.loop import AgentRunError
+from chat.agent.turns import Usage
 from tests.fakellm import load_transcript, text_reply, tool_call_reply
 
 from .helpers import check_invariants, error, run_events, without_durations

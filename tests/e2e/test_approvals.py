@@ -1,4 +1,4 @@
-"""Approvals through a real daphne (PROTOCOL section 7): the fake model calls `calculator`, which
+"""Approvals through a real daphne (docs/protocol.md, "Approvals"): the fake model calls `calculator`, which
 AGENT_APPROVAL_TOOLS gates; the owner's sockets answer with `approve` frames."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Durable runs (PROTOCOL section 9) across real daphne processes on PostgreSQL + Redis: a
+"""Durable runs (docs/protocol.md, "Run lifecycle") across real daphne processes on PostgreSQL + Redis: a
 process killed (kill -9) or stopped (SIGTERM) mid-run, and its run continues in another
 process under the same runId, which a client watching through that process sees finish with
 the right answer; what it saw live is exactly what is stored and replayed."""

@@ -4,7 +4,7 @@ Frames of every kind a hostile or broken client can send: invalid JSON, binary f
 frames that are not UTF-8, JSON that is no object, missing and wrong fields, unknown types and
 fields, lone surrogates and NUL (as JSON escapes and raw), deep nesting, empty and oversized
 content, frames up to 1 MiB (daphne's default message limit), mixed with valid pings, cancels
-and messages that start real runs. Each frame gets exactly the answer PROTOCOL.md section 3
+and messages that start real runs. Each frame gets exactly the answer docs/protocol.md, "The WebSocket"
 promises, on its own socket; afterwards every conversation opens with a contiguous, clean log
 holding exactly the messages that were accepted, and /healthz is green.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from chat.text import clean_value
+from chat.agent.text import clean_value
 
 from .harness import Client, Socket, assert_contiguous
 

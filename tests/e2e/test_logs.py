@@ -43,7 +43,7 @@ async def test_each_line_is_printed_once_and_user_actions_log_no_traceback(datab
     lines = log.splitlines()
     # chat's warning and django's request warning, each once and in the project's format
     (pdf,) = [line for line in lines if "could not extract the text of broken.pdf" in line]
-    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ WARNING chat\.uploads: ", pdf), pdf
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ WARNING chat\.conversations\.uploads: ", pdf), pdf
     (request,) = [line for line in lines if "Request Entity Too Large" in line]
     assert " WARNING django.request: " in request
     # daphne's own lines go through the same one handler

@@ -76,7 +76,7 @@ http {{
 
 
 def render(template: str, values: dict[str, str]) -> str:
-    """envsubst restricted to AGENTSITE_* (README's command), so nginx's $variables stay."""
+    """envsubst restricted to AGENTSITE_* (docs/deployment.md's command), so nginx's $variables stay."""
     text = re.sub(r"\$\{(AGENTSITE_[A-Z0-9_]+)\}", lambda m: values[m.group(1)], template)
     assert not [line for line in text.splitlines() if "${" in line and not line.lstrip().startswith("#")]
     return text

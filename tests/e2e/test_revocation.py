@@ -1,4 +1,4 @@
-"""An open socket does not outlive its session (PROTOCOL.md section 3): logout, a password
+"""An open socket does not outlive its session (docs/protocol.md, "The WebSocket"): logout, a password
 change, deactivation and deletion by an admin close it with 4401 at once, on every process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SIGTERM of daphne during a run: the run is handed over (PROTOCOL section 9) and the next
+"""SIGTERM of daphne during a run: the run is handed over (docs/protocol.md, "Run lifecycle") and the next
 process to start continues it; with no resume allowed, the dying server closes it `interrupted`."""
 
 from __future__ import annotations

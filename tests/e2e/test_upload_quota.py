@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from chat.tools.workspace import tree_size, workspace_path
+from chat.tools.confine import tree_size, workspace_path
 
 from .conftest import ON_POSTGRES, REDIS_URL
 from .harness import Client, Server, server_env

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from chat import assistant, mcp
+from chat import mcp
 from chat.agent import ToolContext
 from chat.agent.events import CompleteEvent, ToolEndEvent, ToolStartEvent
+from chat.agents import build as assistant
 from tests.fakellm import text_reply, tool_call_reply
 
 from .conftest import raw_server, stdio_server

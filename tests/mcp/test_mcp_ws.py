@@ -8,8 +8,8 @@ import json
 import pytest
 
 from chat.models import ToolRecord
+from tests.asgi_socket import Socket
 from tests.fakellm import text_reply, tool_call_reply
-from tests.server.conftest import Socket, conversation, make_user, registry  # noqa: F401 - fixtures
 
 from .conftest import stdio_server
 

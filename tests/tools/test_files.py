@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from chat.agent.tools import ToolError
+from chat.conversations.workspaces import workspace_listing
 from chat.tools.files import list_files, read_file, write_file
-from chat.tools.workspace import remove_tree
-from chat.workspaces import workspace_listing
+from chat.tools.removal import remove_tree
 
 from .helpers import configure
 from .hostile_paths import ESCAPES, SYMLINK_ESCAPES
@@ -149,7 +149,7 @@ async def test_symlinks_out_of_the_workspace_are_refused(context, workspace, tmp
 
 async def test_symlink_swapped_in_during_the_walk_is_not_followed(context, workspace, tmp_path, monkeypatch):
     """The race a concurrent bash command could try: a checked folder becomes a symlink out."""
-    from chat.tools import workspace as ws
+    from chat.tools import confine as ws
 
     outside = tmp_path / "outside"
     outside.mkdir()

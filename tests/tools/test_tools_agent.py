@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,11 +14,13 @@ import pytest
 
 from chat.agent import Agent, ChatModel
 from chat.agent.events import ReferenceEvent, ToolEndEvent
-from chat.tools import build_registry, search
+from chat.tools import build_registry
 from tests.fakellm import text_reply, tool_call_reply
 
 from .helpers import configure
 from .test_bash import _sandbox_problem
+
+search = importlib.import_module("chat.tools.web_search")  # the module: chat.tools.web_search names the tool
 
 REPO_SKILLS = Path(__file__).resolve().parent.parent.parent / "skills"
 

@@ -11,8 +11,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.models import ToolRecord
+from tests.asgi_socket import Socket
 from tests.fakellm import text_reply, tool_call_reply
-from tests.server.conftest import Socket, conversation, make_user, registry  # noqa: F401 - fixtures
 
 from .test_bash import _sandbox_problem
 from .test_tools_agent import REPO_SKILLS, page_url, tavily  # noqa: F401 - fixtures
@@ -96,7 +96,7 @@ async def test_files_fetch_and_bash_share_the_conversation_workspace(conversatio
     if "bash" in ends:
         assert ends["bash"]["isError"] is False and ends["bash"]["result"] == "2\n[exit code 0]"
 
-    from chat.workspaces import workspace_listing
+    from chat.conversations.workspaces import workspace_listing
 
     assert [row[0] for row in await sync_to_async(workspace_listing)(conversation.pk)] == ["data.csv"]
 

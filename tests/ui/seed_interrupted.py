@@ -23,33 +23,35 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from chat import services
+    from chat.conversations.services import conversation_create
+    from chat.eventlog.append import events_append
+    from chat.eventlog.starts import run_start
+    from chat.eventlog.takeover import run_interrupt
+    from chat.eventlog.types import RunOutcome
     from chat.models import Run
 
     user = get_user_model().objects.get(username=username)
-    conversation = services.conversation_create(owner=user, title="Interrupted runs")
+    conversation = conversation_create(owner=user, title="Interrupted runs")
 
     def dead_run(question: str, said: str, worker: str) -> Run:
-        run, _ = services.run_start(conversation=conversation, user=user, content=question, model="m", worker=worker)
-        services.events_append(
-            conversation_id=conversation.pk, run_id=run.pk, payloads=[{"type": "text", "content": said}]
-        )
+        run, _ = run_start(conversation=conversation, user=user, content=question, model="m", worker=worker)
+        events_append(conversation_id=conversation.pk, run_id=run.pk, payloads=[{"type": "text", "content": said}])
         return run
 
     def finish(run: Run, payloads: list[dict], status: str) -> None:
-        services.events_append(
+        events_append(
             conversation_id=conversation.pk,
             run_id=run.pk,
             payloads=payloads,
-            outcome=services.RunOutcome(status=status),
+            outcome=RunOutcome(status=status),
         )
 
     closed = dead_run("Closed question", "Half an answer", "runs..inmemory!DeadWorkerOne")
-    services.run_interrupt(run_id=closed.pk, message="The server running this run stopped before it finished.")
+    run_interrupt(run_id=closed.pk, message="The server running this run stopped before it finished.")
 
     resumed = dead_run("Resumed question", "Lost words of the dead attempt", "runs..inmemory!DeadWorkerTwo")
     Run.objects.filter(pk=resumed.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
-    services.run_interrupt(
+    run_interrupt(
         run_id=resumed.pk,
         stale_before=timezone.now(),
         message="The server running this run stopped before it finished.",

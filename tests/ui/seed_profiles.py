@@ -21,8 +21,8 @@ def main() -> None:
     django.setup()
     from django.contrib.auth import get_user_model
 
+    from chat.agents.form import AgentProfileForm
     from chat.models import AgentProfile
-    from chat.profile_form import AgentProfileForm
 
     user = get_user_model().objects.get(username=username)
     if base_a == "--revoke":

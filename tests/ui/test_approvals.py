@@ -1,4 +1,4 @@
-"""The approval card in a real browser (PROTOCOL section 7): bash waits for the user (the default
+"""The approval card in a real browser (docs/protocol.md, "Approvals"): bash waits for the user (the default
 AGENT_APPROVAL_TOOLS); the card shows the tool and its arguments as text, Approve / Deny with a
 reason, is answered from any tab, and survives a reload."""
 

@@ -1,5 +1,5 @@
 """The run inspector in a real browser: a real run (a retry, a failed tool call) on its run page,
-and the dashboard; no console errors (a CSP violation would be one). Screenshots for the README."""
+and the dashboard; no console errors (a CSP violation would be one). Screenshots for docs/using.md."""
 
 from __future__ import annotations
 

@@ -1,0 +1,339 @@
+"""Import of a conversation (docs/protocol.md, "Export and import"): the file parsed and checked
+(parse_import: every field's type, text that can be stored, nesting, times, tool calls that
+pair up), then written as a new conversation of the importer (conversation_import) whose
+runs are history: marked imported, never counted as activity."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from chat import nesting
+from chat.agent.approval import call_outcome
+from chat.agent.events import (
+    RunStatus,
+)
+from chat.agent.text import invalid_reason
+from chat.conversations.client_time import BadTime, parse_client_time
+from chat.conversations.services import TITLE_MAX
+from chat.eventlog import memory, search
+from chat.models import (
+    Conversation,
+    Event,
+    Run,
+    ToolRecord,
+)
+
+
+def imported_title(title: str) -> str:
+    """An imported conversation's title: the exported one marked as imported (in the importing
+    user's language), so that it is told apart from the conversation it was exported from."""
+    title = " ".join(title.split())
+    if not title:
+        return gettext("Imported conversation")
+    marked = gettext("%(title)s (imported)")
+    return marked % {"title": title[: TITLE_MAX - len(marked % {"title": ""})]}
+
+
+def conversation_import(*, owner, imported: Imported) -> Conversation:
+    """A new conversation of `owner` holding an import's events (parsed and checked by
+    chat.transfer): new conversation and run ids, every seq and field kept, each event's
+    time its `ts` when it has one, the title marked as imported. One transaction: nothing is
+    left of a failed import."""
+    now = timezone.now()
+    moments = [ts for run in imported.runs for _, _, ts in run.events if ts is not None]
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=owner,
+            title=imported_title(imported.title),
+            created_at=min(moments, default=now),
+            updated_at=now,
+            last_seq=sum(len(run.events) for run in imported.runs),
+        )
+        runs, events, records = [], [], []
+        for imported_run in imported.runs:
+            first, last = imported_run.events[0], imported_run.events[-1]
+            usage = last[1].get("usage") if isinstance(last[1].get("usage"), dict) else {}
+            run = Run(
+                conversation=conversation,
+                user=owner,
+                status=imported_run.status,
+                imported=True,
+                started_at=first[2] or now,
+                finished_at=last[2] or now,
+                heartbeat_at=now,
+                **{
+                    column: value
+                    for column, key in _USAGE_COLUMNS.items()
+                    if isinstance(value := usage.get(key), int) and not isinstance(value, bool) and 0 <= value < 2**31
+                },
+            )
+            runs.append(run)
+            starts: dict[str, dict[str, Any]] = {}
+            decisions: dict[str, str] = {}
+            for seq, payload, ts in imported_run.events:
+                events.append(
+                    Event(
+                        conversation=conversation,
+                        run=run,
+                        seq=seq,
+                        type=payload["type"],
+                        payload=payload,
+                        created_at=ts or now,
+                    )
+                )
+                if payload["type"] == "tool_start":
+                    starts[payload["toolCallId"]] = payload
+                elif payload["type"] == "approval_result" and isinstance(payload["decision"], str):
+                    decisions[payload["toolCallId"]] = payload["decision"]
+                elif payload["type"] == "tool_end":
+                    start = starts.get(payload["toolCallId"], {})
+                    records.append(
+                        ToolRecord(
+                            run=run,
+                            tool_call_id=payload["toolCallId"],
+                            tool_name=payload["toolName"],
+                            arguments=start.get("arguments", ""),
+                            result=payload["result"],
+                            is_error=payload["isError"],
+                            outcome=call_outcome(
+                                is_error=payload["isError"], decision=decisions.pop(payload["toolCallId"], None)
+                            ),
+                            started_at=ts or now,
+                            duration_ms=payload["durationMs"],
+                        )
+                    )
+        Run.objects.bulk_create(runs)
+        Event.objects.bulk_create(events)
+        ToolRecord.objects.bulk_create(records)
+        search.documents_write(run_ids=[run.pk for run in runs])
+        memory.checkpoints_fill(conversation_id=conversation.pk)
+    return conversation
+
+
+_USAGE_COLUMNS = {
+    "prompt_tokens": "promptTokens",
+    "completion_tokens": "completionTokens",
+    "total_tokens": "totalTokens",
+}
+
+
+EVENT_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "user_message": {"content": str},
+    "thinking": {"content": str},
+    "text": {"content": str},
+    "tool_start": {"toolName": str, "toolCallId": str, "arguments": str},
+    "tool_end": {"toolName": str, "toolCallId": str, "result": str, "isError": bool, "durationMs": int},
+    "error": {"code": str, "message": str, "detail": str},
+    "complete": {"status": str},
+    "reference": {"references": list},
+    "approval_request": {"toolCallId": str, "toolName": str, "arguments": str},
+    "approval_result": {"toolCallId": str, "decision": str},
+}
+
+
+RUN_STATUSES = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
+
+
+# Fields some events carry optionally, with their types; any other field is kept as JSON.
+OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "durationMs": int,
+    "usage": dict,
+    "resumed": bool,
+    "ts": str,
+    "attachments": list,
+}
+
+
+FRAME_COLUMNS = ("seq", "runId", "ts")  # columns of an Event row, not payload
+
+
+_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+MAX_RUN_ID_CHARS = 100
+
+
+MAX_DEPTH = 20
+
+
+class ImportRefused(ValueError):
+    def __init__(self, message: str, *, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class ImportedRun:
+    events: list[tuple[int, dict[str, Any], datetime | None]] = field(default_factory=list)  # seq, payload, ts
+    status: str = ""
+
+
+@dataclass
+class Imported:
+    title: str
+    runs: list[ImportedRun]
+
+
+def _check_text(value: Any, where: str, depth: int = 0) -> None:
+    """Every value storable and sendable: text without NUL or lone surrogates, integers that
+    fit 64 bits and finite numbers (msgpack, orjson and jsonb refuse the others); nesting
+    bounded."""
+    if depth > MAX_DEPTH:
+        raise ImportRefused(f"{where} is nested too deeply")
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ImportRefused(f"{where} holds an integer out of range")
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ImportRefused(f"{where} holds a number that is not finite")
+    elif isinstance(value, str):
+        reason = invalid_reason(value)
+        if reason:
+            raise ImportRefused(f"{where} contains text that cannot be stored: {reason}")
+        # A string holding JSON (a tool call's arguments or result) is pretty-printed by pages.
+        if nesting.holds_deep_json(value):
+            raise ImportRefused(f"{where} holds JSON {nesting.TooDeep()}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, where, depth + 1)
+            _check_text(item, where, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item, where, depth + 1)
+
+
+def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
+    # bool is an int in Python, never in the protocol.
+    if isinstance(value, bool) and kind is not bool:
+        return False
+    return isinstance(value, kind)
+
+
+def _is_attachment(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("path"), str)
+        and bool(item["path"])
+        and _is(item.get("size"), int)
+        and 0 <= item["size"] < 2**63
+        and isinstance(item.get("textPath", ""), str)
+    )
+
+
+def _timestamp(value: str, where: str) -> datetime:
+    try:
+        return parse_client_time(value)
+    except BadTime as exc:
+        raise ImportRefused(f"{where}: ts {exc}") from None
+
+
+def parse_import(raw: bytes) -> Imported:
+    """The conversation a JSON export holds, checked through; ImportRefused otherwise."""
+    try:
+        data = nesting.loads(raw)
+    except nesting.TooDeep as exc:
+        raise ImportRefused(f"the file is {exc}") from None
+    except ValueError:  # UnicodeDecodeError is one
+        raise ImportRefused("the file is not valid JSON (UTF-8)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("conversation"), dict):
+        raise ImportRefused('the file must be a JSON object with "conversation" (an object) and "events" (a list)')
+    if not isinstance(data.get("events"), list):
+        raise ImportRefused('"events" must be a list')
+    extra = set(data) - {"conversation", "events"}
+    if extra:
+        raise ImportRefused(f"unknown top-level field {sorted(extra)[0]!r}")
+    title = data["conversation"].get("title", "")
+    if not isinstance(title, str):
+        raise ImportRefused("conversation.title must be a string")
+    if len(title) > 200:
+        raise ImportRefused("conversation.title is longer than 200 characters")
+    _check_text(title, "conversation.title")
+    if not data["events"]:
+        raise ImportRefused("the conversation has no events")
+
+    runs: list[ImportedRun] = []
+    run_ids: set[str] = set()
+    current_id: str | None = None
+    for index, frame in enumerate(data["events"]):
+        where = f"events[{index}]"
+        if not isinstance(frame, dict):
+            raise ImportRefused(f"{where} is not an object")
+        seq, run_id, kind = frame.get("seq"), frame.get("runId"), frame.get("type")
+        if not _is(seq, int) or seq != index + 1:
+            raise ImportRefused(f"{where}: seq must be {index + 1} (seqs run 1, 2, 3, ... without gap)")
+        if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID_CHARS:
+            raise ImportRefused(f"{where}: runId must be a non-empty string")
+        if kind not in EVENT_TYPES:
+            raise ImportRefused(f"{where}: unknown event type {str(kind)[:40]!r}")
+        for name, kind_of in EVENT_TYPES[kind].items():
+            if name not in frame:
+                raise ImportRefused(f"{where} ({kind}) lacks {name}")
+            if not _is(frame[name], kind_of):
+                raise ImportRefused(f"{where} ({kind}): {name} has the wrong type")
+        for name, value in frame.items():
+            if not isinstance(name, str) or not _FIELD_NAME.fullmatch(name):
+                raise ImportRefused(f"{where}: field name {str(name)[:40]!r} is not allowed")
+            if name in OPTIONAL_FIELDS and name not in EVENT_TYPES[kind] and not _is(value, OPTIONAL_FIELDS[name]):
+                raise ImportRefused(f"{where} ({kind}): {name} has the wrong type")
+        _check_text(frame, where)
+        if kind == "reference" and not all(
+            isinstance(ref, dict) and all(isinstance(v, str) for v in ref.values()) for ref in frame["references"]
+        ):
+            raise ImportRefused(f"{where}: references must be objects of strings")
+        if "attachments" in frame and not all(_is_attachment(item) for item in frame["attachments"]):
+            raise ImportRefused(f'{where}: attachments must be objects with "path" (a string) and "size" (an integer)')
+        ts = _timestamp(frame["ts"], where) if "ts" in frame else None
+
+        if run_id != current_id:
+            if runs and not runs[-1].status:
+                raise ImportRefused(f"{where}: the run before it has no complete event (a run left running)")
+            if run_id in run_ids:
+                raise ImportRefused(f"{where}: the events of run {run_id[:40]!r} are not together")
+            if kind != "user_message":
+                raise ImportRefused(f"{where}: a run must begin with user_message")
+            run_ids.add(run_id)
+            runs.append(ImportedRun())
+            current_id = run_id
+        run = runs[-1]
+        if run.status:
+            raise ImportRefused(f"{where}: an event after its run's complete")
+        if kind == "tool_end" and not 0 <= frame["durationMs"] < 2**31:
+            raise ImportRefused(f"{where}: durationMs out of range")
+        if kind == "complete":
+            if frame["status"] not in RUN_STATUSES:
+                raise ImportRefused(f"{where}: complete status must be one of {sorted(RUN_STATUSES)}")
+            run.status = frame["status"]
+        payload = {k: v for k, v in frame.items() if k not in FRAME_COLUMNS}
+        run.events.append((seq, payload, ts))
+    if not runs[-1].status:
+        raise ImportRefused("the last run has no complete event (a run left running)")
+    for run in runs:
+        _check_tool_calls(run)
+    return Imported(title=title, runs=runs)
+
+
+def _check_tool_calls(run: ImportedRun) -> None:
+    started: set[str] = set()
+    ended: set[str] = set()
+    for seq, payload, _ in run.events:
+        call_id = payload.get("toolCallId")
+        if payload["type"] == "tool_start":
+            if call_id in started:
+                raise ImportRefused(f"seq {seq}: tool call {call_id[:40]!r} started twice")
+            started.add(call_id)
+        elif payload["type"] == "tool_end":
+            if call_id in ended:
+                raise ImportRefused(f"seq {seq}: tool call {call_id[:40]!r} ended twice")
+            ended.add(call_id)
+    # A call refused at approval ends without a start; a started one must end.
+    if started - ended:
+        raise ImportRefused(f"tool call {sorted(started - ended)[0][:40]!r} never ended")

@@ -1,0 +1,55 @@
+"""The persisted event frame (docs/protocol.md, "Events"): an event's JSON plus `seq`, `runId` and `ts`.
+
+Every frame that leaves the event log is built by `event_frame`: when events are
+stored (services), read back (selectors, Event.to_frame) or replayed as memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Required, TypedDict
+
+
+class EventFrame(TypedDict, total=False):
+    type: Required[str]
+    seq: Required[int]
+    runId: Required[str]
+    ts: Required[str]  # when the event was stored: its row's created_at (see frame_time)
+    # user_message, text, thinking
+    content: str
+    # user_message: its place among the versions (docs/protocol.md, "Versions: edits, regenerated answers and branches")
+    parentSeq: int | None
+    edits: int
+    regenerates: int
+    # tool_start, tool_end
+    toolName: str
+    toolCallId: str
+    arguments: str
+    result: str
+    isError: bool
+    durationMs: int
+    # error
+    code: str
+    message: str
+    detail: str
+    resumed: bool  # error INTERRUPTED: the run goes on (section 9)
+    discards: int  # error ending a failed attempt: seq of the first text event it takes out of the answer
+    # complete
+    status: str
+    usage: dict[str, int]  # and durationMs
+    # reference
+    references: list[dict[str, str]]
+
+
+def frame_time(moment: datetime) -> str:
+    """`ts` of an event stored at `moment`: ISO 8601 UTC to the millisecond. Derived from the stored
+    time only, so that the live frame and every replay of it say the same."""
+    moment = moment.astimezone(UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
+
+
+def event_frame(payload: Mapping[str, Any], *, seq: int, run_id: Any, ts: str) -> EventFrame:
+    """The frame of a stored event whose payload (its JSON without seq, runId and ts) is given;
+    `ts` is frame_time of its row's created_at (formatted once for a batch that shares it)."""
+    return {**payload, "seq": seq, "runId": str(run_id), "ts": ts}  # type: ignore[typeddict-item]

@@ -1,0 +1,148 @@
+"""Reads of the event log: events after a seq (the resume and catch-up of every socket), the
+run in progress with its open approvals, the events a run's memory is built from, the runs
+whose process died."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet, TextField
+from django.db.models.functions import Cast
+
+from chat.agent.approval import open_requests
+from chat.eventlog import history
+from chat.eventlog.frames import EventFrame, event_frame, frame_time
+from chat.models import RAW_PAYLOAD, Event, Run, payload_of
+
+EVENT_PAGE = 5_000
+
+
+def events_for_export(*, conversation_id) -> list[EventFrame]:
+    """Every event frame of a conversation, in order, as sent (with `ts`, when it was stored)."""
+    return frames_of(Event.objects.filter(conversation_id=conversation_id).order_by("seq"))
+
+
+def is_user_message(*, conversation_id, seq: int) -> bool:
+    return Event.objects.filter(conversation_id=conversation_id, seq=seq, type="user_message").exists()
+
+
+def events_after(
+    *, conversation_id, after: int = 0, until: int | None = None, limit: int | None = None
+) -> list[EventFrame]:
+    """Protocol frames of the persisted events with after < seq (<= until), in order."""
+    rows = Event.objects.filter(conversation_id=conversation_id, seq__gt=after)
+    if until is not None:
+        rows = rows.filter(seq__lte=until)
+    rows = rows.order_by("seq")
+    if limit is not None:
+        rows = rows[:limit]
+    return frames_of(rows)
+
+
+# The columns of a frame, read as the database driver gives them and decoded in frames_of rather
+# than by the fields' converters, row by row: the payload as JSON text (models.RAW_PAYLOAD);
+# `created_at` as text, shared by a whole batch and parsed once for it (on PostgreSQL Django's
+# time zone loader runs in Python for each row); on SQLite `run_id` is text shared by a whole
+# run. The converters took 25-30% of the CPU of a 10,000-event replay.
+_RAW_FRAME_COLUMNS = {
+    "raw_run": ExpressionWrapper(F("run_id"), output_field=TextField()),
+    "raw_payload": RAW_PAYLOAD,
+    "raw_created": Cast("created_at", TextField()),
+}
+
+
+def frames_of(events: QuerySet[Event]) -> list[EventFrame]:
+    """The frames of the events, in the queryset's order."""
+    rows = events.annotate(**_RAW_FRAME_COLUMNS).values_list("seq", *_RAW_FRAME_COLUMNS)
+    frames: list[EventFrame] = []
+    last_run, run_id, last_time, ts = None, "", None, ""
+    for seq, raw_run, raw_payload, raw_created in rows:
+        if raw_run != last_run:
+            last_run, run_id = raw_run, str(raw_run if isinstance(raw_run, uuid.UUID) else uuid.UUID(raw_run))
+        if raw_created != last_time:
+            last_time, ts = raw_created, frame_time(_stored_time(raw_created))
+        frames.append(event_frame(payload_of(raw_payload), seq=seq, run_id=run_id, ts=ts))
+    return frames
+
+
+def _stored_time(text: str) -> datetime:
+    """A DateTimeField read as text: PostgreSQL's ISO form with its offset, or on SQLite the UTC
+    time Django wrote, without one."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def running_run(*, conversation_id) -> Run | None:
+    return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
+
+
+def run_in_progress(*, conversation_id) -> tuple[Run | None, list[str]]:
+    """The conversation's running run, if any, and the toolCallIds of its approval requests
+    still waiting for an answer (`sync.pendingApprovals`, docs/protocol.md, "Approvals")."""
+    run = running_run(conversation_id=conversation_id)
+    if run is None:
+        return None, []
+    return run, [request["toolCallId"] for request in open_requests(_approval_events(run_id=run.pk))]
+
+
+def _approval_events(*, run_id) -> list[dict[str, Any]]:
+    rows = Event.objects.filter(run_id=run_id, type__in=("approval_request", "approval_result")).order_by("seq")
+    return list(rows.values_list("payload", flat=True))
+
+
+def approval_state(*, conversation_id, tool_call_id: str) -> tuple[str, Run | None]:
+    """Whether a request of the conversation can still be answered: ("open", its run) while it
+    waits; ("closed", None) once answered, expired or its run ended; ("unknown", None) when the
+    conversation never had it."""
+    run = running_run(conversation_id=conversation_id)
+    if run is not None and any(r["toolCallId"] == tool_call_id for r in open_requests(_approval_events(run_id=run.pk))):
+        return "open", run
+    asked = Event.objects.filter(
+        conversation_id=conversation_id, type="approval_request", payload__toolCallId=tool_call_id
+    ).exists()
+    return ("closed" if asked else "unknown"), None
+
+
+def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:
+    """For running runs, {conversation_id: run_id}: the events each one's memory is made of, the
+    runs of the branch that leads to it (docs/protocol.md, "Versions: edits, regenerated answers and branches") and its own events so far
+    (chat.eventlog.history makes the model's messages of them). Two queries for them all: the
+    user_messages (seq and parentSeq only, through their own index) to walk the branches, then
+    the events of the runs on them; never the turns of other branches."""
+    branches: dict = {key: [] for key in runs}
+    rows = user_message_rows(conversation_ids=list(runs))
+    for conversation_id, run_id in runs.items():
+        branches[conversation_id] = history.branch_run_ids(rows.get(conversation_id, []), run_id=run_id)
+        if not branches[conversation_id]:
+            branches[conversation_id] = [run_id]  # its user_message is not stored (cannot be): its own events
+    wanted = [run_id for run_ids in branches.values() for run_id in run_ids]
+    out: dict = {key: [] for key in runs}
+    events = (
+        Event.objects.filter(run_id__in=wanted)
+        .order_by("conversation_id", "seq")
+        .values_list("conversation_id", "seq", "run_id", "payload", "created_at")
+    )
+    for conversation_id, seq, run_id, payload, created_at in events:
+        if conversation_id in out:
+            out[conversation_id].append(event_frame(payload, seq=seq, run_id=run_id, ts=frame_time(created_at)))
+    return out
+
+
+def user_message_rows(*, conversation_ids: list) -> dict[object, list[history.UserMessageRow]]:
+    """Each conversation's user_messages as (seq, runId, parentSeq, has parentSeq), in seq order."""
+    rows = (
+        Event.objects.filter(conversation_id__in=conversation_ids, type="user_message")
+        .annotate(has_parent=ExpressionWrapper(Q(payload__has_key="parentSeq"), output_field=BooleanField()))
+        .order_by("conversation_id", "seq")
+        .values_list("conversation_id", "seq", "run_id", "payload__parentSeq", "has_parent")
+    )
+    out: dict[object, list[history.UserMessageRow]] = {}
+    for conversation_id, seq, run_id, parent, has_parent in rows:
+        out.setdefault(conversation_id, []).append((seq, run_id, parent, bool(has_parent)))
+    return out
+
+
+def stale_runs(*, older_than) -> list[Run]:
+    return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=older_than))

@@ -1,0 +1,133 @@
+"""A running run's life on the database: the heartbeat of its process, a cancel asked from
+anywhere, its release by a stopping process, and its take-over when its process died
+(run_interrupt: the open tool calls and approvals closed, then the run resumed or closed
+`interrupted`, docs/protocol.md, "Run lifecycle")."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from chat.agent.answer import Answer
+from chat.agent.approval import EXPIRED, call_outcome, open_requests
+from chat.agent.events import (
+    ApprovalResultEvent,
+    CompleteEvent,
+    ErrorCode,
+    ErrorEvent,
+    RunStatus,
+    ToolEndEvent,
+)
+from chat.agent.tools import error_result
+from chat.eventlog.append import _append_batches
+from chat.eventlog.types import EventBatch, Interruption, ToolRecordData
+from chat.exceptions import ConversationGone
+from chat.models import (
+    Event,
+    Run,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def runs_heartbeat(*, run_ids: list, worker: str) -> tuple[set, set]:
+    """Mark the worker's runs alive. Returns (to_cancel, lost): the runs with a cancel requested,
+    and those the worker no longer holds (finished by someone else, or resumed by another
+    process after this one was taken for dead), which it must drop without a word."""
+    held = Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING, worker=worker)
+    held.update(heartbeat_at=timezone.now())
+    # Keyed by str: callers pass ids as str (the registry's keys) or UUID, the ORM returns UUIDs.
+    flags = {str(pk): flag for pk, flag in held.values_list("pk", "cancel_requested")}
+    to_cancel = {run_id for run_id in run_ids if flags.get(str(run_id))}
+    lost = {run_id for run_id in run_ids if str(run_id) not in flags}
+    return to_cancel, lost
+
+
+def run_request_cancel(*, run_id) -> None:
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True)
+
+
+# A released run's heartbeat: stale for every reaper, whatever its timeout.
+RELEASED_HEARTBEAT = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def runs_release(*, run_ids: list, worker: str) -> int:
+    """A stopping process hands its runs over: still running, but with a stale heartbeat and no
+    worker, so that the next reaper pass of any process continues them."""
+    return Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING, worker=worker).update(
+        heartbeat_at=RELEASED_HEARTBEAT, worker=""
+    )
+
+
+def run_interrupt(
+    *, run_id, message: str, stale_before: datetime | None = None, worker: str = "", max_resumes: int = 0
+) -> Interruption | None:
+    """Close the interrupted attempt of a run whose process is gone: a tool_end error for each
+    open tool call, an expired approval_result and a tool_end error for each approval request
+    still waiting, then error INTERRUPTED. While it has resumes left (fewer than max_resumes)
+    the run is handed to `worker` to continue (the error says `resumed: true`); past that it
+    completes `interrupted`. None when the run is not (or no longer) a stale running run, so
+    that only one process takes it and a live one never is."""
+    with transaction.atomic():
+        runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
+        if stale_before is not None:
+            runs = runs.filter(heartbeat_at__lt=stale_before)
+        run = runs.select_for_update().first()
+        if run is None:
+            return None
+        # Whole payloads: SQLite would decode an `arguments` string that holds JSON.
+        logged = [
+            {**payload, "seq": seq}
+            for seq, payload in Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "payload")
+        ]
+        ended = {e["toolCallId"] for e in logged if e["type"] == "tool_end"}
+        open_calls = [
+            (e["toolCallId"], e["toolName"], e["arguments"])
+            for e in logged
+            if e["type"] == "tool_start" and e["toolCallId"] not in ended
+        ]
+        result, now = error_result("interrupted"), timezone.now()
+        payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
+        records = [
+            ToolRecordData(call_id, name, arguments, result, True, now, 0, call_outcome(is_error=True))
+            for call_id, name, arguments in open_calls
+        ]
+        # A request nobody answered before the process went: it expires (the user's answer could
+        # not reach a run that is no more); a resumed model reads why and may ask again.
+        for request in open_requests(logged):
+            call_id, name = request["toolCallId"], request["toolName"]
+            unasked = error_result(
+                "interrupted: the server stopped before the user answered; call the tool again to ask again"
+            )
+            payloads += [
+                ApprovalResultEvent(call_id, EXPIRED, "the server stopped before an answer came").to_dict(),
+                ToolEndEvent(name, call_id, unasked, True, 0).to_dict(),
+            ]
+            outcome = call_outcome(is_error=True, decision=EXPIRED)
+            records.append(ToolRecordData(call_id, name, request["arguments"], unasked, True, now, 0, outcome))
+        # The dead worker's channel name is for operators (the log), not for the user's timeline.
+        logger.info("run %s interrupted: its worker %s is gone", run_id, run.worker or "(released)")
+        error = ErrorEvent(ErrorCode.INTERRUPTED, message).to_dict()
+        resumed = run.resumes < max_resumes
+        if resumed:
+            error["resumed"] = True
+            answer = Answer()
+            for event in logged:
+                answer.add(event)
+            if discarded := answer.attempt:
+                error["discards"] = discarded[0]["seq"]
+            payloads.append(error)
+            run.resumes += 1
+            run.worker, run.heartbeat_at = worker, timezone.now()
+            run.save(update_fields=["resumes", "worker", "heartbeat_at"])
+        else:
+            payloads += [error, CompleteEvent(RunStatus.INTERRUPTED).to_dict()]
+            run.status, run.finished_at, run.error = Run.Status.INTERRUPTED, timezone.now(), f"INTERRUPTED: {message}"
+            run.save(update_fields=["status", "finished_at", "error"])
+        (frames,) = _append_batches([EventBatch(run.conversation_id, run_id, payloads, records)])
+        if frames is None:
+            raise ConversationGone(str(run.conversation_id))
+    return Interruption(run, frames, resumed)

@@ -1,0 +1,103 @@
+"""The data the runtime passes to the event log: what a run start asks for, a batch of events
+with the rows that go with them, a run's outcome, a take-over's result. Plain frozen
+dataclasses, so that the runtime and the event log share shapes without sharing modules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from chat.agent.approval import OK
+from chat.eventlog.frames import EventFrame
+from chat.models import (
+    Conversation,
+    Run,
+)
+
+
+@dataclass(frozen=True)
+class ToolRecordData:
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+    result: str
+    is_error: bool
+    started_at: datetime
+    duration_ms: int
+    outcome: str = OK  # chat.agent.approval.call_outcome
+    offered: bool = True  # False: the model called a tool its run did not offer
+
+
+@dataclass(frozen=True)
+class ModelCallData:
+    """A ModelCall row to be (chat.agent.trace.ModelCallRecord, its time made a datetime)."""
+
+    iteration: int
+    attempt: int
+    started_at: datetime
+    first_token_ms: int | None
+    duration_ms: int
+    message_count: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    finish_reason: str
+    error: str
+    request_messages: list[dict[str, Any]] | None = None
+    usage_estimated: bool = False
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended. Its tokens are not here: they are summed from its ModelCall rows, which
+    count every attempt, those of a process that died before a resume included."""
+
+    status: str
+    iterations: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """A run's events to store together, with the tool records that ended in them, the model
+    calls made meanwhile and, for the batch holding `complete`, the run's outcome."""
+
+    conversation_id: Any
+    run_id: Any
+    payloads: list[dict[str, Any]]
+    tool_records: Sequence[ToolRecordData] = ()
+    outcome: RunOutcome | None = None
+    model_calls: Sequence[ModelCallData] = ()
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """One user message to start a run for (see runs_start)."""
+
+    conversation: Conversation
+    user: Any
+    content: str  # "" for a regenerate: the content of the message it repeats
+    model: str
+    worker: str
+    # At most one of these (docs/protocol.md, "Versions: edits, regenerated answers and branches"), each the seq of a user_message of the
+    # conversation: the turn a message follows (None: the newest), the message an edit
+    # replaces, the message a regenerate answers again.
+    parent_seq: int | None = None
+    edits: int | None = None
+    regenerates: int | None = None
+    # The user_message's `attachments` (chat.conversations.uploads.attachments_resolve): [{"path", "size"}].
+    # An edit or regenerate keeps those of the message it replaces instead.
+    attachments: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def named_seq(self) -> int | None:
+        return next((s for s in (self.parent_seq, self.edits, self.regenerates) if s is not None), None)
+
+
+@dataclass(frozen=True)
+class Interruption:
+    run: Run
+    frames: list[EventFrame]
+    resumed: bool  # the run goes on under `worker`; else it is complete `interrupted`

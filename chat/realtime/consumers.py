@@ -1,0 +1,367 @@
+"""The WebSocket protocol (docs/protocol.md, "The WebSocket"), and nothing else: runs live in chat.runtime.
+
+Connect order (Zulip's register-then-fetch): join the conversation's group,
+then read the history after `after`, send it and `sync`. Live batches that
+arrived meanwhile are handled after connect returns, and any frame whose seq
+was already sent is dropped; a batch that starts past the next seq means the
+layer lost something, and the gap is read from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import orjson
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.db import DatabaseError
+
+from chat.agent.approval import Decision
+from chat.agent.text import clean_value
+from chat.conversations import uploads
+from chat.conversations.selectors import conversation_for_user
+from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
+from chat.exceptions import (
+    AgentUnavailable,
+    ApprovalClosed,
+    ConversationGone,
+    NotAUserMessage,
+    QuotaExceeded,
+    RateLimited,
+    RunInProgress,
+    UnknownApproval,
+)
+from chat.realtime import sockets
+from chat.realtime.client_frames import (
+    ProtocolError,
+    after_param,
+    already_answered,
+    approval_answer,
+    message_content,
+    parse_frame,
+    seq_field,
+)
+from chat.realtime.revocation import session_is_current, user_group
+from chat.runtime import doorbell
+from chat.runtime.doorbell import conversation_group
+from chat.runtime.registry import get_registry
+
+try:  # daphne's WebSocket layer: a send racing the peer's disconnect raises this
+    from autobahn.exception import Disconnected as PeerGone
+except ImportError:  # another ASGI server: nothing of the kind to catch
+    PeerGone = ()  # type: ignore[assignment,misc]
+
+logger = logging.getLogger(__name__)
+
+
+CLOSE_NOT_LOGGED_IN = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY_SOCKETS = 4429
+# The server could not reach its database or channel layer while the socket connected: the
+# client reconnects with `after` (WebSocket's own "try again later"; the page retries any code
+# but 4401 and 4404).
+CLOSE_TRY_AGAIN = 1013
+
+# How long a socket trusts its last session check. Sessions that end are pushed to the
+# socket at once (chat.realtime.revocation); this re-check on client frames is the second line, for
+# a push that got lost, so seconds of staleness are fine, while a ping storm (or a burst of
+# messages) costs one session + user lookup per socket per window instead of one per frame,
+# and the usual connect-then-message costs none (the handshake has just checked).
+SESSION_RECHECK_SECONDS = 5.0
+
+# The catch-ups under way (a task nobody holds may be collected before it ends).
+_catching_up: set[asyncio.Task] = set()
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    conversation = None
+    group = None
+    last_seq = 0
+    user_group = None
+    counted = False
+    revoked = False
+    accepted = False
+    session_checked_at = 0.0
+    _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            return
+        self.user = user
+        session = self.scope.get("session")
+        self.session_key = session.session_key if session is not None else None
+        self.session_checked_at = time.monotonic()  # the auth middleware has just checked it
+        limit = settings.AGENT_MAX_SOCKETS_PER_USER
+        if limit and sockets.user_sockets(user.pk) >= limit:
+            await self.accept()
+            await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+            return
+        sockets.count_in(user.pk)
+        self.counted = True
+        try:
+            await self._join()
+        except asyncio.CancelledError:
+            self._uncount()  # a connect that raised is followed by no disconnect
+            raise
+        except Exception:
+            # The database or the layer failed under the connect (an outage, a restart): a code
+            # the page reconnects on, not Channels' 1011 and a traceback per socket.
+            logger.warning("a socket could not connect; closed with %s", CLOSE_TRY_AGAIN, exc_info=True)
+            self._uncount()
+            if not self.accepted:
+                await self.accept()
+            await self.close(code=CLOSE_TRY_AGAIN)
+
+    async def accept(self, subprotocol=None, headers=None) -> None:
+        await super().accept(subprotocol, headers)
+        self.accepted = True
+
+    async def _join(self) -> None:
+        # Joined before anything else, so that a session ending from here on reaches it.
+        self.user_group = user_group(self.user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        self.conversation = await database_sync_to_async(conversation_for_user)(
+            user=self.user, conversation_id=conversation_id
+        )
+        if self.conversation is None:
+            await self.accept()
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        # An `after` past the end (a stale or forged client) would hide the next events as
+        # "already sent"; clamped, the client just gets everything from the real end on.
+        self.last_seq = min(after_param(self.scope.get("query_string", b"")), self.conversation.last_seq)
+        self.group = conversation_group(self.conversation.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self._sending = asyncio.Lock()
+        doorbell.watch(self._layer_back)
+        await self.accept()
+        await get_registry().ensure_started()
+        async with self._sending:
+            await self._send_from_database()
+        run, pending = await database_sync_to_async(run_in_progress)(conversation_id=self.conversation.pk)
+        await self._send_json(
+            {
+                "type": "sync",
+                "lastSeq": self.last_seq,
+                "running": run is not None,
+                "runId": str(run.pk) if run else None,
+                "pendingApprovals": pending,
+            }
+        )
+
+    def _uncount(self) -> None:
+        if self.counted:
+            self.counted = False
+            sockets.count_out(self.user.pk)
+
+    async def disconnect(self, code: int) -> None:
+        self._uncount()
+        doorbell.unwatch(self._layer_back)
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.user_group:
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+
+    async def session_revoked(self, message: dict[str, Any]) -> None:
+        """chat.realtime.revocation: the user's session ended (this one, or every one of the user)."""
+        if message.get("session_key") in (None, self.session_key):
+            await self._revoke()
+
+    async def _revoke(self) -> None:
+        if not self.revoked:
+            self.revoked = True
+            await self.close(code=CLOSE_NOT_LOGGED_IN)
+
+    async def _session_still_valid(self) -> bool:
+        if time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
+            return True
+        valid = await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+        if valid:
+            self.session_checked_at = time.monotonic()
+        return valid
+
+    # -- client -> server --------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation is None or self.revoked:
+            return
+        kind = None
+        try:
+            frame = parse_frame(text_data)
+            kind = frame["type"]
+            if not await self._session_still_valid():
+                await self._revoke()
+                return
+            if kind == "message":
+                content, parent_seq = message_content(frame), seq_field(frame, "parentSeq", optional=True)
+                attachments = await self._attachments(frame)
+                await self._start_run(content, parent_seq=parent_seq, attachments=attachments)
+            elif kind == "edit":
+                await self._start_run(message_content(frame), edits=seq_field(frame, "seq"))
+            elif kind == "regenerate":
+                await self._start_run("", regenerates=seq_field(frame, "seq"))
+            elif kind == "cancel":
+                await get_registry().cancel(conversation_id=self.conversation.pk)
+            elif kind == "approve":
+                await self._approve(*approval_answer(frame))
+            elif kind == "ping":
+                await self._send_json({"type": "pong"})
+                # A cheap catch-up: if the layer dropped the tail of a run, the next ping finds it.
+                await self._catch_up()
+        except ProtocolError as exc:
+            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+        except DatabaseError:
+            # The database is down or restarting: the socket stays, the frame is refused (nothing
+            # of it was stored), and a ping is answered all the same (the socket is alive).
+            logger.warning("a %s frame failed on the database", kind, exc_info=True)
+            if kind == "ping":
+                await self._send_json({"type": "pong"})
+                return
+            exc = ProtocolError(
+                "UNAVAILABLE", "The server cannot reach its database; try again in a moment.", "database unavailable"
+            )
+            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+
+    async def _attachments(self, frame: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+        """The files a message's `attachments` names, as its user_message records them; each must
+        be in the conversation's workspace (docs/protocol.md, "Attachments")."""
+        paths = frame.get("attachments")
+        if paths is None:
+            return ()
+        if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+            raise ProtocolError("BAD_REQUEST", "attachments must be a list of file paths.", "wrong type: attachments")
+        try:
+            found = await asyncio.to_thread(
+                uploads.attachments_resolve, conversation_id=self.conversation.pk, paths=paths
+            )
+        except uploads.FileRefused as exc:
+            raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
+        return tuple(found)
+
+    async def _start_run(
+        self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
+    ) -> None:
+        try:
+            await get_registry().start(
+                conversation=self.conversation, user=self.user, content=content, attachments=attachments, **version
+            )
+        except NotAUserMessage as exc:
+            raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
+        except RunInProgress:
+            raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
+        except RateLimited as exc:
+            raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
+        except QuotaExceeded as exc:
+            raise ProtocolError(
+                "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
+            ) from None
+        except AgentUnavailable as exc:
+            # Refused rather than answered by another agent: a profile may stand for an endpoint
+            # chosen for what it may see (a local model for confidential work), and a silent
+            # switch would send the message elsewhere. The user picks another agent (PATCH).
+            raise ProtocolError(
+                "AGENT_UNAVAILABLE", "This conversation's agent is no longer available to you; pick another.", str(exc)
+            ) from None
+        except ConversationGone:
+            raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
+
+    async def _approve(self, tool_call_id: str, decision: Decision) -> None:
+        try:
+            await get_registry().approve(
+                conversation_id=self.conversation.pk,
+                tool_call_id=tool_call_id,
+                decision=decision,
+                reply_to=self.channel_name,
+            )
+        except UnknownApproval:
+            raise ProtocolError(
+                "BAD_REQUEST", "This conversation has no approval request with that toolCallId.", "unknown toolCallId"
+            ) from None
+        except ApprovalClosed:
+            raise already_answered() from None
+
+    async def approval_refused(self, message: dict[str, Any]) -> None:
+        """Our answer reached the run's process after another answer (or the expiry) had won."""
+        exc = already_answered()
+        await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+
+    # -- server -> client --------------------------------------------------------------
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels hops to the ORM thread before every handler to close stale connections.
+        # A doorbell rarely touches the database, and at ~20 a second per socket those
+        # hops queued every run start behind them (C = 200: first text 2 s later). A client
+        # frame's hop queued behind the run starts just the same, and made 200 messages sent
+        # at once reach the registry in dribs: the run starts close stale connections
+        # themselves, once per group, on the thread where they query (registry).
+        if message["type"] == "chat.events":
+            await self.chat_events(message)
+        elif message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
+        else:
+            await super().dispatch(message)
+
+    async def chat_events(self, message: dict[str, Any]) -> None:
+        if self.revoked:
+            return
+        frames = message["events"]
+        assert self._sending is not None  # doorbells ring joined sockets only
+        async with self._sending:
+            if frames and frames[0]["seq"] > self.last_seq + 1:
+                try:
+                    await self._send_from_database(until=frames[0]["seq"] - 1)
+                except DatabaseError:  # the gap stays; the next doorbell, ping or catch-up fills it
+                    logger.warning("a socket could not read a gap from the database", exc_info=True)
+                    return
+            for frame in frames:
+                if frame["seq"] > self.last_seq:
+                    await self._send_frame(frame)
+
+    def _layer_back(self) -> None:
+        """doorbell: the channel layer came back after an outage, or a publish of this process
+        failed: what the socket missed meanwhile is in the database."""
+        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
+        _catching_up.add(task)
+        task.add_done_callback(_catching_up.discard)
+
+    async def _catch_up(self) -> None:
+        if self.revoked or self._sending is None:
+            return
+        async with self._sending:
+            try:
+                await self._send_from_database()
+            except DatabaseError:
+                logger.warning("a socket could not catch up from the database", exc_info=True)
+
+    async def _send_from_database(self, until: int | None = None) -> None:
+        while True:
+            frames = await database_sync_to_async(events_after)(
+                conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
+            )
+            for frame in frames:
+                await self._send_frame(frame)
+            if len(frames) < EVENT_PAGE:
+                return
+
+    async def _send_frame(self, frame: dict[str, Any]) -> None:
+        await self._send_json(frame)
+        self.last_seq = frame["seq"]
+
+    async def _send_json(self, data: dict[str, Any]) -> None:
+        # orjson: 0.3 us a frame against json.dumps' 3.8 us, and every frame goes through here.
+        try:
+            text = orjson.dumps(data).decode()
+        except TypeError:  # a surrogate stored before text was cleaned on the way in: cleaned, not a dead socket
+            text = orjson.dumps(clean_value(data)).decode()
+        try:
+            await self.send(text_data=text)
+        except PeerGone:
+            # The peer dropped the connection (daphne's autobahn does on a text frame that is not
+            # UTF-8) and its disconnect is still on its way: nothing left to send to.
+            pass

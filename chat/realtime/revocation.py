@@ -1,0 +1,130 @@
+"""Sessions that end close their open sockets (docs/protocol.md, "The WebSocket": 4401 at once, on every process).
+
+A socket is authenticated once, at the handshake. When the session behind it ends, the
+server pushes a `session.revoked` message through the user's channel-layer group, which
+every socket of that user on every process has joined (the layer is Redis when several
+processes run). The triggers:
+
+- logout: only the sockets of the session that logged out (the user's other sessions,
+  other browsers, stay signed in, as they do over HTTP);
+- "sign out of all other sessions" on the account page (chat.web.account): the sockets of each
+  session it ended;
+- a password change, `is_active` turned off, the user deleted: every socket of the user.
+  A password change closes the sockets of the session that made it as well: Django's
+  `update_session_auth_hash` keeps that browser signed in by moving its data to a *new*
+  session key and deleting the old one, so the socket's credential (the old key) no
+  longer exists; the page reconnects with its new cookie.
+
+The push is the first line. `session_is_current` is the second: the consumer re-checks
+the session on client frames, so a push that was lost (a layer hiccup, a change made
+with a queryset `update()` that sends no signal) still closes the socket.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import import_module
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth.signals import user_logged_out
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save, pre_save
+from django.utils.crypto import constant_time_compare
+
+logger = logging.getLogger(__name__)
+
+REVOKED = "session.revoked"
+
+
+def user_group(user_id) -> str:
+    return f"user.{user_id}"
+
+
+def sessions_revoke(*, user_id, session_key: str | None = None) -> None:
+    """Close the user's open sockets on every process: those of `session_key`, or all of them.
+
+    A layer that does not answer must not fail the logout or the admin's save that called
+    this: the sockets' own re-check closes them at their next frame instead."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(user_group(user_id), {"type": REVOKED, "session_key": session_key})
+    except Exception:
+        logger.exception("could not push the session revocation of user %s", user_id)
+
+
+def session_is_current(*, session_key: str | None, user_id) -> bool:
+    """Whether this session would still sign this user in over HTTP: it exists, has not
+    expired, names this user, the user can still authenticate (the backend refuses inactive
+    and deleted users) and the session's auth hash matches the user's current password.
+
+    The checks of Django's `auth.get_user`, without its side effects: that one flushes a
+    stale session or moves a fallback-verified one to a new key, and a key rotated here
+    would never reach the browser's cookie."""
+    if not session_key:
+        return False
+    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()  # {} if gone
+    try:
+        session_user_id = auth.get_user_model()._meta.pk.to_python(data[auth.SESSION_KEY])
+        backend_path = data[auth.BACKEND_SESSION_KEY]
+    except (KeyError, ValidationError):
+        return False
+    if session_user_id != user_id or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return False
+    user = auth.load_backend(backend_path).get_user(session_user_id)
+    if user is None:
+        return False
+    session_hash = data.get(auth.HASH_SESSION_KEY) or ""
+    return any(
+        constant_time_compare(session_hash, known)
+        for known in (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
+    )
+
+
+# -- the triggers ------------------------------------------------------------------------
+
+
+def _on_logout(sender, request, user, **kwargs) -> None:
+    # Sent before the session is flushed, so its key is still known here.
+    if user is not None and request is not None and request.session.session_key:
+        sessions_revoke(user_id=user.pk, session_key=request.session.session_key)
+
+
+def _before_user_save(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    if raw or instance.pk is None:
+        return
+    if update_fields is not None and not {"password", "is_active"} & set(update_fields):
+        return  # e.g. the last_login update of every login: no extra query
+    before = sender._default_manager.filter(pk=instance.pk).values("password", "is_active").first()
+    instance._agentsite_revoke_sockets = bool(
+        before and (before["password"] != instance.password or (before["is_active"] and not instance.is_active))
+    )
+
+
+def _after_user_save(sender, instance, raw=False, **kwargs) -> None:
+    if getattr(instance, "_agentsite_revoke_sockets", False):
+        instance._agentsite_revoke_sockets = False
+        _revoke_all_after_commit(instance.pk)
+
+
+def _after_user_delete(sender, instance, **kwargs) -> None:
+    _revoke_all_after_commit(instance.pk)
+
+
+def _revoke_all_after_commit(user_id) -> None:
+    # After the commit (the admin saves inside a transaction): a socket that re-checks on
+    # the push must see the new state, and a rolled-back change revokes nothing.
+    transaction.on_commit(lambda: sessions_revoke(user_id=user_id))
+
+
+def connect_signals() -> None:
+    user_model = auth.get_user_model()
+    user_logged_out.connect(_on_logout, dispatch_uid="agentsite-revoke-logout")
+    pre_save.connect(_before_user_save, sender=user_model, dispatch_uid="agentsite-revoke-pre-save")
+    post_save.connect(_after_user_save, sender=user_model, dispatch_uid="agentsite-revoke-post-save")
+    post_delete.connect(_after_user_delete, sender=user_model, dispatch_uid="agentsite-revoke-delete")

@@ -1,0 +1,53 @@
+"""The account page's reads and writes: the user's settings (display name, language), and
+ending their other sessions. The page itself is chat.web.pages.account_page."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from chat.models import AccountSettings, UserSession
+from chat.realtime.revocation import sessions_revoke
+
+
+def account_settings_of(*, user_id) -> AccountSettings:
+    """The user's settings; unsaved defaults when they never saved any."""
+    return AccountSettings.objects.filter(user_id=user_id).first() or AccountSettings(user_id=user_id)
+
+
+def account_language_of(*, user_id) -> str:
+    """The language saved on the account, "" for none (the browser's then)."""
+    return AccountSettings.objects.filter(user_id=user_id).values_list("language", flat=True).first() or ""
+
+
+def account_update(*, user, display_name: str, email: str, language: str) -> None:
+    with transaction.atomic():
+        if user.email != email:
+            user.email = email
+            user.save(update_fields=["email"])
+        AccountSettings.objects.update_or_create(
+            user_id=user.pk, defaults={"display_name": display_name, "language": language}
+        )
+
+
+def account_language_save(*, user_id, language: str) -> None:
+    AccountSettings.objects.update_or_create(user_id=user_id, defaults={"language": language})
+
+
+def sessions_other_count(*, user_id, session_key: str | None) -> int:
+    return UserSession.objects.filter(user_id=user_id).exclude(session_key=session_key).count()
+
+
+def sessions_end_others(*, user_id, session_key: str | None) -> int:
+    """Signs the user out everywhere but this session: the other sessions are deleted (their
+    cookies sign nobody in over HTTP any more) and their sockets close on every process
+    (docs/protocol.md, "The WebSocket"), once the delete has committed."""
+    with transaction.atomic():
+        others = list(
+            UserSession.objects.filter(user_id=user_id)
+            .exclude(session_key=session_key)
+            .values_list("session_key", flat=True)
+        )
+        UserSession.objects.filter(session_key__in=others).delete()
+        for key in others:
+            transaction.on_commit(lambda key=key: sessions_revoke(user_id=user_id, session_key=key))
+    return len(others)

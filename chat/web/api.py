@@ -1,0 +1,410 @@
+"""The JSON API (docs/protocol.md, "The JSON API"): session-authenticated, CSRF-checked, owner-only.
+
+Another user's conversation answers 404 exactly like a missing one, so ids leak nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from functools import wraps
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_http_methods
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from chat import nesting
+from chat.agent.text import invalid_reason
+from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
+from chat.conversations import importing
+from chat.conversations.export import export_filename, export_json, export_markdown
+from chat.conversations.importing import ImportRefused, parse_import
+from chat.conversations.selectors import (
+    CONVERSATION_PAGE,
+    conversation_for_user,
+    conversations_page,
+    feedback_of_conversation,
+    run_for_user,
+    usage_for_user,
+)
+from chat.conversations.services import (
+    FEEDBACK_COMMENT_MAX,
+    TITLE_MAX,
+    conversation_create,
+    conversation_delete,
+    conversation_rename,
+    conversation_set_agent,
+    conversation_view_version,
+    feedback_set,
+)
+from chat.eventlog.reads import events_after, events_for_export
+from chat.inspector import trace as run_traces
+from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
+from chat.ops import metrics as metrics_series
+from chat.runtime.writer import get_writer
+
+MAX_QUERY_CHARS = 200
+NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
+RUN_NOT_FOUND = {"error": "not_found", "message": "No such run."}
+AGENT_NOT_FOUND = {"error": "not_found", "message": "No such agent."}
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def api_login_required(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return _error(401, "not_authenticated", "Sign in first.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _json_body(request) -> dict:
+    if not request.body:
+        return {}
+    try:
+        body = nesting.loads(request.body)
+    except nesting.TooDeep:
+        raise ValueError("the body is nested too deeply") from None
+    except ValueError:
+        raise ValueError("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
+
+
+def _title(body: dict, *, required: bool) -> str | None:
+    if "title" not in body:
+        if required:
+            raise ValueError("title is required")
+        return None
+    return _text(body["title"], "title", TITLE_MAX)
+
+
+def _text(value, name: str, max_length: int) -> str:
+    """A text field of a request body, or ValueError naming what is wrong with it."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string")
+    if len(value) > max_length:
+        raise ValueError(f"{name} is longer than {max_length} characters")
+    reason = invalid_reason(value)
+    if reason:
+        raise ValueError(f"{name} contains text that cannot be stored: {reason}")
+    return value
+
+
+def _agent(body: dict, user) -> AgentProfile | None:
+    """The profile `agent` names (None: the default agent); LookupError for one the user may not
+    use, which answers 404 exactly like a slug that does not exist."""
+    slug = body["agent"]
+    if not isinstance(slug, str):
+        raise ValueError("agent must be the slug of an agent (GET /api/agents/)")
+    if slug == DEFAULT_AGENT_SLUG:
+        return None
+    profile = agent_profile_for_user(user=user, slug=slug)
+    if profile is None:
+        raise LookupError(slug)
+    return profile
+
+
+UNCHANGED = object()
+
+
+def _viewed_seq(body: dict):
+    """`viewed_seq` of a PATCH: a seq (checked by the service), None for the newest branch, or
+    UNCHANGED when the body has none."""
+    if "viewed_seq" not in body:
+        return UNCHANGED
+    seq = body["viewed_seq"]
+    # Bounded as the column is: a larger number would be a database error, not a 400.
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq < 2**63):
+        raise ValueError("viewed_seq must be the seq of a user_message of this conversation, or null")
+    return seq
+
+
+def agent_json(profile: AgentProfile | None) -> dict:
+    if profile is None:
+        return {
+            "slug": DEFAULT_AGENT_SLUG,
+            "name": DEFAULT_AGENT_NAME,
+            "description": "",
+            "model": settings.AGENT_MODEL,
+        }
+    return {"slug": profile.slug, "name": profile.name, "description": profile.description, "model": profile.model}
+
+
+def conversation_json(conversation: Conversation, *, running: bool | None = None) -> dict:
+    out = {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "agent": conversation.agent.slug if conversation.agent_id else DEFAULT_AGENT_SLUG,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+        "running": bool(getattr(conversation, "running", False) if running is None else running),
+        "viewed_seq": conversation.viewed_seq,
+    }
+    if hasattr(conversation, "snippet"):  # a search hit
+        out["snippet"] = conversation.snippet
+    return out
+
+
+@require_http_methods(["GET", "POST"])
+@api_login_required
+def conversations(request):
+    if request.method == "GET":
+        return _conversation_list(request)
+    try:
+        body = _json_body(request)
+        title = _title(body, required=False) or ""
+        agent = _agent(body, request.user) if "agent" in body else None
+    except ValueError as exc:
+        return _error(400, "bad_request", str(exc))
+    except LookupError:
+        return JsonResponse(AGENT_NOT_FOUND, status=404)
+    conversation = conversation_create(owner=request.user, title=title, agent=agent)
+    return JsonResponse(conversation_json(conversation, running=False), status=201)
+
+
+def _conversation_list(request) -> JsonResponse:
+    """A page (docs/protocol.md, "Conversations"): `limit` (default 50, at most 200) and `before`, the `next`
+    cursor of the previous page; `q` keeps the conversations that match it, each with a `snippet`."""
+    limit = request.GET.get("limit", "")
+    if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 9 and int(limit) >= 1):
+        return _error(400, "bad_request", "limit must be a whole number from 1 (at most 200 are sent)")
+    q = request.GET.get("q", "")
+    if len(q) > MAX_QUERY_CHARS:
+        return _error(400, "bad_request", f"q is longer than {MAX_QUERY_CHARS} characters")
+    if invalid_reason(q):
+        return _error(400, "bad_request", f"q contains text that cannot be searched: {invalid_reason(q)}")
+    try:
+        page, cursor = conversations_page(
+            user=request.user,
+            limit=int(limit) if limit else CONVERSATION_PAGE,
+            before=request.GET.get("before") or None,
+            q=q,
+        )
+    except ValueError as exc:
+        return _error(400, "bad_request", str(exc))
+    return JsonResponse({"conversations": [conversation_json(c) for c in page], "next": cursor})
+
+
+@require_http_methods(["GET", "PATCH", "DELETE"])
+@api_login_required
+def conversation_detail(request, conversation_id: uuid.UUID):
+    conversation = conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    if request.method == "GET":
+        return JsonResponse(conversation_json(conversation))
+    if request.method == "PATCH":
+        try:
+            body = _json_body(request)
+            if not {"title", "agent", "viewed_seq"} & body.keys():
+                raise ValueError("title, agent or viewed_seq is required")
+            title = _title(body, required=False)
+            changes_agent = "agent" in body
+            agent = _agent(body, request.user) if changes_agent else None
+            viewed_seq = _viewed_seq(body)
+            if viewed_seq is not UNCHANGED:
+                conversation_view_version(conversation=conversation, seq=viewed_seq)
+        except ValueError as exc:  # NotAUserMessage among them
+            return _error(400, "bad_request", str(exc))
+        except LookupError:
+            return JsonResponse(AGENT_NOT_FOUND, status=404)
+        if title is not None:
+            conversation_rename(conversation=conversation, title=title)
+        if changes_agent:
+            conversation_set_agent(conversation=conversation, agent=agent)
+        return JsonResponse(conversation_json(conversation))
+    conversation_delete(conversation=conversation)
+    return HttpResponse(status=204)
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def conversation_events(request, conversation_id: uuid.UUID):
+    conversation = conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        return _error(400, "bad_request", "after must be an integer")
+    return JsonResponse({"events": events_after(conversation_id=conversation.pk, after=max(0, after))})
+
+
+def feedback_json(feedback) -> dict:
+    return {
+        "runId": str(feedback.run_id),
+        "rating": feedback.rating,
+        "comment": feedback.comment,
+        "updatedAt": feedback.updated_at.isoformat(),
+    }
+
+
+def _feedback_fields(body: dict) -> tuple[int, str]:
+    rating = body.get("rating")
+    # bool is an int in Python: `true` is not a rating.
+    if type(rating) is not int or rating not in (1, -1):
+        raise ValueError("rating must be 1 or -1")
+    comment = body.get("comment", "")
+    return rating, _text("" if comment is None else comment, "comment", FEEDBACK_COMMENT_MAX)
+
+
+@require_http_methods(["POST"])
+@api_login_required
+def run_feedback(request, run_id: uuid.UUID):
+    """The owner rates a finished run's answer; posting again replaces the rating (docs/protocol.md, "Feedback")."""
+    run = run_for_user(user=request.user, run_id=run_id)
+    if run is None:
+        return JsonResponse(RUN_NOT_FOUND, status=404)
+    try:
+        rating, comment = _feedback_fields(_json_body(request))
+    except ValueError as exc:
+        return _error(400, "bad_request", str(exc))
+    if run.status == run.Status.RUNNING:
+        return _error(409, "run_in_progress", "The answer is not finished yet.")
+    feedback = feedback_set(run=run, user=request.user, rating=rating, comment=comment)
+    return JsonResponse(feedback_json(feedback))
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def conversation_feedback(request, conversation_id: uuid.UUID):
+    """The ratings given in a conversation, so that a page shows them after a reload."""
+    conversation = conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    feedback = feedback_of_conversation(conversation_id=conversation.pk)
+    return JsonResponse({"feedback": [feedback_json(f) for f in feedback]})
+
+
+@require_http_methods(["GET"])
+def run_trace(request, run_id: uuid.UUID):
+    """The run inspector's data (docs/protocol.md, "Run trace"): staff only; for anyone else, signed in
+    or not, the run does not exist, so ids leak nothing."""
+    trace = run_traces.run_trace(run_id=run_id) if request.user.is_active and request.user.is_staff else None
+    if trace is None:
+        return _error(404, "not_found", "No such run.")
+    return JsonResponse(trace)
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def agents(request):
+    """The agents this user may pick (docs/protocol.md, "Agents"): the default (the environment's
+    configuration) first, then the enabled profiles open to the user."""
+    profiles = agent_profiles_for_user(user=request.user)
+    return JsonResponse({"agents": [agent_json(None), *(agent_json(p) for p in profiles)]})
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def usage(request):
+    """The requesting user's own tokens today and this month (UTC), in all and per model."""
+    return JsonResponse(usage_for_user(user=request.user, now=timezone.now()))
+
+
+@require_http_methods(["GET"])
+@api_login_required
+def conversation_export(request, conversation_id: uuid.UUID):
+    conversation = conversation_for_user(user=request.user, conversation_id=conversation_id)
+    if conversation is None:
+        return JsonResponse(NOT_FOUND, status=404)
+    kind = request.GET.get("format", "json")
+    if kind not in ("json", "markdown"):
+        return _error(400, "bad_request", "format must be json or markdown")
+    frames = events_for_export(conversation_id=conversation.pk)
+    if kind == "json":
+        body, content_type, suffix = (
+            export_json(conversation=conversation, frames=frames),
+            "application/json",
+            "json",
+        )
+    else:
+        body = export_markdown(conversation=conversation, frames=frames).encode()
+        content_type, suffix = "text/markdown; charset=utf-8", "md"
+    response = HttpResponse(body, content_type=content_type)
+    # Django's header: a quoted ASCII name, or RFC 5987 `filename*` (UTF-8) for any other.
+    filename = export_filename(conversation=conversation, suffix=suffix)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    return response
+
+
+@require_http_methods(["POST"])
+@api_login_required
+def conversation_import(request):
+    """The JSON of an export, as the body: a new conversation of this user (201), or 400/413
+    with nothing created."""
+    limit = settings.AGENT_MAX_IMPORT_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _error(413, "too_large", f"the file is larger than {limit} bytes")
+    # Read the stream ourselves: request.body would stop at DATA_UPLOAD_MAX_MEMORY_SIZE.
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        return _error(413, "too_large", f"the file is larger than {limit} bytes")
+    try:
+        imported = parse_import(raw)
+    except ImportRefused as exc:
+        return _error(exc.status, "bad_request", str(exc))
+    conversation = importing.conversation_import(owner=request.user, imported=imported)
+    return JsonResponse(conversation_json(conversation, running=False), status=201)
+
+
+@require_http_methods(["GET"])
+def healthz(request):
+    checks = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:
+        checks["database"] = f"error: {type(exc).__name__}"
+    try:
+        # The runtime's own connection, kept by the event writer's thread, can break while a
+        # request's fresh one works (the database restarted): what the runs will write with.
+        async_to_sync(_writer_check)()
+        checks["event_writer"] = "ok"
+    except Exception as exc:
+        checks["event_writer"] = f"error: {type(exc).__name__}"
+    try:
+        async_to_sync(_layer_roundtrip)()
+        checks["channel_layer"] = "ok"
+    except Exception as exc:
+        checks["channel_layer"] = f"error: {type(exc).__name__}"
+    healthy = all(value == "ok" for value in checks.values())
+    return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503)
+
+
+@require_http_methods(["GET"])
+def metrics(request):
+    # Anyone else gets the 404 of a page that does not exist: the endpoint is not advertised.
+    if not metrics_series.may_scrape(request):
+        return HttpResponse(status=404)
+    return HttpResponse(metrics_series.exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+async def _writer_check() -> None:
+    await get_writer().check()
+
+
+async def _layer_roundtrip() -> None:
+    layer = get_channel_layer()
+    channel = await layer.new_channel("healthz.")
+    async with asyncio.timeout(2):
+        await layer.send(channel, {"type": "healthz"})
+        await layer.receive(channel)

@@ -1,0 +1,147 @@
+"""Faults of the database and the channel layer, in one process: a socket outlives them, a run
+whose writes fail is handed over by its own process, and what the layer did not deliver reaches
+the sockets as soon as it answers again. (The same faults on real services, restarted and
+stopped under two daphnes: tests/e2e/test_faults.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import OperationalError
+
+from chat.eventlog.append import events_append_many
+from chat.eventlog.takeover import runs_release
+from chat.models import Event, Run
+from chat.realtime import consumers
+from chat.runtime import registry as registry_module
+from chat.runtime import writer
+from tests.asgi_socket import Socket
+from tests.fakellm import text_reply
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+
+def _payloads(run_id) -> list[dict]:
+    return list(Event.objects.filter(run_id=run_id).order_by("seq").values_list("payload", flat=True))
+
+
+async def test_a_ping_while_the_database_fails_is_answered_and_the_socket_stays(conversation, registry, monkeypatch):
+    sock = Socket(conversation.owner, conversation.pk)
+    await sock.connect()
+    await sock.history()
+
+    def down(**kwargs):
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(consumers, "events_after", down)  # patched where the socket looks it up
+    await sock.send({"type": "ping"})
+    assert await sock.recv() == {"type": "pong"}
+    assert await sock.silent()  # no close, no traceback frame
+    monkeypatch.undo()
+    await sock.send({"type": "ping"})
+    assert await sock.recv() == {"type": "pong"}
+    await sock.close()
+
+
+async def test_a_message_while_the_database_fails_gets_unavailable_and_nothing_is_stored(
+    conversation, registry, monkeypatch
+):
+    sock = Socket(conversation.owner, conversation.pk)
+    await sock.connect()
+    await sock.history()
+
+    def down(**kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(registry_module, "runs_start", down)
+    await sock.send({"type": "message", "content": "hello"})
+    frame = await sock.recv()
+    assert (frame["type"], frame["code"]) == ("error", "UNAVAILABLE") and "seq" not in frame
+    assert not await sync_to_async(Event.objects.filter(conversation=conversation).exists)()
+    await sock.send({"type": "ping"})  # still open
+    assert await sock.recv() == {"type": "pong"}
+    await sock.close()
+
+
+async def test_a_run_whose_writes_fail_is_handed_over_by_its_own_process(
+    conversation, registry, llm_settings, settings, monkeypatch
+):
+    """The writes fail for good (the database down), then the database answers: the run is resumed
+    here at once, not closed `interrupted` nor left for another process's heartbeat timeout."""
+    settings.AGENT_HEARTBEAT_TIMEOUT = 3600  # no reaper may take it for dead
+    settings.AGENT_MAX_RESUMES = 1
+    llm_settings.script(text_reply("First attempt, cut short.", piece=4, delay=0.02), text_reply("Resumed answer."))
+    real = events_append_many
+    failures = {"left": 0}
+
+    def append(*, batches):
+        if failures["left"] and not any(p["type"] == "user_message" for b in batches for p in b.payloads):
+            failures["left"] -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(batches=batches)
+
+    monkeypatch.setattr(writer, "events_append_many", append)
+    real_release = runs_release
+    releases = {"refused": 2}
+
+    def release(**kwargs):  # the database still down for the first tries
+        if releases["refused"]:
+            releases["refused"] -= 1
+            raise OperationalError("connection refused")
+        return real_release(**kwargs)
+
+    monkeypatch.setattr(registry_module, "runs_release", release)
+    sock = Socket(conversation.owner, conversation.pk)
+    await sock.connect()
+    await sock.history()
+    failures["left"] = 2  # the round and its retry
+    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    frames = await sock.until(lambda f: f.get("type") == "complete", timeout=20)
+    stored = await sync_to_async(_payloads)(run.pk)
+    types = [e["type"] for e in stored]
+    assert types.count("complete") == 1
+    assert [e for e in stored if e["type"] == "error" and e.get("resumed")]
+    assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
+    assert "".join(f["content"] for f in frames if f["type"] == "text").endswith("Resumed answer.")
+    await sock.close()
+
+
+async def test_a_publish_that_failed_reaches_the_sockets_when_the_layer_answers_again(
+    conversation, registry, llm_settings, monkeypatch
+):
+    """No ping: the layer probe notices the doorbell it missed and rings again."""
+    sock = Socket(conversation.owner, conversation.pk)
+    await sock.connect()
+    await sock.history()
+    layer = get_channel_layer()
+    real = layer.group_send
+
+    async def down(group, message):
+        if group.startswith("conversation."):
+            raise ConnectionError("Redis is restarting")
+        await real(group, message)
+
+    monkeypatch.setattr(layer, "group_send", down)
+    llm_settings.script(text_reply("Stored while the layer was down."))
+    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    await registry.wait_idle()
+    assert await sock.silent()  # nothing reached the socket
+    monkeypatch.setattr(layer, "group_send", real)
+    frames = await sock.until(lambda f: f.get("type") == "complete", timeout=10)
+    stored = await sync_to_async(_payloads)(run.pk)
+    assert [f["type"] for f in frames] == [e["type"] for e in stored]
+    assert [f["seq"] for f in frames] == list(range(1, len(stored) + 1))
+    await sock.close()
+
+
+async def test_healthz_reports_the_event_writers_connection(client, monkeypatch):
+    assert (await sync_to_async(client.get)("/healthz")).json()["event_writer"] == "ok"
+
+    def down():
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(writer, "_check_connection_now", down)
+    response = await sync_to_async(client.get)("/healthz")
+    assert response.status_code == 503
+    assert response.json()["event_writer"] == "error: OperationalError"
