@@ -20,12 +20,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from chat.realtime.origins import OriginValidator  # noqa: E402
 from chat.realtime.routing import websocket_urlpatterns  # noqa: E402
 from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
+from chat.web.bearer import BearerSocketMiddleware  # noqa: E402
 
 application = RunRegistryStarter(
     ProtocolTypeRouter(
         {
             "http": django_asgi_app,
-            "websocket": OriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": OriginValidator(AuthMiddlewareStack(BearerSocketMiddleware(URLRouter(websocket_urlpatterns)))),
         }
     )
 )

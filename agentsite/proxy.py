@@ -66,3 +66,14 @@ class TrustedProxyMiddleware:
 def client_address(request) -> str | None:
     """The client's address (set by TrustedProxyMiddleware); django-axes' AXES_CLIENT_IP_CALLABLE."""
     return request.META.get("REMOTE_ADDR")
+
+
+def socket_client_address(scope) -> str:
+    """A WebSocket handshake's client address, believed from TRUSTED_PROXIES as for HTTP (behind
+    nginx, the peer is the proxy: counting failures by it would hold back every client at once)."""
+    peer = (scope.get("client") or ("",))[0] or ""
+    networks = _networks(tuple(settings.TRUSTED_PROXIES))
+    if networks and _trusted(peer, networks):
+        forwarded = dict(scope.get("headers") or []).get(b"x-forwarded-for", b"").decode("latin-1")
+        return forwarded_client(peer, forwarded, networks)
+    return peer

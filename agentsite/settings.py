@@ -140,6 +140,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Authorization: Bearer on /api/, instead of the session and CSRF (chat/web/bearer.py).
+    "chat.web.bearer.BearerTokenMiddleware",
     # The language saved on the account wins over the browser's (chat/web/language.py).
     "chat.web.language.AccountLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -7,7 +7,17 @@ from django.utils.html import format_html, format_html_join
 
 from chat.agents.form import AgentProfileForm
 from chat.conversations.workspaces import workspace_listing
-from chat.models import DEFAULT_AGENT_NAME, AgentProfile, Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from chat.models import (
+    DEFAULT_AGENT_NAME,
+    AgentProfile,
+    ApiToken,
+    Conversation,
+    Event,
+    Feedback,
+    ModelCall,
+    Run,
+    ToolRecord,
+)
 
 # The product's name, not Django's, on every admin page.
 admin.site.site_header = "agentsite administration"
@@ -179,3 +189,15 @@ class AgentProfileAdmin(admin.ModelAdmin):
         (None, {"fields": ("created_at", "updated_at")}),
     )
     prepopulated_fields = {"slug": ("name",)}
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Every user's API tokens, without their values (never stored). Deleting one revokes it: the
+    programs using it are signed out at once (chat.realtime.revocation)."""
+
+    list_display = ("name", "user", "hint", "created_at", "expires_at", "last_used_at")
+    list_filter = ("created_at", "expires_at")
+    search_fields = ("name", "user__username", "hint")
+    readonly_fields = ("user", "name", "hint", "created_at", "expires_at", "last_used_at")
+    exclude = ("digest",)  # a token is made by its user, who alone ever sees its value

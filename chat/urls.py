@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from chat.inspector import views as inspect_views
-from chat.web import api, pages
+from chat.web import api, api_tokens, pages
 from chat.web import files as files_api
 
 urlpatterns = [
@@ -11,6 +11,8 @@ urlpatterns = [
     path("accounts/signup/", pages.signup, name="signup"),
     path("account/", pages.account_page, name="account"),
     path("account/sign-out-others/", pages.account_sign_out_others, name="account-sign-out-others"),
+    path("account/tokens/", pages.account_token_create, name="account-token-create"),
+    path("account/tokens/<int:token_id>/revoke/", pages.account_token_revoke, name="account-token-revoke"),
     path("i18n/setlang/", pages.set_language, name="set_language"),
     # Browsers ask for it on every page that names no icon (the admin's): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),
@@ -25,6 +27,8 @@ urlpatterns = [
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
     path("api/agents/", api.agents, name="api-agents"),
+    path("api/tokens/", api_tokens.tokens, name="api-tokens"),
+    path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
     path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
     path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),

@@ -21,14 +21,29 @@ def session_cookie(user) -> str:
 class Socket:
     """A WebsocketCommunicator speaking JSON, for the real ASGI application."""
 
-    def __init__(self, user, conversation_id, *, after: int | None = None, origin: str = "http://localhost"):
+    def __init__(
+        self,
+        user,
+        conversation_id,
+        *,
+        after: int | None = None,
+        origin: str | None = "http://localhost",
+        token: str | None = None,
+    ):
+        """Signed in with `user`'s session cookie, or with an API token (then no cookie is sent
+        unless `user` is given too); `origin` None sends no Origin header, as a program does."""
         self.user = user
+        self.token = token
         self.path = f"/ws/chat/{conversation_id}/" + (f"?after={after}" if after is not None else "")
         self.origin = origin
         self.comm = None
 
     async def connect(self):
-        headers = [(b"origin", self.origin.encode()), (b"host", b"localhost")]
+        headers = [(b"host", b"localhost")]
+        if self.origin is not None:
+            headers.append((b"origin", self.origin.encode()))
+        if self.token is not None:
+            headers.append((b"authorization", f"Bearer {self.token}".encode()))
         if self.user is not None:
             cookie = await sync_to_async(session_cookie)(self.user)
             headers.append((b"cookie", f"sessionid={cookie}".encode()))

@@ -15,7 +15,7 @@ import pytest
 from chat import urls
 from chat.agent import events, loop
 from chat.realtime import client_frames, consumers, routing
-from chat.web import api
+from chat.web import api, api_tokens, bearer, files, json_api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 
@@ -46,7 +46,10 @@ FRAME_TYPES = sorted(set(re.findall(r'kind == "([a-z_]+)"', inspect.getsource(co
 API_ERROR_CODES = sorted(
     {
         code
-        for pair in re.findall(r'"error": "([a-z_]+)"|_error\(\d+, "([a-z_]+)"', inspect.getsource(api))
+        for pair in re.findall(
+            r'"error": "([a-z_]+)"|(?:json_error|_refusal)\(\s*\d+, "([a-z_]+)"',
+            "".join(inspect.getsource(module) for module in (api, api_tokens, bearer, files, json_api)),
+        )
         for code in pair
         if code
     }

@@ -49,6 +49,7 @@ from chat.realtime.revocation import session_is_current, user_group
 from chat.runtime import doorbell
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
+from chat.web.tokens import token_is_current
 
 try:  # daphne's WebSocket layer: a send racing the peer's disconnect raises this
     from autobahn.exception import Disconnected as PeerGone
@@ -82,6 +83,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     group = None
     last_seq = 0
     user_group = None
+    token_id = None
     counted = False
     revoked = False
     accepted = False
@@ -95,8 +97,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
         self.user = user
+        # A token's socket is signed in by the token alone (chat.web.bearer), never by a cookie.
+        self.token_id = self.scope.get("api_token_id")
         session = self.scope.get("session")
-        self.session_key = session.session_key if session is not None else None
+        self.session_key = session.session_key if session is not None and self.token_id is None else None
         self.session_checked_at = time.monotonic()  # the auth middleware has just checked it
         limit = settings.AGENT_MAX_SOCKETS_PER_USER
         if limit and sockets.user_sockets(user.pk) >= limit:
@@ -172,7 +176,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def session_revoked(self, message: dict[str, Any]) -> None:
         """chat.realtime.revocation: the user's session ended (this one, or every one of the user)."""
-        if message.get("session_key") in (None, self.session_key):
+        token_id, session_key = message.get("token_id"), message.get("session_key")
+        if token_id is not None:
+            ended = token_id == self.token_id
+        else:
+            ended = session_key is None or session_key == self.session_key
+        if ended:
             await self._revoke()
 
     async def _revoke(self) -> None:
@@ -183,7 +192,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _session_still_valid(self) -> bool:
         if time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
             return True
-        valid = await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+        if self.token_id is not None:
+            valid = await database_sync_to_async(token_is_current)(token_id=self.token_id, user_id=self.user.pk)
+        else:
+            valid = await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
         if valid:
             self.session_checked_at = time.monotonic()
         return valid

@@ -88,6 +88,11 @@ def origin_allowed(scope) -> bool:
     return requested == own or requested in {normalize_origin(o) for o in settings.ALLOWED_ORIGINS}
 
 
+def _has_bearer(scope) -> bool:
+    header = dict(scope.get("headers") or []).get(b"authorization", b"")
+    return header[:7].lower() == b"bearer "
+
+
 class OriginValidator:
     """ASGI middleware: a WebSocket handshake from any other origin is refused (HTTP 403)."""
 
@@ -95,7 +100,10 @@ class OriginValidator:
         self.application = application
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "websocket" and not origin_allowed(scope):
+        # A handshake with `Authorization: Bearer` is a program's, not a page's: browsers cannot
+        # set that header on a WebSocket, and such a handshake never signs in with the cookie
+        # (chat.web.bearer), so there is no session for another site to ride.
+        if scope["type"] == "websocket" and not _has_bearer(scope) and not origin_allowed(scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)
 

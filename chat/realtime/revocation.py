@@ -9,7 +9,8 @@ processes run). The triggers:
   other browsers, stay signed in, as they do over HTTP);
 - "sign out of all other sessions" on the account page (chat.web.account): the sockets of each
   session it ended;
-- a password change, `is_active` turned off, the user deleted: every socket of the user.
+- a password change, `is_active` turned off, the user deleted: every socket of the user;
+- an API token revoked (deleted, by its user or in the admin): the sockets opened with it.
   A password change closes the sockets of the session that made it as well: Django's
   `update_session_auth_hash` keeps that browser signed in by moving its data to a *new*
   session key and deleting the old one, so the socket's credential (the old key) no
@@ -35,6 +36,8 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.utils.crypto import constant_time_compare
 
+from chat.models import ApiToken
+
 logger = logging.getLogger(__name__)
 
 REVOKED = "session.revoked"
@@ -56,6 +59,19 @@ def sessions_revoke(*, user_id, session_key: str | None = None) -> None:
         async_to_sync(layer.group_send)(user_group(user_id), {"type": REVOKED, "session_key": session_key})
     except Exception:
         logger.exception("could not push the session revocation of user %s", user_id)
+
+
+def token_revoked(*, user_id, token_id) -> None:
+    """Close the sockets opened with this API token, on every process (chat.web.tokens)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            user_group(user_id), {"type": REVOKED, "session_key": None, "token_id": token_id}
+        )
+    except Exception:
+        logger.exception("could not push the revocation of API token %s", token_id)
 
 
 def session_is_current(*, session_key: str | None, user_id) -> bool:
@@ -122,8 +138,14 @@ def _revoke_all_after_commit(user_id) -> None:
     transaction.on_commit(lambda: sessions_revoke(user_id=user_id))
 
 
+def _after_token_delete(sender, instance, **kwargs) -> None:
+    user_id, token_id = instance.user_id, instance.pk
+    transaction.on_commit(lambda: token_revoked(user_id=user_id, token_id=token_id))
+
+
 def connect_signals() -> None:
     user_model = auth.get_user_model()
+    post_delete.connect(_after_token_delete, sender=ApiToken, dispatch_uid="agentsite-revoke-token")
     user_logged_out.connect(_on_logout, dispatch_uid="agentsite-revoke-logout")
     pre_save.connect(_before_user_save, sender=user_model, dispatch_uid="agentsite-revoke-pre-save")
     post_save.connect(_after_user_save, sender=user_model, dispatch_uid="agentsite-revoke-post-save")

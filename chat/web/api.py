@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from functools import wraps
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -19,7 +18,6 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from chat import nesting
 from chat.agent.text import invalid_reason
 from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
 from chat.conversations import importing
@@ -48,6 +46,7 @@ from chat.inspector import trace as run_traces
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
 from chat.ops import metrics as metrics_series
 from chat.runtime.writer import get_writer
+from chat.web.json_api import api_login_required, json_body, json_error, text_field
 
 MAX_QUERY_CHARS = 200
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
@@ -55,52 +54,12 @@ RUN_NOT_FOUND = {"error": "not_found", "message": "No such run."}
 AGENT_NOT_FOUND = {"error": "not_found", "message": "No such agent."}
 
 
-def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": code, "message": message}, status=status)
-
-
-def api_login_required(view):
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return _error(401, "not_authenticated", "Sign in first.")
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-def _json_body(request) -> dict:
-    if not request.body:
-        return {}
-    try:
-        body = nesting.loads(request.body)
-    except nesting.TooDeep:
-        raise ValueError("the body is nested too deeply") from None
-    except ValueError:
-        raise ValueError("the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise ValueError("the body must be a JSON object")
-    return body
-
-
 def _title(body: dict, *, required: bool) -> str | None:
     if "title" not in body:
         if required:
             raise ValueError("title is required")
         return None
-    return _text(body["title"], "title", TITLE_MAX)
-
-
-def _text(value, name: str, max_length: int) -> str:
-    """A text field of a request body, or ValueError naming what is wrong with it."""
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string")
-    if len(value) > max_length:
-        raise ValueError(f"{name} is longer than {max_length} characters")
-    reason = invalid_reason(value)
-    if reason:
-        raise ValueError(f"{name} contains text that cannot be stored: {reason}")
-    return value
+    return text_field(body["title"], "title", TITLE_MAX)
 
 
 def _agent(body: dict, user) -> AgentProfile | None:
@@ -164,11 +123,11 @@ def conversations(request):
     if request.method == "GET":
         return _conversation_list(request)
     try:
-        body = _json_body(request)
+        body = json_body(request)
         title = _title(body, required=False) or ""
         agent = _agent(body, request.user) if "agent" in body else None
     except ValueError as exc:
-        return _error(400, "bad_request", str(exc))
+        return json_error(400, "bad_request", str(exc))
     except LookupError:
         return JsonResponse(AGENT_NOT_FOUND, status=404)
     conversation = conversation_create(owner=request.user, title=title, agent=agent)
@@ -180,12 +139,12 @@ def _conversation_list(request) -> JsonResponse:
     cursor of the previous page; `q` keeps the conversations that match it, each with a `snippet`."""
     limit = request.GET.get("limit", "")
     if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 9 and int(limit) >= 1):
-        return _error(400, "bad_request", "limit must be a whole number from 1 (at most 200 are sent)")
+        return json_error(400, "bad_request", "limit must be a whole number from 1 (at most 200 are sent)")
     q = request.GET.get("q", "")
     if len(q) > MAX_QUERY_CHARS:
-        return _error(400, "bad_request", f"q is longer than {MAX_QUERY_CHARS} characters")
+        return json_error(400, "bad_request", f"q is longer than {MAX_QUERY_CHARS} characters")
     if invalid_reason(q):
-        return _error(400, "bad_request", f"q contains text that cannot be searched: {invalid_reason(q)}")
+        return json_error(400, "bad_request", f"q contains text that cannot be searched: {invalid_reason(q)}")
     try:
         page, cursor = conversations_page(
             user=request.user,
@@ -194,7 +153,7 @@ def _conversation_list(request) -> JsonResponse:
             q=q,
         )
     except ValueError as exc:
-        return _error(400, "bad_request", str(exc))
+        return json_error(400, "bad_request", str(exc))
     return JsonResponse({"conversations": [conversation_json(c) for c in page], "next": cursor})
 
 
@@ -208,7 +167,7 @@ def conversation_detail(request, conversation_id: uuid.UUID):
         return JsonResponse(conversation_json(conversation))
     if request.method == "PATCH":
         try:
-            body = _json_body(request)
+            body = json_body(request)
             if not {"title", "agent", "viewed_seq"} & body.keys():
                 raise ValueError("title, agent or viewed_seq is required")
             title = _title(body, required=False)
@@ -218,7 +177,7 @@ def conversation_detail(request, conversation_id: uuid.UUID):
             if viewed_seq is not UNCHANGED:
                 conversation_view_version(conversation=conversation, seq=viewed_seq)
         except ValueError as exc:  # NotAUserMessage among them
-            return _error(400, "bad_request", str(exc))
+            return json_error(400, "bad_request", str(exc))
         except LookupError:
             return JsonResponse(AGENT_NOT_FOUND, status=404)
         if title is not None:
@@ -239,7 +198,7 @@ def conversation_events(request, conversation_id: uuid.UUID):
     try:
         after = int(request.GET.get("after", "0"))
     except ValueError:
-        return _error(400, "bad_request", "after must be an integer")
+        return json_error(400, "bad_request", "after must be an integer")
     return JsonResponse({"events": events_after(conversation_id=conversation.pk, after=max(0, after))})
 
 
@@ -258,7 +217,7 @@ def _feedback_fields(body: dict) -> tuple[int, str]:
     if type(rating) is not int or rating not in (1, -1):
         raise ValueError("rating must be 1 or -1")
     comment = body.get("comment", "")
-    return rating, _text("" if comment is None else comment, "comment", FEEDBACK_COMMENT_MAX)
+    return rating, text_field("" if comment is None else comment, "comment", FEEDBACK_COMMENT_MAX)
 
 
 @require_http_methods(["POST"])
@@ -269,11 +228,11 @@ def run_feedback(request, run_id: uuid.UUID):
     if run is None:
         return JsonResponse(RUN_NOT_FOUND, status=404)
     try:
-        rating, comment = _feedback_fields(_json_body(request))
+        rating, comment = _feedback_fields(json_body(request))
     except ValueError as exc:
-        return _error(400, "bad_request", str(exc))
+        return json_error(400, "bad_request", str(exc))
     if run.status == run.Status.RUNNING:
-        return _error(409, "run_in_progress", "The answer is not finished yet.")
+        return json_error(409, "run_in_progress", "The answer is not finished yet.")
     feedback = feedback_set(run=run, user=request.user, rating=rating, comment=comment)
     return JsonResponse(feedback_json(feedback))
 
@@ -295,7 +254,7 @@ def run_trace(request, run_id: uuid.UUID):
     or not, the run does not exist, so ids leak nothing."""
     trace = run_traces.run_trace(run_id=run_id) if request.user.is_active and request.user.is_staff else None
     if trace is None:
-        return _error(404, "not_found", "No such run.")
+        return json_error(404, "not_found", "No such run.")
     return JsonResponse(trace)
 
 
@@ -323,7 +282,7 @@ def conversation_export(request, conversation_id: uuid.UUID):
         return JsonResponse(NOT_FOUND, status=404)
     kind = request.GET.get("format", "json")
     if kind not in ("json", "markdown"):
-        return _error(400, "bad_request", "format must be json or markdown")
+        return json_error(400, "bad_request", "format must be json or markdown")
     frames = events_for_export(conversation_id=conversation.pk)
     if kind == "json":
         body, content_type, suffix = (
@@ -352,15 +311,15 @@ def conversation_import(request):
     except ValueError:
         declared = 0
     if declared > limit:
-        return _error(413, "too_large", f"the file is larger than {limit} bytes")
+        return json_error(413, "too_large", f"the file is larger than {limit} bytes")
     # Read the stream ourselves: request.body would stop at DATA_UPLOAD_MAX_MEMORY_SIZE.
     raw = request.read(limit + 1)
     if len(raw) > limit:
-        return _error(413, "too_large", f"the file is larger than {limit} bytes")
+        return json_error(413, "too_large", f"the file is larger than {limit} bytes")
     try:
         imported = parse_import(raw)
     except ImportRefused as exc:
-        return _error(exc.status, "bad_request", str(exc))
+        return json_error(exc.status, "bad_request", str(exc))
     conversation = importing.conversation_import(owner=request.user, imported=imported)
     return JsonResponse(conversation_json(conversation, running=False), status=201)
 

@@ -18,7 +18,8 @@ from django.views.decorators.http import require_http_methods
 
 from chat.conversations import uploads
 from chat.conversations.selectors import conversation_for_user
-from chat.web.api import NOT_FOUND, _error, api_login_required
+from chat.web.api import NOT_FOUND
+from chat.web.json_api import api_login_required, json_error
 
 # What a multipart body may carry besides the file itself (boundaries, part headers, the
 # `path` field): a body longer than the upload limit plus this is refused before parsing.
@@ -48,10 +49,10 @@ def _upload(request, conversation_id) -> JsonResponse:
         declared = 0
     # Checked before Django parses the body into temporary files.
     if declared > limit + MULTIPART_OVERHEAD:
-        return _error(413, "too_large", f"the file is larger than the {limit}-byte upload limit")
+        return json_error(413, "too_large", f"the file is larger than the {limit}-byte upload limit")
     upload = request.FILES.get("file")
     if upload is None:
-        return _error(400, "bad_request", "send the file as the multipart field 'file'")
+        return json_error(400, "bad_request", "send the file as the multipart field 'file'")
     try:
         # Django has already cut the browser's file name to its last part; an explicit `path`
         # (which may name a folder) is taken as it is, so a bad one is refused, not rewritten.
@@ -60,7 +61,7 @@ def _upload(request, conversation_id) -> JsonResponse:
             conversation_id=conversation_id, path=path, chunks=upload.chunks(), size=upload.size, source=upload
         )
     except uploads.FileRefused as exc:
-        return _error(exc.status, "too_large" if exc.status == 413 else "bad_request", exc.message)
+        return json_error(exc.status, "too_large" if exc.status == 413 else "bad_request", exc.message)
     return JsonResponse(stored.to_json(), status=201)
 
 
@@ -78,7 +79,7 @@ def conversation_file(request, conversation_id: uuid.UUID, path: str):
         handle, size = uploads.file_open(conversation_id=conversation.pk, path=path)
     except uploads.FileRefused as exc:
         code = {404: "not_found", 413: "too_large"}.get(exc.status, "bad_request")
-        return _error(exc.status, code, exc.message)
+        return json_error(exc.status, code, exc.message)
     response = FileResponse(
         handle, as_attachment=True, filename=path.rsplit("/", 1)[-1], content_type="application/octet-stream"
     )

@@ -38,3 +38,17 @@ class AccountForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["display_name"].widget.attrs["autocomplete"] = "name"
         self.fields["email"].widget.attrs.update({"autocomplete": "email", "spellcheck": "false"})
+
+
+class TokenForm(forms.Form):
+    """A new personal API token: a name to tell it by, and when it expires."""
+
+    name = forms.CharField(label=_("Token name"), max_length=100, help_text=_("What uses it, e.g. “CI job”."))
+    expires_in_days = forms.TypedChoiceField(
+        label=_("Expires"),
+        coerce=int,
+        empty_value=None,
+        required=False,
+        choices=[("30", _("in 30 days")), ("90", _("in 90 days")), ("365", _("in a year")), ("", _("never"))],
+        initial="90",
+    )

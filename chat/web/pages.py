@@ -18,8 +18,9 @@ from chat.web.account import (
     sessions_end_others,
     sessions_other_count,
 )
-from chat.web.forms import AccountForm, SignupForm
+from chat.web.forms import AccountForm, SignupForm, TokenForm
 from chat.web.signin import signup_allowed
+from chat.web.tokens import token_create, token_revoke, tokens_for_user
 
 # Every message the page's scripts show (static/chat/*.js: t("...") and tf("...")), by
 # English id. They are translated per request and handed to the scripts as JSON, so the
@@ -189,9 +190,16 @@ def chat_page(request):
 
 
 # The account page's sections, in order, each a template included with the page's context. A
-# feature with settings of its own (personal API tokens, for one) adds its
-# template here, and what it shows to account_page's context.
-ACCOUNT_SECTIONS = ("account/_profile.html", "account/_password.html", "account/_sessions.html")
+# feature with settings of its own adds its template here, and what it shows to account_page's
+# context.
+ACCOUNT_SECTIONS = (
+    "account/_profile.html",
+    "account/_password.html",
+    "account/_sessions.html",
+    "account/_tokens.html",
+)
+# The session key under which a new token's value waits for the one page that shows it.
+NEW_TOKEN_KEY = "agentsite-new-token"
 
 
 @login_required
@@ -211,6 +219,10 @@ def account_page(request):
         "sections": ACCOUNT_SECTIONS,
         "display_name": saved.display_name or request.user.get_username(),
         "other_sessions": sessions_other_count(user_id=request.user.pk, session_key=request.session.session_key),
+        "tokens": tokens_for_user(user=request.user),
+        "token_form": TokenForm(),
+        # Shown once: popped from the session by the page that shows it.
+        "new_token": request.session.pop(NEW_TOKEN_KEY, None),
     }
     return render(request, "account/index.html", context, status=400 if form.is_bound else 200)
 
@@ -224,6 +236,28 @@ def account_sign_out_others(request):
         ngettext("Signed out of %(count)s other session.", "Signed out of %(count)s other sessions.", ended)
         % {"count": ended},
     )
+    return redirect("account")
+
+
+@login_required
+@require_POST
+def account_token_create(request):
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, gettext("Give the token a name of at most 100 characters."))
+        return redirect("account")
+    _token, value = token_create(
+        user=request.user, name=form.cleaned_data["name"], expires_in_days=form.cleaned_data["expires_in_days"]
+    )
+    request.session[NEW_TOKEN_KEY] = value
+    return redirect("account")
+
+
+@login_required
+@require_POST
+def account_token_revoke(request, token_id: int):
+    if token_revoke(user=request.user, token_id=token_id):
+        messages.success(request, gettext("The token is revoked: programs using it are signed out."))
     return redirect("account")
 
 

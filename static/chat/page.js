@@ -5,3 +5,20 @@ for (const select of document.querySelectorAll("select[data-autosubmit]")) {
   if (button) button.classList.add("visually-hidden");
   select.addEventListener("change", () => form && form.requestSubmit());
 }
+
+// A copy button (data-copy: the id of the field whose value it copies), e.g. a new API token.
+for (const button of document.querySelectorAll("button[data-copy]")) {
+  button.addEventListener("click", async () => {
+    const field = document.getElementById(button.dataset.copy);
+    if (!field) return;
+    try {
+      await navigator.clipboard.writeText(field.value);
+    } catch {
+      field.select(); // no clipboard (an insecure origin): selected, for Ctrl+C
+      return;
+    }
+    const label = button.textContent;
+    button.textContent = button.dataset.copied || label;
+    setTimeout(() => { button.textContent = label; }, 2000);
+  });
+}

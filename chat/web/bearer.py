@@ -1,0 +1,83 @@
+"""`Authorization: Bearer <token>` (chat.web.tokens) for programs: over HTTP on `/api/` only,
+where it replaces the session and CSRF (a script has no cookie to protect), and on the
+WebSocket handshake. A token never opens the admin, the inspector or a page: there the header
+is ignored and only a session signs in."""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import AnonymousUser
+from django.http import JsonResponse
+
+from agentsite.proxy import client_address, socket_client_address
+from chat.web.tokens import token_attempt_failed, token_attempts_refused, token_user
+
+BEARER_PATHS = ("/api/",)
+
+
+def bearer_value(header: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header; None for any other header."""
+    scheme, _, value = header.strip().partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else None
+
+
+def _refusal(status: int, code: str, message: str) -> JsonResponse:
+    response = JsonResponse({"error": code, "message": message}, status=status)
+    response["WWW-Authenticate"] = 'Bearer error="invalid_token"' if status == 401 else "Bearer"
+    return response
+
+
+class BearerTokenMiddleware:
+    """After AuthenticationMiddleware: a request to `/api/` with a bearer token is its token's
+    user's, whatever session cookie it also carries, and skips the CSRF check."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        value = bearer_value(request.META.get("HTTP_AUTHORIZATION", ""))
+        if value is None or not request.path.startswith(BEARER_PATHS):
+            return self.get_response(request)
+        address = client_address(request) or ""
+        if token_attempts_refused(address):
+            return _refusal(429, "rate_limited", "Too many failed token attempts from your network; try again later.")
+        user, token = token_user(value)
+        if user is None:
+            token_attempt_failed(address)
+            return _refusal(401, "not_authenticated", "The API token is unknown, revoked or expired.")
+        request.user = request._cached_user = user
+        request.api_token = token
+        request._dont_enforce_csrf_checks = True
+        return self.get_response(request)
+
+
+def _socket_credential(scope) -> tuple[object, object]:
+    """(user, token) of a handshake's bearer token; (AnonymousUser, None) for a bad one."""
+    headers = dict(scope.get("headers") or [])
+    value = bearer_value(headers.get(b"authorization", b"").decode("latin-1"))
+    if value is None:
+        return None, None
+    address = socket_client_address(scope)
+    if token_attempts_refused(address):
+        return AnonymousUser(), None
+    user, token = token_user(value)
+    if user is None:
+        token_attempt_failed(address)
+        return AnonymousUser(), None
+    return user, token
+
+
+class BearerSocketMiddleware:
+    """Inside Channels' AuthMiddlewareStack: a handshake with a bearer token is its token's
+    user's (a bad token: anonymous, so the consumer closes with 4401); the consumer keeps the
+    token's id to re-check it and to close when it is revoked."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket":
+            user, token = await database_sync_to_async(_socket_credential)(scope)
+            if user is not None:
+                scope = {**scope, "user": user, "api_token_id": token.pk if token is not None else None}
+        return await self.app(scope, receive, send)

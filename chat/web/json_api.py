@@ -1,0 +1,51 @@
+"""What every JSON endpoint shares (docs/protocol.md, "The JSON API"): the one error shape, the
+sign-in check, the body read within the nesting limit, text fields checked."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.http import JsonResponse
+
+from chat import nesting
+from chat.agent.text import invalid_reason
+
+
+def json_error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": code, "message": message}, status=status)
+
+
+def api_login_required(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return json_error(401, "not_authenticated", "Sign in first.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def json_body(request) -> dict:
+    if not request.body:
+        return {}
+    try:
+        body = nesting.loads(request.body)
+    except nesting.TooDeep:
+        raise ValueError("the body is nested too deeply") from None
+    except ValueError:
+        raise ValueError("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
+
+
+def text_field(value, name: str, max_length: int) -> str:
+    """A text field of a request body, or ValueError naming what is wrong with it."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string")
+    if len(value) > max_length:
+        raise ValueError(f"{name} is longer than {max_length} characters")
+    reason = invalid_reason(value)
+    if reason:
+        raise ValueError(f"{name} contains text that cannot be stored: {reason}")
+    return value

@@ -1,0 +1,105 @@
+"""Personal API tokens (docs/protocol.md, "API tokens"): made, listed and revoked by their user
+(the account page, `/api/tokens/`) or by staff (the admin), and checked on every request and
+socket that presents one as `Authorization: Bearer`.
+
+A value is `as_` and 43 URL-safe characters (256 random bits); only its SHA-256 is stored, so a
+copy of the database opens nothing. Revoking a token deletes its row and closes the sockets
+opened with it on every process (chat.realtime.revocation). Failed attempts are counted per
+client address like failed sign-ins (LOGIN_FAILURE_LIMIT in LOGIN_LOCKOUT_MINUTES), in the
+cache that every process shares when REDIS_URL is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from chat.agent.text import clean
+from chat.models import ApiToken
+
+PREFIX = "as_"
+NAME_MAX = 100
+EXPIRY_DAYS_MAX = 3650
+# last_used_at is written at most this often per token: a script polling every second would
+# otherwise make every request a write.
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def token_create(*, user, name: str, expires_in_days: int | None = None) -> tuple[ApiToken, str]:
+    """A new token of the user and its value, which is never stored and cannot be shown again."""
+    value = PREFIX + secrets.token_urlsafe(32)
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    token = ApiToken.objects.create(
+        user=user, name=clean(name.strip())[:NAME_MAX], digest=_digest(value), hint=value[:7], expires_at=expires_at
+    )
+    return token, value
+
+
+def tokens_for_user(*, user) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user)
+
+
+def token_revoke(*, user, token_id) -> bool:
+    """Delete one of the user's tokens (its sockets close: the post_delete signal); False when the
+    user has no such token."""
+    deleted, _ = ApiToken.objects.filter(user=user, pk=token_id).delete()
+    return bool(deleted)
+
+
+def token_user(value: str):
+    """The active user a presented token authenticates, with the token, or (None, None): unknown,
+    expired, or its user deactivated."""
+    if not value.startswith(PREFIX) or len(value) > 200:
+        return None, None
+    token = ApiToken.objects.select_related("user").filter(digest=_digest(value)).first()
+    now = timezone.now()
+    if token is None or (token.expires_at is not None and token.expires_at <= now) or not token.user.is_active:
+        return None, None
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token.user, token
+
+
+def token_is_current(*, token_id, user_id) -> bool:
+    """Whether the token still exists, has not expired and its user is still active (the socket's
+    re-check of its credential, as session_is_current is for a session's)."""
+    return (
+        ApiToken.objects.filter(pk=token_id, user_id=user_id, user__is_active=True)
+        .exclude(expires_at__lte=timezone.now())
+        .exists()
+    )
+
+
+# -- failed attempts ------------------------------------------------------------------------
+
+
+def _failures_key(address: str) -> str:
+    return f"token-failures:{address}"
+
+
+def token_attempts_refused(address: str) -> bool:
+    """Too many failed attempts from this address lately: refuse before looking the token up."""
+    limit = settings.LOGIN_FAILURE_LIMIT
+    return limit > 0 and (cache.get(_failures_key(address)) or 0) >= limit
+
+
+def token_attempt_failed(address: str) -> None:
+    if settings.LOGIN_FAILURE_LIMIT <= 0:
+        return
+    key, window = _failures_key(address), int(settings.AXES_COOLOFF_TIME.total_seconds())
+    cache.add(key, 0, timeout=window)
+    try:
+        cache.incr(key)
+    except ValueError:  # expired between add and incr: a new window
+        cache.set(key, 1, timeout=window)
