@@ -273,6 +273,26 @@ async def test_revoking_the_token_ends_its_stream(runs_server):
     await asyncio.wait_for(synced.wait(), 15)
     r = await owner.api("DELETE", f"/api/tokens/{http.token_id}/")
     assert r.status_code in (200, 204), r.text
-    await asyncio.wait_for(reader, 10)  # ended by the server, well before any re-check window
+    await asyncio.wait_for(reader, 3)  # by the push: the re-check would take 5 s
     await http.aclose()
+    await owner.aclose()
+
+
+async def test_logging_out_ends_the_sessions_stream(runs_server):
+    owner = await signed_up(runs_server)
+    conversation = await owner.create_conversation()
+    synced = asyncio.Event()
+
+    async def stream():
+        url = owner.url(f"/api/conversations/{conversation}/stream/")
+        async with aconnect_sse(owner.http, "GET", url) as source:
+            async for sse in source.aiter_sse():
+                if sse.event == "sync":
+                    synced.set()
+
+    reader = asyncio.create_task(stream())
+    await asyncio.wait_for(synced.wait(), 15)
+    r = await owner.http.post(owner.url("/accounts/logout/"), headers=owner._unsafe_headers())
+    assert r.status_code == 302
+    await asyncio.wait_for(reader, 3)
     await owner.aclose()
