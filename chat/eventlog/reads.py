@@ -112,6 +112,11 @@ def approval_state(*, conversation_id, tool_call_id: str) -> tuple[str, Run | No
     return ("closed" if asked else "unknown"), None
 
 
+def run_asked(*, run_id, tool_call_id: str) -> bool:
+    """Whether this run made the approval request (ids such as `call_0` recur from run to run)."""
+    return Event.objects.filter(run_id=run_id, type="approval_request", payload__toolCallId=tool_call_id).exists()
+
+
 def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:
     """For running runs, {conversation_id: run_id}: the events each one's memory is made of, the
     runs of the branch that leads to it (docs/protocol.md, "Versions: edits, regenerated answers and branches") and its own events so far

@@ -17,9 +17,10 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.conversations.selectors import conversation_for_user, run_for_user
-from chat.eventlog.reads import run_user_message_seq
+from chat.eventlog.reads import run_asked, run_user_message_seq
+from chat.models import Run
 from chat.realtime import run_actions
-from chat.realtime.client_frames import ProtocolError, approval_answer, message_content, seq_field
+from chat.realtime.client_frames import ProtocolError, already_answered, approval_answer, message_content, seq_field
 from chat.web.json_api import json_body
 
 # The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
@@ -128,6 +129,14 @@ async def run_approval(request, run_id: uuid.UUID):
         if run is None:
             return not_found("run")
         tool_call_id, decision = approval_answer(_body(request))
+        # The socket answers by conversation; this route names the run, so the request must be
+        # that run's, and only the running run (one per conversation) still waits on one.
+        if not await database_sync_to_async(run_asked)(run_id=run.pk, tool_call_id=tool_call_id):
+            raise ProtocolError(
+                "BAD_REQUEST", "This run has no approval request with that toolCallId.", "unknown toolCallId"
+            )
+        if run.status != Run.Status.RUNNING:
+            raise already_answered()
         await run_actions.run_approve(
             conversation_id=run.conversation_id, tool_call_id=tool_call_id, decision=decision, reply_to=None
         )

@@ -252,6 +252,22 @@ async def test_approval_answered_over_http(runs_server, replies):
     other_http = await bearer(await signed_up(runs_server))
     r = await other_http.post(path, json={"toolCallId": "call_0", "decision": "deny"})
     assert r.status_code == 404
+    # The next run asks with the same id (call_0 again): the first run's route cannot answer it.
+    replies.set("approve again", tool_call_reply(("calculator", {"expression": "1+1"})), text_reply("done"))
+    r = await http.post(f"/api/conversations/{conversation}/messages/", json={"content": "approve again"})
+    second, after = r.json()["runId"], r.json()["seq"]
+    await read_sse(
+        http,
+        f"/api/conversations/{conversation}/stream/?after={after}",
+        stop=lambda got: got[-1][0] == "approval_request",
+    )
+    r = await http.post(path, json={"toolCallId": "call_0", "decision": "deny"})
+    assert (r.status_code, r.json()["error"]["code"]) == (409, "ALREADY_ANSWERED")
+    r = await http.post(f"/api/runs/{second}/approval/", json={"toolCallId": "call_0", "decision": "deny"})
+    assert r.status_code == 202
+    items = await read_sse(http, f"/api/conversations/{conversation}/stream/?after={after}&until=complete")
+    results = [data for event, _, data in items if event == "approval_result"]
+    assert [(f["runId"], f["decision"]) for f in results] == [(second, "denied")]
     await other_http.aclose()
     await http.aclose()
     await owner.aclose()
