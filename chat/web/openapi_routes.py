@@ -57,6 +57,9 @@ def operation(summary: str, responses: dict, *, security: list = READ, **more) -
     return {"summary": summary, "security": security, "responses": responses, **more}
 
 
+# A new route: an entry keyed by its route exactly as chat/urls.py writes it, converters and all
+# (an included one with its prefix: `v1/models`), one operation per method its view takes (lower
+# case), and any new object in openapi_schemas.SCHEMAS.
 ROUTES: dict[str, dict[str, dict]] = {
     "healthz": {
         "get": operation(
