@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from chat.inspector import views as inspect_views
-from chat.web import api, api_tokens, pages, runs_api, streams
+from chat.web import api, api_tokens, openapi, pages, runs_api, streams
 from chat.web import files as files_api
 
 urlpatterns = [
@@ -18,6 +18,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),
     path("healthz", api.healthz, name="healthz"),
     path("metrics", api.metrics, name="metrics"),
+    path("api/schema/", openapi.schema, name="api-schema"),
     path("api/conversations/", api.conversations, name="api-conversations"),
     path("api/conversations/import/", api.conversation_import, name="api-conversation-import"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
