@@ -64,6 +64,8 @@ class AgentConfig:
     # fnmatch patterns of the tools whose calls wait for the user's approval (docs/protocol.md, "Approvals").
     approval_tools: tuple[str, ...]
     profile_id: int | None = None
+    # A run nobody watches (the OpenAI-compatible endpoint's): approvals are denied at once.
+    unattended: bool = False
 
     @property
     def is_demo(self) -> bool:
