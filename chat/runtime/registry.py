@@ -10,7 +10,6 @@ stored form the next group, one trip to the ORM thread each.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import Any
 
@@ -29,7 +28,7 @@ from chat.eventlog.starts import runs_start
 from chat.eventlog.takeover import run_request_cancel, runs_release
 from chat.eventlog.types import RunStart
 from chat.exceptions import ApprovalClosed, UnknownApproval
-from chat.models import API_SOURCE, Run
+from chat.models import Run
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
 from chat.runtime.batching import Batcher
 from chat.runtime.doorbell import ring_processes
@@ -269,9 +268,7 @@ def _start_with_memory(
         run, frames = result
         key = run.conversation_id
         messages = memories[key] if key in memories else history.run_messages(frames)
-        config = profiles.config_for(run.agent)
-        if start.conversation.source == API_SOURCE:  # nobody watches it to answer approvals
-            config = dataclasses.replace(config, unattended=True)
+        config = profiles.for_source(profiles.config_for(run.agent), source=start.conversation.source)
         out.append((run, frames, messages, config))
     return out
 
