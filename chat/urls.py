@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from chat.inspector import views as inspect_views
-from chat.web import api, api_tokens, openapi, pages
+from chat.web import api, api_tokens, openapi, pages, runs_api, streams
 from chat.web import files as files_api
 
 urlpatterns = [
@@ -25,6 +25,10 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
     path("api/conversations/<uuid:conversation_id>/files/", files_api.conversation_files, name="api-files"),
     path("api/conversations/<uuid:conversation_id>/files/<path:path>", files_api.conversation_file, name="api-file"),
+    path("api/conversations/<uuid:conversation_id>/messages/", runs_api.conversation_messages, name="api-messages"),
+    path("api/conversations/<uuid:conversation_id>/cancel/", runs_api.conversation_cancel, name="api-cancel"),
+    path("api/conversations/<uuid:conversation_id>/stream/", streams.conversation_stream, name="api-stream"),
+    path("api/runs/<uuid:run_id>/approval/", runs_api.run_approval, name="api-run-approval"),
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
     path("api/agents/", api.agents, name="api-agents"),

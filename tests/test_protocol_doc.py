@@ -14,8 +14,8 @@ import pytest
 
 from chat import urls
 from chat.agent import events, loop
-from chat.realtime import client_frames, consumers, routing
-from chat.web import api, api_tokens, bearer, files, json_api
+from chat.realtime import client_frames, consumers, routing, run_actions
+from chat.web import api, api_tokens, bearer, files, json_api, runs_api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 
@@ -39,8 +39,19 @@ EVENT_ERROR_CODES = sorted(
     set(_public_values(events.ErrorCode)) | set(re.findall(r'ErrorEvent\(\s*"([A-Z_]+)"', inspect.getsource(loop)))
 )
 RUN_STATUSES = sorted(_public_values(events.RunStatus))
+# The frame codes, wherever a refusal is made (the socket's and the HTTP run endpoints' shared
+# run_actions too), and every code the run endpoints map to an HTTP status.
 FRAME_ERROR_CODES = sorted(
-    set(re.findall(r'ProtocolError\(\s*"([A-Z_]+)"', inspect.getsource(consumers) + inspect.getsource(client_frames)))
+    {
+        code
+        for pair in re.findall(
+            r'ProtocolError\(\s*"([A-Z_]+)"|run_error\(\s*"([A-Z_]+)"',
+            "".join(inspect.getsource(module) for module in (consumers, client_frames, run_actions, runs_api)),
+        )
+        for code in pair
+        if code
+    }
+    | set(runs_api.ERROR_STATUS)
 )
 FRAME_TYPES = sorted(set(re.findall(r'kind == "([a-z_]+)"', inspect.getsource(consumers.ChatConsumer))))
 API_ERROR_CODES = sorted(
@@ -65,7 +76,7 @@ ROUTES = sorted(
 def test_the_code_still_has_the_names_this_test_reads():
     # Guards the readers above: if a refactor hides the names from them, say so here.
     assert {"user_message", "text", "complete"} <= set(EVENT_TYPES)
-    assert {"BAD_REQUEST", "TOO_LARGE", "RUN_IN_PROGRESS", "RATE_LIMITED"} <= set(FRAME_ERROR_CODES)
+    assert {"BAD_REQUEST", "TOO_LARGE", "RUN_IN_PROGRESS", "RATE_LIMITED", "QUOTA_EXCEEDED"} <= set(FRAME_ERROR_CODES)
     assert {"message", "cancel", "ping"} <= set(FRAME_TYPES)
     assert {"not_authenticated", "bad_request", "not_found"} <= set(API_ERROR_CODES)
     assert {4401, 4404} <= set(CLOSE_CODES)

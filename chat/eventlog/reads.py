@@ -28,6 +28,13 @@ def is_user_message(*, conversation_id, seq: int) -> bool:
     return Event.objects.filter(conversation_id=conversation_id, seq=seq, type="user_message").exists()
 
 
+def run_user_message_seq(*, run_id) -> int | None:
+    """The seq of the user_message a run answers (docs/protocol.md, "Runs over HTTP": the 202's `seq`)."""
+    return (
+        Event.objects.filter(run_id=run_id, type="user_message").order_by("seq").values_list("seq", flat=True).first()
+    )
+
+
 def events_after(
     *, conversation_id, after: int = 0, until: int | None = None, limit: int | None = None
 ) -> list[EventFrame]:
@@ -103,6 +110,11 @@ def approval_state(*, conversation_id, tool_call_id: str) -> tuple[str, Run | No
         conversation_id=conversation_id, type="approval_request", payload__toolCallId=tool_call_id
     ).exists()
     return ("closed" if asked else "unknown"), None
+
+
+def run_asked(*, run_id, tool_call_id: str) -> bool:
+    """Whether this run made the approval request (ids such as `call_0` recur from run to run)."""
+    return Event.objects.filter(run_id=run_id, type="approval_request", payload__toolCallId=tool_call_id).exists()
 
 
 def runs_memory_events(*, runs: dict) -> dict[object, list[EventFrame]]:

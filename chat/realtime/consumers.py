@@ -20,22 +20,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.db import DatabaseError
 
-from chat.agent.approval import Decision
 from chat.agent.text import clean_value
-from chat.conversations import uploads
 from chat.conversations.selectors import conversation_for_user
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
-from chat.exceptions import (
-    AgentUnavailable,
-    ApprovalClosed,
-    ConversationGone,
-    NotAUserMessage,
-    QuotaExceeded,
-    RateLimited,
-    RunInProgress,
-    UnknownApproval,
-)
-from chat.realtime import sockets
+from chat.realtime import run_actions, sockets
 from chat.realtime.client_frames import (
     ProtocolError,
     after_param,
@@ -213,16 +201,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 return
             if kind == "message":
                 content, parent_seq = message_content(frame), seq_field(frame, "parentSeq", optional=True)
-                attachments = await self._attachments(frame)
+                attachments = await run_actions.message_attachments(frame, conversation_id=self.conversation.pk)
                 await self._start_run(content, parent_seq=parent_seq, attachments=attachments)
             elif kind == "edit":
                 await self._start_run(message_content(frame), edits=seq_field(frame, "seq"))
             elif kind == "regenerate":
                 await self._start_run("", regenerates=seq_field(frame, "seq"))
             elif kind == "cancel":
-                await get_registry().cancel(conversation_id=self.conversation.pk)
+                await run_actions.run_cancel(conversation_id=self.conversation.pk)
             elif kind == "approve":
-                await self._approve(*approval_answer(frame))
+                tool_call_id, decision = approval_answer(frame)
+                await run_actions.run_approve(
+                    conversation_id=self.conversation.pk,
+                    tool_call_id=tool_call_id,
+                    decision=decision,
+                    reply_to=self.channel_name,
+                )
             elif kind == "ping":
                 await self._send_json({"type": "pong"})
                 # A cheap catch-up: if the layer dropped the tail of a run, the next ping finds it.
@@ -236,68 +230,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if kind == "ping":
                 await self._send_json({"type": "pong"})
                 return
-            exc = ProtocolError(
-                "UNAVAILABLE", "The server cannot reach its database; try again in a moment.", "database unavailable"
-            )
+            exc = run_actions.database_unavailable()
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
-
-    async def _attachments(self, frame: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-        """The files a message's `attachments` names, as its user_message records them; each must
-        be in the conversation's workspace (docs/protocol.md, "Attachments")."""
-        paths = frame.get("attachments")
-        if paths is None:
-            return ()
-        if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
-            raise ProtocolError("BAD_REQUEST", "attachments must be a list of file paths.", "wrong type: attachments")
-        try:
-            found = await asyncio.to_thread(
-                uploads.attachments_resolve, conversation_id=self.conversation.pk, paths=paths
-            )
-        except uploads.FileRefused as exc:
-            raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
-        return tuple(found)
 
     async def _start_run(
         self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
     ) -> None:
-        try:
-            await get_registry().start(
-                conversation=self.conversation, user=self.user, content=content, attachments=attachments, **version
-            )
-        except NotAUserMessage as exc:
-            raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
-        except RunInProgress:
-            raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
-        except RateLimited as exc:
-            raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
-        except QuotaExceeded as exc:
-            raise ProtocolError(
-                "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
-            ) from None
-        except AgentUnavailable as exc:
-            # Refused rather than answered by another agent: a profile may stand for an endpoint
-            # chosen for what it may see (a local model for confidential work), and a silent
-            # switch would send the message elsewhere. The user picks another agent (PATCH).
-            raise ProtocolError(
-                "AGENT_UNAVAILABLE", "This conversation's agent is no longer available to you; pick another.", str(exc)
-            ) from None
-        except ConversationGone:
-            raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
-
-    async def _approve(self, tool_call_id: str, decision: Decision) -> None:
-        try:
-            await get_registry().approve(
-                conversation_id=self.conversation.pk,
-                tool_call_id=tool_call_id,
-                decision=decision,
-                reply_to=self.channel_name,
-            )
-        except UnknownApproval:
-            raise ProtocolError(
-                "BAD_REQUEST", "This conversation has no approval request with that toolCallId.", "unknown toolCallId"
-            ) from None
-        except ApprovalClosed:
-            raise already_answered() from None
+        await run_actions.run_start(
+            conversation=self.conversation, user=self.user, content=content, attachments=attachments, **version
+        )
 
     async def approval_refused(self, message: dict[str, Any]) -> None:
         """Our answer reached the run's process after another answer (or the expiry) had won."""

@@ -186,7 +186,7 @@ class RunRegistry:
                 logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run.pk)
         return True
 
-    async def approve(self, *, conversation_id, tool_call_id: str, decision: Decision, reply_to: str) -> None:
+    async def approve(self, *, conversation_id, tool_call_id: str, decision: Decision, reply_to: str | None) -> None:
         """Hand the owner's answer to the run that asked, wherever it runs. Raises
         UnknownApproval (no such request in the conversation) or ApprovalClosed
         (answered already, expired, or its run ended); an answer that reaches another process

@@ -182,6 +182,8 @@ class Supervisor:
             run_id=message.get("run_id", ""), tool_call_id=tool_call_id, decision=decision
         ):
             return
+        if not message.get("reply_to"):
+            return  # answered over HTTP: nobody is left to tell
         try:
             await get_channel_layer().send(
                 str(message.get("reply_to", "")), {"type": REFUSED_MESSAGE, "tool_call_id": tool_call_id}

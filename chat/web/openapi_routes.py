@@ -232,6 +232,72 @@ ROUTES: dict[str, dict[str, dict]] = {
             tags=["agents"],
         )
     },
+    "api/conversations/<uuid:conversation_id>/messages/": {
+        "post": operation(
+            "Start a run with a message, as the WebSocket's `message` frame does",
+            {
+                "202": answer("Started: the run and the seq of its `user_message`.", "RunStarted"),
+                "400": answer("`BAD_REQUEST`.", "RunError"),
+                "404": answer("`NOT_FOUND`: no such conversation (someone else's answers the same).", "RunError"),
+                "409": answer("`RUN_IN_PROGRESS` or `AGENT_UNAVAILABLE`.", "RunError"),
+                "413": answer("`TOO_LARGE`.", "RunError"),
+                "429": answer("`RATE_LIMITED` or `QUOTA_EXCEEDED`.", "RunError"),
+                "503": answer("`UNAVAILABLE`: the database did not answer.", "RunError"),
+            },
+            security=WRITE,
+            requestBody=body("MessageBody"),
+            tags=["runs"],
+        )
+    },
+    "api/conversations/<uuid:conversation_id>/cancel/": {
+        "post": operation(
+            "Cancel the conversation's run in progress",
+            {
+                "202": answer("Asked; `cancelled` says whether a run was in progress.", "CancelAnswer"),
+                "404": answer("`NOT_FOUND`.", "RunError"),
+                "503": answer("`UNAVAILABLE`.", "RunError"),
+            },
+            security=WRITE,
+            tags=["runs"],
+        )
+    },
+    "api/conversations/<uuid:conversation_id>/stream/": {
+        "get": operation(
+            "The conversation's events as server-sent events: the stored ones after `after`, `sync`, then live",
+            {
+                "200": {
+                    "description": "`id: <seq>`, `event: <type>`, `data: <frame JSON>` per event; one `sync` event.",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                },
+                "404": answer("`NOT_FOUND`.", "RunError"),
+            },
+            parameters=[
+                query(
+                    "after", "Only events with a greater seq (default 0; `Last-Event-ID` wins).", {"type": "integer"}
+                ),
+                query(
+                    "until", "`complete`: end after the first `complete` event past `after`.", {"enum": ["complete"]}
+                ),
+            ],
+            tags=["runs"],
+        )
+    },
+    "api/runs/<uuid:run_id>/approval/": {
+        "post": operation(
+            "Answer one of the run's approval requests, as the `approve` frame does",
+            {
+                "202": answer("Answered.", "ApprovalAnswer"),
+                "400": answer("`BAD_REQUEST` (also a toolCallId this run never asked).", "RunError"),
+                "404": answer("`NOT_FOUND`: no such run.", "RunError"),
+                "409": answer("`ALREADY_ANSWERED`: answered, expired, or the run ended.", "RunError"),
+                "413": answer("`TOO_LARGE`: a reason over 1000 characters.", "RunError"),
+                "503": answer("`UNAVAILABLE`.", "RunError"),
+            },
+            security=WRITE,
+            requestBody=body("ApprovalBody"),
+            tags=["runs"],
+        )
+    },
     "api/tokens/": {
         "get": operation(
             "The user's API tokens, newest first, without their values",

@@ -141,6 +141,40 @@ SCHEMAS: dict[str, dict] = {
         optional=("expiresInDays",),
     ),
     "TokenList": _list_of("tokens", "Token"),
+    # Runs over HTTP (docs/protocol.md, "Runs over HTTP"): the frames' bodies and codes.
+    "RunError": _object(
+        {
+            "error": _object(
+                {
+                    "code": {"type": "string", "description": "The error frame's code (`RUN_IN_PROGRESS`, ...)."},
+                    "message": {"type": "string", "description": "Text for people."},
+                    "detail": {"type": "string", "description": "A short technical reason."},
+                },
+                optional=("detail",),
+            )
+        },
+        description='The run endpoints\' refusals: `{"error": {"code", "message", "detail"?}}`.',
+    ),
+    "MessageBody": _object(
+        {
+            "content": {"type": "string", "minLength": 1},
+            "parentSeq": {"type": ["integer", "null"], "minimum": 1},
+            "attachments": {"type": ["array", "null"], "items": {"type": "string"}},
+        },
+        optional=("parentSeq", "attachments"),
+        description="The body of a `message` frame, without its `type`.",
+    ),
+    "RunStarted": _object({"runId": UUID, "seq": {"type": "integer", "minimum": 1}}),
+    "CancelAnswer": _object({"cancelled": {"type": "boolean"}}),
+    "ApprovalBody": _object(
+        {
+            "toolCallId": {"type": "string", "minLength": 1},
+            "decision": {"enum": ["approve", "deny"]},
+            "reason": {"type": ["string", "null"], "maxLength": 1000},
+        },
+        optional=("reason",),
+    ),
+    "ApprovalAnswer": _object({"toolCallId": STRING, "decision": {"enum": ["approved", "denied"]}}),
     # Loose: the inspector's data grows with it (docs/protocol.md, "Run trace").
     "Trace": _object(
         {

@@ -1,0 +1,93 @@
+"""Starting, cancelling and answering a run on a user's behalf, whichever door asked: the
+WebSocket's frames (chat.realtime.consumers) and the HTTP run endpoints (chat.web.runs_api) call
+these and nothing else, so both share one start path, its limits, quotas and refusal codes
+(docs/protocol.md, "Client frames" and "Runs over HTTP"). Every refusal is a ProtocolError."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from chat.agent.approval import Decision
+from chat.conversations import uploads
+from chat.exceptions import (
+    AgentUnavailable,
+    ApprovalClosed,
+    ConversationGone,
+    NotAUserMessage,
+    QuotaExceeded,
+    RateLimited,
+    RunInProgress,
+    UnknownApproval,
+)
+from chat.models import Run
+from chat.realtime.client_frames import ProtocolError, already_answered
+from chat.runtime.registry import get_registry
+
+
+def database_unavailable() -> ProtocolError:
+    return ProtocolError(
+        "UNAVAILABLE", "The server cannot reach its database; try again in a moment.", "database unavailable"
+    )
+
+
+async def message_attachments(frame: dict[str, Any], *, conversation_id) -> tuple[dict[str, Any], ...]:
+    """The files a message's `attachments` names, as its user_message records them; each must
+    be in the conversation's workspace (docs/protocol.md, "Attachments")."""
+    paths = frame.get("attachments")
+    if paths is None:
+        return ()
+    if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+        raise ProtocolError("BAD_REQUEST", "attachments must be a list of file paths.", "wrong type: attachments")
+    try:
+        found = await asyncio.to_thread(uploads.attachments_resolve, conversation_id=conversation_id, paths=paths)
+    except uploads.FileRefused as exc:
+        raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
+    return tuple(found)
+
+
+async def run_start(
+    *, conversation, user, content: str, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
+) -> Run:
+    try:
+        return await get_registry().start(
+            conversation=conversation, user=user, content=content, attachments=attachments, **version
+        )
+    except NotAUserMessage as exc:
+        raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
+    except RunInProgress:
+        raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
+    except RateLimited as exc:
+        raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
+    except QuotaExceeded as exc:
+        raise ProtocolError(
+            "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
+        ) from None
+    except AgentUnavailable as exc:
+        # Refused rather than answered by another agent: a profile may stand for an endpoint
+        # chosen for what it may see (a local model for confidential work), and a silent
+        # switch would send the message elsewhere. The user picks another agent (PATCH).
+        raise ProtocolError(
+            "AGENT_UNAVAILABLE", "This conversation's agent is no longer available to you; pick another.", str(exc)
+        ) from None
+    except ConversationGone:
+        raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
+
+
+async def run_cancel(*, conversation_id) -> bool:
+    return await get_registry().cancel(conversation_id=conversation_id)
+
+
+async def run_approve(*, conversation_id, tool_call_id: str, decision: Decision, reply_to: str | None) -> None:
+    """`reply_to`: the socket's channel, told if the answer reaches another process too late
+    (None over HTTP: nobody is left to tell)."""
+    try:
+        await get_registry().approve(
+            conversation_id=conversation_id, tool_call_id=tool_call_id, decision=decision, reply_to=reply_to
+        )
+    except UnknownApproval:
+        raise ProtocolError(
+            "BAD_REQUEST", "This conversation has no approval request with that toolCallId.", "unknown toolCallId"
+        ) from None
+    except ApprovalClosed:
+        raise already_answered() from None

@@ -1,0 +1,215 @@
+"""Server-sent events (docs/protocol.md, "Server-sent events"): a conversation's events for a
+program that reads HTTP, exactly as the WebSocket sends them, without a thread per stream.
+
+`GET /api/conversations/<id>/stream/?after=<seq>` (or `Last-Event-ID`, which wins): the
+persisted events after it, one `sync` event, then the live events. The order is the
+consumer's (register-then-fetch): the stream's channel joins the conversation's group before
+the history is read, live batches whose seq was already sent are dropped, and a batch that
+starts past the next seq has its gap read from the database. Every tick (the keep-alive
+comment, the credential re-check) also reads what the layer may have lost.
+
+The credential holds for the stream's life: a revocation pushed to the user's group
+(chat.realtime.revocation) ends it at once, and the session or token is re-checked every
+SESSION_RECHECK_SECONDS for a push that was lost. `&until=complete` ends it after the first
+`complete` event past `after`. nginx must not buffer it: the response says
+`X-Accel-Buffering: no` (docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.db import DatabaseError
+from django.http import StreamingHttpResponse
+from django.views.decorators.http import require_http_methods
+
+from chat.agent.text import clean_value
+from chat.conversations.selectors import conversation_for_user
+from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
+from chat.realtime.consumers import SESSION_RECHECK_SECONDS
+from chat.realtime.revocation import REVOKED, session_is_current, user_group
+from chat.runtime.doorbell import conversation_group
+from chat.runtime.registry import get_registry
+from chat.web.runs_api import not_found, not_signed_in, request_user
+from chat.web.tokens import token_is_current
+
+logger = logging.getLogger(__name__)
+
+# A comment line this often keeps proxies and clients from timing the stream out.
+KEEPALIVE_SECONDS = 15.0
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def _seq(value: str | None) -> int | None:
+    try:
+        return max(0, int(value)) if value is not None and value.strip() else None
+    except ValueError:
+        return None
+
+
+def sse_event(frame: dict[str, Any], *, with_id: bool = True) -> bytes:
+    """One event: `id: <seq>`, `event: <type>`, `data: <the frame's JSON>` (orjson's JSON holds no newline)."""
+    try:
+        data = orjson.dumps(frame)
+    except TypeError:  # a surrogate stored before text was cleaned on the way in, as on the socket
+        data = orjson.dumps(clean_value(frame))
+    head = f"id: {frame['seq']}\n" if with_id and "seq" in frame else ""
+    return f"{head}event: {frame['type']}\n".encode() + b"data: " + data + b"\n\n"
+
+
+class Stream:
+    """One open stream: its channel in the conversation's and the user's groups, and the last seq sent."""
+
+    def __init__(self, *, conversation, user, token_id, session_key, after: int, until_complete: bool):
+        self.conversation, self.user = conversation, user
+        self.token_id, self.session_key = token_id, session_key
+        self.last_seq = min(after, conversation.last_seq)
+        self.until_complete = until_complete
+        self.done = False
+        self.layer = get_channel_layer()
+        self.channel = ""
+        self.groups = (user_group(user.pk), conversation_group(conversation.pk))
+
+    async def events(self) -> AsyncIterator[bytes]:
+        # Joined before anything is read (register-then-fetch), the user's group first so that a
+        # credential ending from here on reaches the stream.
+        self.channel = await self.layer.new_channel("sse.")
+        try:
+            for group in self.groups:
+                await self.layer.group_add(group, self.channel)
+            await get_registry().ensure_started()
+            for chunk in await self._from_database():
+                yield chunk
+            if self.done:  # until=complete, and the complete was in the history
+                return
+            run, pending = await database_sync_to_async(run_in_progress)(conversation_id=self.conversation.pk)
+            sync = {
+                "type": "sync",
+                "lastSeq": self.last_seq,
+                "running": run is not None,
+                "runId": str(run.pk) if run else None,
+                "pendingApprovals": pending,
+            }
+            yield sse_event(sync, with_id=False)
+            async for chunk in self._live():
+                yield chunk
+        finally:
+            for group in self.groups:
+                try:
+                    await self.layer.group_discard(group, self.channel)
+                except Exception:  # the layer is down: its groups expire by themselves
+                    logger.info("could not leave %s", group, exc_info=True)
+
+    async def _live(self) -> AsyncIterator[bytes]:
+        checked_at = kept_at = time.monotonic()
+        tick = min(KEEPALIVE_SECONDS, SESSION_RECHECK_SECONDS)
+        while not self.done:
+            try:
+                message = await asyncio.wait_for(self.layer.receive(self.channel), tick)
+            except TimeoutError:
+                message = None
+            now = time.monotonic()
+            if message is not None and message.get("type") == REVOKED:
+                if self._revokes(message):
+                    return
+            elif message is not None and message.get("type") == "chat.events":
+                for chunk in await self._batch(message["events"]):
+                    yield chunk
+            if now - checked_at >= SESSION_RECHECK_SECONDS:
+                if not await self._credential_holds():
+                    return
+                checked_at = now
+                for chunk in await self._from_database():  # what the layer may have lost
+                    yield chunk
+            if now - kept_at >= KEEPALIVE_SECONDS and not self.done:
+                kept_at = now
+                yield KEEPALIVE
+
+    def _revokes(self, message: dict[str, Any]) -> bool:
+        token_id, session_key = message.get("token_id"), message.get("session_key")
+        if token_id is not None:
+            return token_id == self.token_id
+        return self.token_id is None and (session_key is None or session_key == self.session_key)
+
+    async def _credential_holds(self) -> bool:
+        try:
+            if self.token_id is not None:
+                return await database_sync_to_async(token_is_current)(token_id=self.token_id, user_id=self.user.pk)
+            return await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+        except DatabaseError:  # not known to have ended: checked again at the next tick
+            logger.warning("a stream could not re-check its credential", exc_info=True)
+            return True
+
+    async def _batch(self, frames: list[dict[str, Any]]) -> list[bytes]:
+        out: list[bytes] = []
+        if frames and frames[0]["seq"] > self.last_seq + 1:
+            out += await self._from_database(until=frames[0]["seq"] - 1)
+            if frames[0]["seq"] > self.last_seq + 1:  # the gap could not be read: the next tick fills it
+                return out
+        for frame in frames:
+            if frame["seq"] > self.last_seq and not self.done:
+                out.append(self._send(frame))
+        return out
+
+    async def _from_database(self, until: int | None = None) -> list[bytes]:
+        out: list[bytes] = []
+        try:
+            while not self.done:
+                frames = await database_sync_to_async(events_after)(
+                    conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
+                )
+                out += [self._send(frame) for frame in frames if not self.done]
+                if len(frames) < EVENT_PAGE:
+                    break
+        except DatabaseError:
+            logger.warning("a stream could not read from the database", exc_info=True)
+        return out
+
+    def _send(self, frame: dict[str, Any]) -> bytes:
+        self.last_seq = frame["seq"]
+        if self.until_complete and frame["type"] == "complete":
+            self.done = True
+        return sse_event(frame)
+
+
+@require_http_methods(["GET"])
+async def conversation_stream(request, conversation_id: uuid.UUID):
+    user = await request_user(request)
+    if user is None:
+        return not_signed_in()
+    conversation = await database_sync_to_async(conversation_for_user)(user=user, conversation_id=conversation_id)
+    if conversation is None:
+        return not_found()
+    after = _seq(request.headers.get("Last-Event-ID"))
+    if after is None:
+        after = _seq(request.GET.get("after")) or 0
+    token = getattr(request, "api_token", None)
+    stream = Stream(
+        conversation=conversation,
+        user=user,
+        token_id=token.pk if token is not None else None,
+        session_key=request.session.session_key if token is None else None,
+        after=after,
+        until_complete=request.GET.get("until") == "complete",
+    )
+    response = StreamingHttpResponse(_until_done(stream), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
+    return response
+
+
+async def _until_done(stream: Stream) -> AsyncIterator[bytes]:
+    events = stream.events()
+    try:
+        async for chunk in events:
+            yield chunk
+    finally:
+        await events.aclose()  # leaves the groups now, not when the generator is collected
