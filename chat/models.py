@@ -86,6 +86,10 @@ class AgentProfile(models.Model):
         return f"{self.name} ({self.slug})"
 
 
+# Conversation.source of a conversation started by the OpenAI-compatible endpoint.
+API_SOURCE = "api"
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
@@ -104,6 +108,9 @@ class Conversation(models.Model):
     # reload or another device shows the same branch; null: the newest branch. A new run
     # clears it: the turn it adds is the one to show.
     viewed_seq = models.PositiveBigIntegerField(null=True, blank=True)
+    # Where it was started: "" the chat page (or the API's conversation routes), "api" a call of
+    # the OpenAI-compatible endpoint (docs/protocol.md, "OpenAI-compatible endpoint").
+    source = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["-updated_at"]

@@ -15,7 +15,7 @@ import pytest
 from chat import urls
 from chat.agent import events, loop
 from chat.realtime import client_frames, consumers, routing, run_actions
-from chat.web import api, api_tokens, bearer, files, json_api, runs_api
+from chat.web import api, api_tokens, bearer, files, json_api, openai_api, openai_shapes, runs_api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 
@@ -65,6 +65,20 @@ API_ERROR_CODES = sorted(
         if code
     }
 )
+# The OpenAI-compatible endpoint's `code`s: written where an error is made, and every start refusal's.
+OPENAI_ERROR_CODES = sorted(
+    set(
+        re.findall(
+            r'openai_error\(\s*\d+,\s*"([a-z_]+)"|code="([a-z_]+)"|(?:^|\s)return \d+, "([a-z_]+)"',
+            "".join(inspect.getsource(module) for module in (openai_api, openai_shapes, bearer)),
+        )
+    )
+)
+OPENAI_ERROR_CODES = sorted(
+    {code for pair in OPENAI_ERROR_CODES for code in pair if code}
+    | {code for _, code in openai_shapes.START_REFUSALS.values()}
+    | {code for _, code in bearer.OPENAI_REFUSALS.values()}
+)
 CLOSE_CODES = sorted(value for name, value in vars(consumers).items() if name.startswith("CLOSE_"))
 ROUTES = sorted(
     "/" + str(pattern.pattern)
@@ -80,10 +94,13 @@ def test_the_code_still_has_the_names_this_test_reads():
     assert {"message", "cancel", "ping"} <= set(FRAME_TYPES)
     assert {"not_authenticated", "bad_request", "not_found"} <= set(API_ERROR_CODES)
     assert {4401, 4404} <= set(CLOSE_CODES)
+    assert {"model_not_found", "invalid_api_key", "tools_not_supported", "model_call_failed"} <= set(OPENAI_ERROR_CODES)
     assert "/healthz" in ROUTES and any(route.startswith("/ws/") for route in ROUTES)
 
 
-@pytest.mark.parametrize("name", EVENT_TYPES + EVENT_ERROR_CODES + RUN_STATUSES + FRAME_ERROR_CODES + API_ERROR_CODES)
+@pytest.mark.parametrize(
+    "name", EVENT_TYPES + EVENT_ERROR_CODES + RUN_STATUSES + FRAME_ERROR_CODES + API_ERROR_CODES + OPENAI_ERROR_CODES
+)
 def test_every_name_a_client_can_meet_is_documented(name):
     assert f"`{name}`" in DOC or f'"{name}"' in DOC, f"docs/protocol.md does not mention {name}"
 

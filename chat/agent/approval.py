@@ -61,6 +61,24 @@ class ApprovalPolicy:
         return any(fnmatchcase(tool_name, pattern) for pattern in self.patterns)
 
 
+class Unattended:
+    """The answers of a run nobody watches (docs/protocol.md, "OpenAI-compatible endpoint"): every
+    call that needs approval is denied at once, and the model reads a tool error."""
+
+    REASON = "no one can approve tool calls made through the OpenAI-compatible endpoint"
+
+    def expect(self, tool_call_ids: Sequence[str]) -> dict[str, asyncio.Future[Decision]]:
+        futures: dict[str, asyncio.Future[Decision]] = {}
+        for call_id in tool_call_ids:
+            future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+            future.set_result(Decision(DENIED, self.REASON))
+            futures[call_id] = future
+        return futures
+
+    def forget(self, tool_call_ids: Sequence[str]) -> None:
+        pass
+
+
 def denial_result(decision: Decision, *, timeout: float) -> str:
     """The tool result the model reads for a call that was not approved."""
     if decision.decision == EXPIRED:

@@ -12,7 +12,7 @@ from django.conf import settings
 
 from chat import mcp
 from chat.agent import Agent, ChatModel, ModelCallObserver, ToolContext
-from chat.agent.approval import Answers, ApprovalPolicy
+from chat.agent.approval import Answers, ApprovalPolicy, Unattended
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
@@ -121,6 +121,8 @@ def approval_policy(config: AgentConfig, answers: Answers | None) -> ApprovalPol
     """The run's approvals: the profile's patterns (AGENT_APPROVAL_TOOLS for the default agent
     and for a profile that names none)."""
     patterns = config.approval_tools
+    if config.unattended and patterns:
+        answers = Unattended()
     if answers is None or not patterns:
         return None
     return ApprovalPolicy(patterns=patterns, timeout=settings.AGENT_APPROVAL_TIMEOUT, answers=answers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -18,7 +18,7 @@ from django.conf import settings
 from chat import mcp
 from chat.agent import ModelOptions
 from chat.agent.turns import TOOL_CHOICE_MODES
-from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
+from chat.models import API_SOURCE, DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
 from chat.tools import BUILTIN_TOOLS
 from chat.tools.skill_catalogue import discover
 
@@ -64,6 +64,8 @@ class AgentConfig:
     # fnmatch patterns of the tools whose calls wait for the user's approval (docs/protocol.md, "Approvals").
     approval_tools: tuple[str, ...]
     profile_id: int | None = None
+    # A run nobody watches (the OpenAI-compatible endpoint's): approvals are denied at once.
+    unattended: bool = False
 
     @property
     def is_demo(self) -> bool:
@@ -136,6 +138,12 @@ def profile_config(profile: AgentProfile) -> AgentConfig:
         approval_tools=tuple(split_names(profile.approval_tools)) or tuple(settings.AGENT_APPROVAL_TOOLS),
         profile_id=profile.pk,
     )
+
+
+def for_source(config: AgentConfig, *, source: str) -> AgentConfig:
+    """The configuration of a run of a conversation started from `source` (Conversation.source):
+    an OpenAI-compatible call's run is unattended, at its start and when another process resumes it."""
+    return replace(config, unattended=True) if source == API_SOURCE else config
 
 
 def config_for(profile: AgentProfile | None) -> AgentConfig:

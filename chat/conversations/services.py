@@ -21,9 +21,10 @@ TITLE_MAX = 200
 FEEDBACK_COMMENT_MAX = 2000
 
 
-def conversation_create(*, owner, title: str = "", agent: AgentProfile | None = None) -> Conversation:
-    """`agent`: a profile the owner may use (the caller checked it); None: the default agent."""
-    return Conversation.objects.create(owner=owner, title=clean(title.strip()[:TITLE_MAX]), agent=agent)
+def conversation_create(*, owner, title: str = "", agent: AgentProfile | None = None, source: str = "") -> Conversation:
+    """`agent`: a profile the owner may use (the caller checked it); None: the default agent.
+    `source`: Conversation.source ("api" for the OpenAI-compatible endpoint's)."""
+    return Conversation.objects.create(owner=owner, title=clean(title.strip()[:TITLE_MAX]), agent=agent, source=source)
 
 
 def conversation_set_agent(*, conversation: Conversation, agent: AgentProfile | None) -> Conversation:

@@ -37,6 +37,22 @@ def attachments_note(event: Mapping[str, Any]) -> str:
     return "\n\n[Attached files in your workspace (read them with read_file): " + ", ".join(described) + "]"
 
 
+def recorded_history(event: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The earlier messages a user_message carries as `history`, each {"role", "content"}: an
+    OpenAI-compatible request's messages before its last user message
+    (docs/protocol.md, "OpenAI-compatible endpoint")."""
+    recorded = event.get("history")
+    if not isinstance(recorded, list):
+        return []
+    return [
+        {"role": m["role"], "content": m["content"]}
+        for m in recorded
+        if isinstance(m, dict)
+        and m.get("role") in ("system", "user", "assistant")
+        and isinstance(m.get("content"), str)
+    ]
+
+
 def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One run's chat messages, from its events in order (thinking may be left out: unread)."""
     messages: list[dict[str, Any]] = []
@@ -73,6 +89,7 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         kind = event["type"]
         if kind == "user_message":
             close_round()
+            messages.extend(recorded_history(event))
             messages.append({"role": "user", "content": event["content"] + attachments_note(event)})
         elif kind == "text":
             if calls and len(results) == len(calls):

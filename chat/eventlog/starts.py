@@ -244,7 +244,11 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
     for start in starts:
         key, seq = _conversation_key(start.conversation.pk), start.named_seq
         if seq is None:
-            out.append(_user_message(start.content, parent_seq=newest.get(key), attachments=start.attachments))
+            out.append(
+                _user_message(
+                    start.content, parent_seq=newest.get(key), attachments=start.attachments, history=start.history
+                )
+            )
             continue
         named_payload = found.get((key, seq))
         if named_payload is None:
@@ -268,11 +272,18 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
 
 
 def _user_message(
-    content: str, *, parent_seq: int | None, attachments: Sequence[dict[str, Any]] = (), **version: int
+    content: str,
+    *,
+    parent_seq: int | None,
+    attachments: Sequence[dict[str, Any]] = (),
+    history: Sequence[dict[str, Any]] = (),
+    **version: int,
 ) -> dict[str, Any]:
     message = {**UserMessageEvent(content).to_dict(), "parentSeq": parent_seq, **version}
     if attachments:
         message["attachments"] = list(attachments)
+    if history:
+        message["history"] = list(history)
     return message
 
 

@@ -90,6 +90,8 @@ class RunStart:
     # The user_message's `attachments` (chat.conversations.uploads.attachments_resolve): [{"path", "size"}].
     # An edit or regenerate keeps those of the message it replaces instead.
     attachments: tuple[dict[str, Any], ...] = ()
+    # The user_message's `history`: the earlier messages of an OpenAI-compatible request.
+    history: tuple[dict[str, Any], ...] = ()
 
     @property
     def named_seq(self) -> int | None:

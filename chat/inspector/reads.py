@@ -58,6 +58,7 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
     """Runs matching the filters, sorted, with `duration`, `retries` and `tool_errors` annotated."""
     rows = Run.objects.select_related("user", "feedback").annotate(
         duration=_duration(now),
+        source=F("conversation__source"),  # "api": started by the OpenAI-compatible endpoint
         retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
         # Failures only: a call denied at approval, or expired, is not one (ToolRecord.outcome).
         tool_errors=Count("tool_records", filter=Q(tool_records__outcome=ERROR), distinct=True),
@@ -125,6 +126,11 @@ def fold_deltas(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def conversation_source(conversation_id: str) -> str:
+    """Where a run's conversation was started ("api": the OpenAI-compatible endpoint; "" the chat)."""
+    return Conversation.objects.filter(pk=conversation_id).values_list("source", flat=True).first() or ""
 
 
 def conversation_title(conversation_id: str) -> str:

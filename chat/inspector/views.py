@@ -212,6 +212,7 @@ def run_page(request, run_id):
         "events": events,
         "events_hidden": len(trace["events"]) - len(shown),
         "conversation_title": reads.conversation_title(run["conversationId"]),
+        "conversation_source": reads.conversation_source(run["conversationId"]),
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).
         "replay_events": trace["events"],
         "js_strings": js_strings(),

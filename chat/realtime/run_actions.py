@@ -47,11 +47,18 @@ async def message_attachments(frame: dict[str, Any], *, conversation_id) -> tupl
 
 
 async def run_start(
-    *, conversation, user, content: str, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
+    *,
+    conversation,
+    user,
+    content: str,
+    attachments: tuple[dict[str, Any], ...] = (),
+    history: tuple[dict[str, Any], ...] = (),
+    **version: int | None,
 ) -> Run:
+    """`history`: the earlier messages of an OpenAI-compatible request, recorded on the user_message."""
     try:
         return await get_registry().start(
-            conversation=conversation, user=user, content=content, attachments=attachments, **version
+            conversation=conversation, user=user, content=content, attachments=attachments, history=history, **version
         )
     except NotAUserMessage as exc:
         raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None

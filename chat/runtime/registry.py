@@ -146,12 +146,15 @@ class RunRegistry:
         edits: int | None = None,
         regenerates: int | None = None,
         attachments: tuple[dict[str, Any], ...] = (),
+        history: tuple[dict[str, Any], ...] = (),
     ) -> Run:
         """Start a run for a user message, an edit or a regenerate (RunStart). Raises
         RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
-        start = RunStart(conversation, user, content, model, self.channel, parent_seq, edits, regenerates, attachments)
+        start = RunStart(
+            conversation, user, content, model, self.channel, parent_seq, edits, regenerates, attachments, history
+        )
         return await self._starts.submit(start)
 
     async def _start_group(self, starts: list[RunStart]) -> list[Run | Exception]:
@@ -258,14 +261,15 @@ def _start_with_memory(
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
     memories = memory.runs_memory(runs=older) if older else {}
     out: list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception] = []
-    for result in started:
+    for start, result in zip(starts, started, strict=True):
         if isinstance(result, Exception):
             out.append(result)
             continue
         run, frames = result
         key = run.conversation_id
         messages = memories[key] if key in memories else history.run_messages(frames)
-        out.append((run, frames, messages, profiles.config_for(run.agent)))
+        config = profiles.for_source(profiles.config_for(run.agent), source=start.conversation.source)
+        out.append((run, frames, messages, config))
     return out
 
 

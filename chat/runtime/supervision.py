@@ -44,7 +44,7 @@ from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import stale_runs
 from chat.eventlog.takeover import run_interrupt, runs_heartbeat
 from chat.eventlog.types import Interruption
-from chat.models import Run
+from chat.models import Conversation, Run
 from chat.ops.metrics import publish_process_gauges_forever
 from chat.runtime import doorbell
 from chat.runtime.approvals import APPROVE_MESSAGE, REFUSED_MESSAGE, ApprovalDesk
@@ -263,7 +263,8 @@ def _interrupt_with_memory(
         return interruption, [], None
     run = interruption.run
     messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
-    return interruption, messages, profiles.config_for(run.agent)
+    source = Conversation.objects.filter(pk=run.conversation_id).values_list("source", flat=True).first() or ""
+    return interruption, messages, profiles.for_source(profiles.config_for(run.agent), source=source)
 
 
 _sigterm_installed = False

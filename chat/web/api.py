@@ -110,6 +110,7 @@ def conversation_json(conversation: Conversation, *, running: bool | None = None
         "created_at": conversation.created_at.isoformat(),
         "updated_at": conversation.updated_at.isoformat(),
         "running": bool(getattr(conversation, "running", False) if running is None else running),
+        **({"source": conversation.source} if conversation.source else {}),
         "viewed_seq": conversation.viewed_seq,
     }
     if hasattr(conversation, "snippet"):  # a search hit

@@ -12,7 +12,11 @@ from django.http import JsonResponse
 from agentsite.proxy import client_address, socket_client_address
 from chat.web.tokens import token_attempt_failed, token_attempts_refused, token_user
 
-BEARER_PATHS = ("/api/",)
+BEARER_PATHS = ("/api/", "/v1/")
+# Where refusals take OpenAI's error shape (docs/protocol.md, "OpenAI-compatible endpoint").
+OPENAI_PATHS = ("/v1/",)
+# There: (OpenAI's error type, code) by status.
+OPENAI_REFUSALS = {401: ("authentication_error", "invalid_api_key"), 429: ("rate_limit_error", "rate_limit_exceeded")}
 
 
 def bearer_value(header: str) -> str | None:
@@ -21,8 +25,13 @@ def bearer_value(header: str) -> str | None:
     return value.strip() if scheme.lower() == "bearer" else None
 
 
-def _refusal(status: int, code: str, message: str) -> JsonResponse:
-    response = JsonResponse({"error": code, "message": message}, status=status)
+def _refusal(status: int, code: str, message: str, *, openai: bool = False) -> JsonResponse:
+    if openai:
+        kind, openai_code = OPENAI_REFUSALS[status]
+        body = {"error": {"message": message, "type": kind, "param": None, "code": openai_code}}
+    else:
+        body = {"error": code, "message": message}
+    response = JsonResponse(body, status=status)
     response["WWW-Authenticate"] = 'Bearer error="invalid_token"' if status == 401 else "Bearer"
     return response
 
@@ -39,12 +48,15 @@ class BearerTokenMiddleware:
         if value is None or not request.path.startswith(BEARER_PATHS):
             return self.get_response(request)
         address = client_address(request) or ""
+        openai = request.path.startswith(OPENAI_PATHS)
         if token_attempts_refused(address):
-            return _refusal(429, "rate_limited", "Too many failed token attempts from your network; try again later.")
+            return _refusal(
+                429, "rate_limited", "Too many failed token attempts from your network; try again later.", openai=openai
+            )
         user, token = token_user(value)
         if user is None:
             token_attempt_failed(address)
-            return _refusal(401, "not_authenticated", "The API token is unknown, revoked or expired.")
+            return _refusal(401, "not_authenticated", "The API token is unknown, revoked or expired.", openai=openai)
         request.user = request._cached_user = user
         request.api_token = token
         request._dont_enforce_csrf_checks = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 from chat.web.openapi_schemas import ref
 
 JSON = "application/json"
+STRING_SCHEMA = {"type": "string"}
 
 # Who may call: the session (with CSRF on unsafe methods) or a bearer token; none for open routes.
 READ = [{"sessionCookie": []}, {"bearerAuth": []}]
@@ -38,6 +39,11 @@ def body(schema: str, *, media: str = JSON, required: bool = True) -> dict:
     return {"required": required, "content": {media: {"schema": ref(schema)}}}
 
 
+def openai_error(description: str) -> dict:
+    return answer(description, "OpenAIError")
+
+
+RUN_HEADERS = {"X-Agentsite-Conversation": "The call's conversation.", "X-Agentsite-Run": "The call's run."}
 UNAUTHENTICATED = error("Not signed in (or a bad bearer token, with `WWW-Authenticate`).")
 BAD_REQUEST = error("The body or a query parameter is refused; `message` says why.")
 NO_CONVERSATION = error("No such conversation (someone else's answers the same).")
@@ -322,6 +328,37 @@ ROUTES: dict[str, dict[str, dict]] = {
             {"204": answer("Revoked."), "404": error("No such token.")},
             security=WRITE,
             tags=["tokens"],
+        )
+    },
+    "v1/models": {
+        "get": operation(
+            "OpenAI-compatible: the agents the user may pick as models, `default` first",
+            {"200": answer("The models.", "ModelList")},
+            tags=["openai"],
+        )
+    },
+    "v1/chat/completions": {
+        "post": operation(
+            "OpenAI-compatible: run an agent on a new conversation; the answer whole or streamed",
+            {
+                "200": {
+                    "description": "A `chat.completion`, or with `stream` `text/event-stream` chunks then `[DONE]`.",
+                    "content": {
+                        JSON: {"schema": ref("ChatCompletion")},
+                        "text/event-stream": {"schema": STRING_SCHEMA},
+                    },
+                    "headers": {k: {"schema": STRING_SCHEMA, "description": v} for k, v in RUN_HEADERS.items()},
+                },
+                "400": openai_error("Bad messages, client `tools`, or a message over the size limit."),
+                "404": openai_error("`model_not_found`: no such agent, or not open to the user."),
+                "409": openai_error("`run_cancelled`: the run was cancelled."),
+                "429": openai_error("`rate_limit_exceeded` or `insufficient_quota`."),
+                "502": openai_error("`model_call_failed` or `run_failed`: the run ended without an answer."),
+                "503": openai_error("`service_unavailable`: no database."),
+            },
+            security=WRITE,
+            requestBody=body("ChatCompletionRequest"),
+            tags=["openai"],
         )
     },
 }

@@ -64,8 +64,9 @@ SCHEMAS: dict[str, dict] = {
             "running": {"type": "boolean"},
             "viewed_seq": {"type": ["integer", "null"], "description": "The version its owner views; null: newest."},
             "snippet": {"type": "string", "description": "A search hit only: plain text around the match."},
+            "source": {"enum": ["api"], "description": "Started by the OpenAI-compatible endpoint."},
         },
-        optional=("snippet",),
+        optional=("snippet", "source"),
     ),
     "ConversationPage": _object(
         {
@@ -188,6 +189,52 @@ SCHEMAS: dict[str, dict] = {
     "Health": _object(
         {"status": {"enum": ["ok", "error"]}, "database": STRING, "event_writer": STRING, "channel_layer": STRING},
         description='Each check is `"ok"` or `"error: <exception class>"`.',
+    ),
+    "OpenAIError": _object(
+        {
+            "error": _object(
+                {"message": STRING, "type": STRING, "param": {"type": ["string", "null"]}, "code": STRING},
+                optional=("param",),
+            )
+        },
+        description="An error of /v1/ in OpenAI's shape.",
+    ),
+    "ModelList": _object(
+        {
+            "object": {"const": "list"},
+            "data": {
+                "type": "array",
+                "items": _object(
+                    {"id": STRING, "object": {"const": "model"}, "created": {"type": "integer"}, "owned_by": STRING}
+                ),
+            },
+        }
+    ),
+    # OpenAI's request: fields this endpoint does not read are accepted and ignored.
+    "ChatCompletionRequest": _object(
+        {
+            "model": STRING,
+            "messages": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+            "stream": {"type": "boolean"},
+            "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+            "temperature": {"type": "number"},
+            "max_tokens": {"type": "integer"},
+        },
+        optional=("stream", "stream_options", "temperature", "max_tokens"),
+        closed=False,
+    ),
+    "ChatCompletion": _object(
+        {
+            "id": STRING,
+            "object": {"enum": ["chat.completion", "chat.completion.chunk"]},
+            "created": {"type": "integer"},
+            "model": STRING,
+            "choices": {"type": "array", "items": {"type": "object"}},
+            "usage": _object({"prompt_tokens": COUNT, "completion_tokens": COUNT, "total_tokens": COUNT}),
+        },
+        optional=("usage",),
+        closed=False,
+        description="A `chat.completion` (or, streamed, each `chat.completion.chunk`).",
     ),
     "OpenAPI": {"type": "object", "description": "This document.", "required": ["openapi", "paths"]},
 }

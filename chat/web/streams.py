@@ -79,6 +79,13 @@ class Stream:
         self.groups = (user_group(user.pk), conversation_group(conversation.pk))
 
     async def events(self) -> AsyncIterator[bytes]:
+        """The stream as server-sent events: each frame with its seq as id (sync without one)."""
+        async for frame in self.frames():
+            yield frame if isinstance(frame, bytes) else sse_event(frame, with_id=frame["type"] != "sync")
+
+    async def frames(self) -> AsyncIterator[dict[str, Any] | bytes]:
+        """The stream's frames in seq order, one `sync` frame after the history, and KEEPALIVE
+        whenever the keep-alive is due (the OpenAI-compatible endpoint follows a run with it too)."""
         # Joined before anything is read (register-then-fetch), the user's group first so that a
         # credential ending from here on reaches the stream.
         self.channel = await self.layer.new_channel("sse.")
@@ -98,7 +105,7 @@ class Stream:
                 "runId": str(run.pk) if run else None,
                 "pendingApprovals": pending,
             }
-            yield sse_event(sync, with_id=False)
+            yield sync
             async for chunk in self._live():
                 yield chunk
         finally:
@@ -108,7 +115,7 @@ class Stream:
                 except Exception:  # the layer is down: its groups expire by themselves
                     logger.info("could not leave %s", group, exc_info=True)
 
-    async def _live(self) -> AsyncIterator[bytes]:
+    async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
         checked_at = kept_at = time.monotonic()
         tick = min(KEEPALIVE_SECONDS, SESSION_RECHECK_SECONDS)
         while not self.done:
@@ -148,8 +155,8 @@ class Stream:
             logger.warning("a stream could not re-check its credential", exc_info=True)
             return True
 
-    async def _batch(self, frames: list[dict[str, Any]]) -> list[bytes]:
-        out: list[bytes] = []
+    async def _batch(self, frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         if frames and frames[0]["seq"] > self.last_seq + 1:
             out += await self._from_database(until=frames[0]["seq"] - 1)
             if frames[0]["seq"] > self.last_seq + 1:  # the gap could not be read: the next tick fills it
@@ -159,8 +166,8 @@ class Stream:
                 out.append(self._send(frame))
         return out
 
-    async def _from_database(self, until: int | None = None) -> list[bytes]:
-        out: list[bytes] = []
+    async def _from_database(self, until: int | None = None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         try:
             while not self.done:
                 frames = await database_sync_to_async(events_after)(
@@ -173,11 +180,11 @@ class Stream:
             logger.warning("a stream could not read from the database", exc_info=True)
         return out
 
-    def _send(self, frame: dict[str, Any]) -> bytes:
+    def _send(self, frame: dict[str, Any]) -> dict[str, Any]:
         self.last_seq = frame["seq"]
         if self.until_complete and frame["type"] == "complete":
             self.done = True
-        return sse_event(frame)
+        return frame
 
 
 @require_http_methods(["GET"])

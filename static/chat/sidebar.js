@@ -152,7 +152,7 @@ export class Sidebar {
     const now = new Date();
     const groups = this.terms.length ? null : this.conversations.map((c) => dateGroup(c.updated_at, now));
     const signature = JSON.stringify([this.activeId, this.terms, groups && groups.map((g) => g.label),
-      this.conversations.map((c) => [c.id, c.title, Boolean(c.running), c.snippet])]);
+      this.conversations.map((c) => [c.id, c.title, Boolean(c.running), c.snippet, c.source])]);
     if (signature === this.signature) return;
     this.signature = signature;
     const focused = this.list.contains(document.activeElement) ? document.activeElement : null;
@@ -184,6 +184,9 @@ export class Sidebar {
         typeof conversation.snippet === "string" && conversation.snippet !== title
           ? h("span", { className: "conv-snippet" }, highlighted(conversation.snippet, this.terms))
           : null),
+      conversation.source === "api"
+        ? h("span", { className: "conv-tag conv-tag-api", text: "API", title: t("Started through the OpenAI-compatible API") })
+        : null,
       h("span", { className: "running-dot", title: t("Running"), "aria-hidden": "true" }),
       h("span", { className: "visually-hidden running-label", text: ` (${t("running")})` }));
     const rename = h("button", { type: "button", className: "icon-btn", dataset: { action: "rename" },

@@ -1,0 +1,130 @@
+"""The OpenAI-compatible endpoint's request reading and answer shapes, without a server
+(docs/protocol.md, "OpenAI-compatible endpoint"); tests/e2e/test_openai_api.py runs them for real."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from chat.agent.approval import DENIED, Unattended
+from chat.agents import profiles
+from chat.models import API_SOURCE
+from chat.web import openai_shapes as shapes
+
+
+def test_the_last_user_message_is_the_content_and_the_rest_its_history():
+    call = shapes.completion_request(
+        {
+            "model": "default",
+            "messages": [
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": "c"},
+                {"role": "user", "content": "d"},
+            ],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.5,
+        }
+    )
+    assert call.content == "d" and call.stream and call.include_usage
+    assert call.history == (
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "ab"},
+        {"role": "assistant", "content": "c"},
+    )
+    assert call.options == {"temperature": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        ([], None, "invalid_request"),
+        ({"messages": [{"role": "user", "content": "x"}]}, "model", "invalid_request"),
+        ({"model": "default", "messages": []}, "messages", "invalid_request"),
+        ({"model": "default", "messages": [{"role": "assistant", "content": "x"}]}, "messages[0]", "invalid_request"),
+        ({"model": "default", "messages": [{"role": "tool", "content": "x"}]}, "messages[0]", "invalid_request"),
+        ({"model": "default", "messages": [{"role": "user", "content": 3}]}, "messages[0].content", "invalid_content"),
+        (
+            {"model": "default", "messages": [{"role": "user", "content": "x"}], "tools": [{}]},
+            "tools",
+            "tools_not_supported",
+        ),
+        (
+            {"model": "default", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
+            "temperature",
+            "invalid_request",
+        ),
+    ],
+)
+def test_bad_requests_are_400_with_their_param(body, param, code):
+    with pytest.raises(shapes.BadRequest) as caught:
+        shapes.completion_request(body)
+    assert (caught.value.param, caught.value.code) == (param, code)
+    response = caught.value.response()
+    error = orjson.loads(response.content)["error"]
+    assert response.status_code == 400 and error["type"] == "invalid_request_error" and error["code"] == code
+
+
+def _outcome(*frames):
+    outcome = shapes.RunOutcome("r")
+    for seq, frame in enumerate(frames, 1):
+        outcome.add({**frame, "seq": seq, "runId": "r"})
+    return outcome
+
+
+USAGE = {"promptTokens": 3, "completionTokens": 4, "totalTokens": 7}
+
+
+def test_the_answer_is_the_text_after_the_last_failed_attempt():
+    outcome = _outcome(
+        {"type": "user_message", "content": "q"},
+        {"type": "thinking", "content": "hm"},
+        {"type": "text", "content": "lost"},
+        {"type": "error", "code": "LLM_CALL_FAILED", "message": "x", "detail": ""},
+        {"type": "text", "content": "kept"},
+        {"type": "complete", "status": "succeeded", "usage": USAGE},
+    )
+    body = shapes.completion(outcome, completion_id="c", model="default", created=1)
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "kept", "reasoning_content": "hm"}
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert outcome.failure() is None
+
+
+def test_the_iteration_limit_is_length_and_a_failed_model_call_502():
+    stopped = _outcome(
+        {"type": "error", "code": "MAX_ITERATIONS", "message": "x", "detail": ""},
+        {"type": "complete", "status": "failed", "usage": USAGE},
+    )
+    assert stopped.finish_reason == "length" and stopped.failure() is None
+    failed = _outcome(
+        {"type": "error", "code": "LLM_CALL_FAILED", "message": "boom", "detail": ""},
+        {"type": "complete", "status": "failed", "usage": USAGE},
+    )
+    assert failed.failure() == (502, "model_call_failed", "boom")
+    other = shapes.RunOutcome("r")
+    other.add({"type": "text", "content": "not mine", "runId": "s", "seq": 1})
+    assert other.answer.text == ""
+
+
+def test_chunks_are_openai_chunks_and_the_usage_chunk_has_no_choices():
+    line = shapes.chunk(completion_id="c", model="m", created=1, delta={"content": "x"})
+    assert line.startswith(b"data: ") and line.endswith(b"\n\n")
+    body = orjson.loads(line[6:])
+    assert body["object"] == "chat.completion.chunk" and body["choices"][0]["delta"] == {"content": "x"}
+    usage = orjson.loads(shapes.chunk(completion_id="c", model="m", created=1, usage={"total_tokens": 1})[6:])
+    assert usage["choices"] == [] and usage["usage"] == {"total_tokens": 1}
+
+
+def test_an_api_run_is_unattended_and_its_approvals_denied_at_once():
+    config = profiles.default_config()
+    assert not profiles.for_source(config, source="").unattended
+    assert profiles.for_source(config, source=API_SOURCE).unattended
+
+    async def decide():
+        return Unattended().expect(["call_0"])["call_0"].result()
+
+    assert asyncio.run(decide()).decision == DENIED
