@@ -9,8 +9,20 @@ future set from the round's results.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
+
+
+def server_task(coro, *, name: str) -> asyncio.Task:
+    """A task of the server's own, in a context of its own rather than its caller's. A run and the
+    loops under it outlive the request or frame that started them; a task inherits its creator's
+    context, and an HTTP request's (Django runs an async view under async_to_sync) holds asgiref's
+    per-request thread executor, which quits with the request: every later thread-sensitive
+    sync_to_async of the run (a tool's database read) then failed with "CurrentThreadExecutor
+    already quit or is broken"."""
+    return asyncio.create_task(coro, name=name, context=contextvars.Context())
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -42,7 +54,7 @@ class Batcher(Generic[T, R]):
     def _queue(self, item: T, future: asyncio.Future | None) -> None:
         self._waiting.append((item, future))
         if self._task is None:
-            self._task = asyncio.create_task(self._drain(), name=self._name)
+            self._task = server_task(self._drain(), name=self._name)
 
     async def wait_idle(self) -> None:
         """Until every item queued so far has been processed."""

@@ -30,7 +30,7 @@ from chat.eventlog.types import RunStart
 from chat.exceptions import ApprovalClosed, UnknownApproval
 from chat.models import Run
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
-from chat.runtime.batching import Batcher
+from chat.runtime.batching import Batcher, server_task
 from chat.runtime.doorbell import ring_processes
 from chat.runtime.execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
 from chat.runtime.supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
@@ -111,13 +111,13 @@ class RunRegistry:
             answers=self.approvals.for_run(run.pk),
         )
         self._handles[key] = handle
-        handle.task = asyncio.create_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
+        handle.task = server_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._ended(handle))
 
     def _ended(self, handle: RunHandle) -> None:
         self._handles.pop(str(handle.run_id), None)
         if handle.lost:
-            task = asyncio.create_task(self._hand_over(handle.run_id), name=f"run-hand-over-{handle.run_id}")
+            task = server_task(self._hand_over(handle.run_id), name=f"run-hand-over-{handle.run_id}")
             self._handing_over.add(task)
             task.add_done_callback(self._handing_over.discard)
 

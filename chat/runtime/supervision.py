@@ -48,6 +48,7 @@ from chat.models import Conversation, Run
 from chat.ops.metrics import publish_process_gauges_forever
 from chat.runtime import doorbell
 from chat.runtime.approvals import APPROVE_MESSAGE, REFUSED_MESSAGE, ApprovalDesk
+from chat.runtime.batching import server_task
 from chat.runtime.doorbell import PROCESSES_GROUP, publish
 from chat.runtime.execution import CANCELLED, SHUT_DOWN, StopReason
 
@@ -96,11 +97,11 @@ class Supervisor:
     async def start(self) -> None:
         await get_channel_layer().group_add(PROCESSES_GROUP, self.registry.channel)
         self._tasks = [
-            asyncio.create_task(self._listen(), name="runs-listen"),
-            asyncio.create_task(self._heartbeat(), name="runs-heartbeat"),
-            asyncio.create_task(self._reap(), name="runs-reaper"),
-            asyncio.create_task(publish_process_gauges_forever(), name="process-gauges"),
-            asyncio.create_task(self._probe_layer(), name="layer-probe"),
+            server_task(self._listen(), name="runs-listen"),
+            server_task(self._heartbeat(), name="runs-heartbeat"),
+            server_task(self._reap(), name="runs-reaper"),
+            server_task(publish_process_gauges_forever(), name="process-gauges"),
+            server_task(self._probe_layer(), name="layer-probe"),
         ]
 
     async def stop(self) -> None:
@@ -140,7 +141,7 @@ class Supervisor:
 
     def reap_soon(self) -> None:
         """A reaper pass now, in the background (a process stopping, or a run of ours lost)."""
-        task = asyncio.create_task(self._reap_logged(), name="runs-reap-now")
+        task = server_task(self._reap_logged(), name="runs-reap-now")
         self._rung.add(task)
         task.add_done_callback(self._rung.discard)
 

@@ -312,3 +312,28 @@ async def test_logging_out_ends_the_sessions_stream(runs_server):
     assert r.status_code == 302
     await asyncio.wait_for(reader, 3)
     await owner.aclose()
+
+
+@pytest.fixture(scope="module")
+def fresh_server(databases, make_server):
+    """A process that has run nothing yet: its first run is started by the request below."""
+    return make_server(databases.new(), name="runs-http-fresh", AGENT_TOOL_RATE_LIMIT="60")
+
+
+async def test_a_run_first_started_over_http_outlives_its_request(fresh_server, replies):
+    """The run (and the start queue under it) must not keep the request's context: Django runs an
+    async view under async_to_sync, whose thread executor quits with the request; a tool's
+    database read (the per-user tool rate limit) then failed with "CurrentThreadExecutor already
+    quit" (found by driving the demo with curl)."""
+    owner = await signed_up(fresh_server)
+    http = await bearer(owner)
+    conversation = await owner.create_conversation()
+    replies.set("first over http", tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42"))
+    r = await http.post(f"/api/conversations/{conversation}/messages/", json={"content": "first over http"})
+    assert r.status_code == 202, r.text
+    items = await read_sse(http, f"/api/conversations/{conversation}/stream/?after=0&until=complete")
+    ends = [data for event, _, data in items if event == "tool_end"]
+    assert [(e["result"], e["isError"]) for e in ends] == [("42", False)]
+    assert items[-1][2]["status"] == "succeeded"
+    await http.aclose()
+    await owner.aclose()
