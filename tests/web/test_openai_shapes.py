@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
@@ -127,4 +128,7 @@ def test_an_api_run_is_unattended_and_its_approvals_denied_at_once():
     async def decide():
         return Unattended().expect(["call_0"])["call_0"].result()
 
-    assert asyncio.run(decide()).decision == DENIED
+    # A loop of its own, in a thread of its own: the browser tests (Playwright's sync API) leave a
+    # loop running in the main thread, where asyncio.run() refuses to start.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        assert thread.submit(asyncio.run, decide()).result().decision == DENIED
