@@ -34,6 +34,7 @@ from typing import Protocol
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from chat.agent.approval import Decision
@@ -252,20 +253,23 @@ def _interrupt_with_memory(
     *, run_id, stale_before, worker: str
 ) -> tuple[Interruption | None, list[dict], AgentConfig | None]:
     """Take a dead process's run, and for a resume read its memory and its agent's configuration
-    (the profile it started with, read again): one trip to the ORM thread."""
-    interruption = run_interrupt(
-        run_id=run_id,
-        stale_before=stale_before,
-        message=SHUT_DOWN.message,
-        worker=worker,
-        max_resumes=settings.AGENT_MAX_RESUMES,
-    )
-    if interruption is None or not interruption.resumed:
-        return interruption, [], None
-    run = interruption.run
-    messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
-    source = Conversation.objects.filter(pk=run.conversation_id).values_list("source", flat=True).first() or ""
-    return interruption, messages, profiles.for_source(profiles.config_for(run.agent), source=source)
+    (the profile it started with, read again): one trip to the ORM thread, and one transaction, so
+    that a read failing after the take-over (a connection that broke) undoes it: a resume is counted
+    only for a run this process then adopts, never spent on one it could not."""
+    with transaction.atomic():
+        interruption = run_interrupt(
+            run_id=run_id,
+            stale_before=stale_before,
+            message=SHUT_DOWN.message,
+            worker=worker,
+            max_resumes=settings.AGENT_MAX_RESUMES,
+        )
+        if interruption is None or not interruption.resumed:
+            return interruption, [], None
+        run = interruption.run
+        messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
+        source = Conversation.objects.filter(pk=run.conversation_id).values_list("source", flat=True).first() or ""
+        return interruption, messages, profiles.for_source(profiles.config_for(run.agent), source=source)
 
 
 _sigterm_installed = False

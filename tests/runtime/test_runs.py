@@ -9,6 +9,7 @@ from unittest.mock import ANY
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import OperationalError
 from django.utils import timezone
 
 from chat.conversations.services import conversation_create
@@ -16,6 +17,7 @@ from chat.eventlog.append import events_append
 from chat.eventlog.starts import run_start
 from chat.eventlog.takeover import run_request_cancel
 from chat.models import Event, Run
+from chat.runtime import supervision
 from chat.runtime.registry import RunRegistry
 from tests.fakellm import text_reply
 
@@ -225,6 +227,39 @@ async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversa
     }
     # The cut model call's tokens were spent: counted by their estimate (chat/agent/estimate.py).
     assert events[-1]["usage"]["promptTokens"] > 0
+
+
+async def test_a_take_over_whose_reads_fail_is_undone_and_spends_no_resume(
+    make_user, registry, llm_settings, settings, monkeypatch
+):
+    """The database answers the take-over, then the connection breaks before the run's memory is
+    read (a restart of PostgreSQL between two queries): the pass fails, and the run is as it was,
+    its one resume not spent, so that the next pass resumes it instead of closing it `interrupted`."""
+    settings.AGENT_HEARTBEAT_TIMEOUT = 20
+    user = await sync_to_async(make_user)("ines")
+    conversation = await sync_to_async(conversation_create)(owner=user)
+    run = await sync_to_async(_dead_run)(conversation, content="cut once", events=MID_ANSWER)
+    llm_settings.responder = lambda body: text_reply("resumed after all")
+    real_memory = supervision.memory.runs_memory
+
+    def connection_broke(**kwargs):
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(supervision.memory, "runs_memory", connection_broke)
+    with pytest.raises(OperationalError):
+        await registry.reap_once()
+    stored = await sync_to_async(_run)(run.pk)
+    assert (stored.status, stored.resumes, stored.worker) == ("running", 0, "runs.dead!x")
+    assert len(await sync_to_async(_payloads)(run.pk)) == len(MID_ANSWER) + 1  # no INTERRUPTED stored
+
+    monkeypatch.setattr(supervision.memory, "runs_memory", real_memory)
+    await registry.reap_once()  # this pass or the registry's own periodic one takes it
+    await registry.wait_idle()
+    stored = await sync_to_async(_run)(run.pk)
+    assert (stored.status, stored.resumes) == ("succeeded", 1)
+    payloads = await sync_to_async(_payloads)(run.pk)
+    assert [p["code"] for p in payloads if p["type"] == "error"] == ["INTERRUPTED"]
+    assert "".join(p["content"] for p in payloads[len(MID_ANSWER) + 1 :] if p["type"] == "text") == "resumed after all"
 
 
 async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_word(
