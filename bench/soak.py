@@ -9,9 +9,9 @@ Not a test: a long run that shows whether anything grows. Two daphnes on Postgre
   started over a socket of either process and checked whole (contiguous seqs, one `complete`);
 - reconnect storms: every 30 s, STORM sockets open on one conversation on both processes at
   once, read the history to `sync`, and close;
-- uploads (a file up, listed, deleted again), exports and searches, a few a second together.
-
-SSE streams are not in the mix: the project has no SSE endpoint yet.
+- uploads (a file up, listed, deleted again), exports and searches, a few a second together;
+- SSE streams: runs started over HTTP and read over the stream, every other one cut and read on
+  with `Last-Event-ID` (bench/soak_streams.py).
 
 Every 10 s, per process: RSS, open file descriptors, the database's connections (all processes'
 together, from pg_stat_activity) and the event-loop lag, measured as the round trip of a `ping`
@@ -38,12 +38,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import psycopg
 import websockets
 
 from .procs import raise_fd_limit, rss_bytes
 from .server import PG_ADMIN_URL, Stack
+from .soak_streams import streamed_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakellm import FakeLLM, text_reply, tool_call_reply  # noqa: E402
@@ -264,6 +266,24 @@ class Soak:
         finally:
             await user.aclose()
 
+    async def streams(self) -> None:
+        user = await User(self.stack.base(0)).signup()
+        conversation = await user.conversation()
+        cookies = {name: user.http.cookies.get(name) or "" for name in ("sessionid", "csrftoken")}
+        turn = 0
+        try:
+            async with httpx.AsyncClient(timeout=60, cookies=cookies) as http:
+                while self.going:
+                    base = self.stack.base(turn)
+                    cut = turn % 2 == 1
+                    kind = "sse run (reconnected)" if cut else "sse run"
+                    await self.guarded(kind, streamed_run(http, base, conversation, user.headers(base), cut=cut))
+                    turn += 1
+                    if turn % 30 == 0:
+                        conversation = await user.conversation()
+        finally:
+            await user.aclose()
+
     async def upload(self, user: User, base: str, conversation: str, turn: int) -> None:
         url = f"{base}/api/conversations/{conversation}/files/"
         name = f"soak-{turn}.txt"
@@ -315,7 +335,7 @@ class Soak:
             *(
                 self.kept(f"load loop {i}", part)
                 for i, part in enumerate(
-                    [self.sampler(), self.signins(), self.storms(), self.requests()]
+                    [self.sampler(), self.signins(), self.storms(), self.requests(), self.streams()]
                     + [self.runner(i) for i in range(RUNNERS)]
                 )
             )
