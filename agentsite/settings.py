@@ -236,7 +236,8 @@ if REDIS_URL:
             # Plain pub/sub: group_send is one PUBLISH instead of a Lua script over
             # every member channel, and nothing piles up for a dead consumer.
             # Why this class and these numbers: see docs/deployment.md, "Channel layer".
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            # Its subclass subscribes while Redis is away (chat/realtime/redis_layer.py).
+            "BACKEND": "chat.realtime.redis_layer.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }

@@ -150,14 +150,28 @@ class Supervisor:
         was_down = False
         while True:
             await asyncio.sleep(LAYER_PROBE_SECONDS)
+            paid = await self._pay_owed_subscriptions()
             up = await self._layer_answers()
-            if up and (was_down or doorbell.has_missed()):
-                if was_down:
+            if up and (was_down or paid or doorbell.has_missed()):
+                if was_down or paid:
                     logger.warning("the channel layer answers again: sockets catch up")
-                await doorbell.layer_back(was_down=was_down)
+                await doorbell.layer_back(was_down=was_down or paid > 0)
             elif not up and not was_down:
                 logger.warning("the channel layer does not answer")
             was_down = not up
+
+    async def _pay_owed_subscriptions(self) -> int:
+        """The Redis layer (chat.realtime.redis_layer) owes the subscriptions it could not make
+        while Redis was away (sockets that connected meanwhile, this process's own channels):
+        made before the probe, so that the sockets told to catch up are joined before they read."""
+        layer = get_channel_layer()
+        if not getattr(layer, "owes", lambda: False)():
+            return 0
+        try:
+            return await layer.pay_owed()
+        except Exception:
+            logger.warning("owed subscriptions not made", exc_info=True)
+            return 0
 
     async def _layer_answers(self) -> bool:
         """A message to our own run channel came back through the layer (with Redis: our

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
@@ -11,6 +12,9 @@ from django.shortcuts import render
 from django.utils.translation import gettext
 
 from agentsite.proxy import client_address
+from chat.realtime.redis_layer import REDIS_AWAY
+
+logger = logging.getLogger(__name__)
 
 
 def login_locked_out(request, original_response=None, credentials=None):
@@ -38,9 +42,14 @@ def signup_allowed(request) -> bool:
     if limit <= 0:
         return True
     key = f"signup:{client_address(request)}:{int(time.time() // window)}"
-    cache.add(key, 0, timeout=window)
     try:
-        return cache.incr(key) <= limit
-    except ValueError:  # the window's key expired between add and incr: a new window
-        cache.set(key, 1, timeout=window)
+        cache.add(key, 0, timeout=window)
+        try:
+            return cache.incr(key) <= limit
+        except ValueError:  # the window's key expired between add and incr: a new window
+            cache.set(key, 1, timeout=window)
+            return True
+    except REDIS_AWAY:
+        # Counted in Redis: while it is away sign-ups go uncounted rather than failing with a 500.
+        logger.warning("a sign-up is not counted: the cache does not answer")
         return True

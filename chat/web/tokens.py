@@ -12,6 +12,7 @@ cache that every process shares when REDIS_URL is set.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from datetime import timedelta
 
@@ -22,6 +23,9 @@ from django.utils import timezone
 
 from chat.agent.text import clean
 from chat.models import ApiToken
+from chat.realtime.redis_layer import REDIS_AWAY
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "as_"
 NAME_MAX = 100
@@ -91,15 +95,26 @@ def _failures_key(address: str) -> str:
 def token_attempts_refused(address: str) -> bool:
     """Too many failed attempts from this address lately: refuse before looking the token up."""
     limit = settings.LOGIN_FAILURE_LIMIT
-    return limit > 0 and (cache.get(_failures_key(address)) or 0) >= limit
+    if limit <= 0:
+        return False
+    try:
+        return (cache.get(_failures_key(address)) or 0) >= limit
+    except REDIS_AWAY:
+        # The count lives in Redis (shared by the processes): while it is away tokens still work,
+        # uncounted, rather than every program getting a 500.
+        logger.warning("failed token attempts are not counted: the cache does not answer")
+        return False
 
 
 def token_attempt_failed(address: str) -> None:
     if settings.LOGIN_FAILURE_LIMIT <= 0:
         return
     key, window = _failures_key(address), int(settings.AXES_COOLOFF_TIME.total_seconds())
-    cache.add(key, 0, timeout=window)
     try:
-        cache.incr(key)
-    except ValueError:  # expired between add and incr: a new window
-        cache.set(key, 1, timeout=window)
+        cache.add(key, 0, timeout=window)
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr: a new window
+            cache.set(key, 1, timeout=window)
+    except REDIS_AWAY:
+        logger.warning("a failed token attempt is not counted: the cache does not answer")

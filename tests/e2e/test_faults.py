@@ -273,10 +273,17 @@ async def test_redis_down_for_a_whole_run(pair, redis_server, replies):
     # The page pings every 20 s: a watcher that waited for its ping would be up to 20 s late.
     sockets = await watchers(client, conversation, pair, ping_every=60.0)
     content = replies.set(f"redis down {uuid.uuid4().hex}", slow_text_reply(answer_text(20), chunks=20, delay=0.02))
+    token = (await client.api("POST", "/api/tokens/", json_body={"name": "while redis is away"})).json()["token"]
     redis_server.stop()
     try:
-        # On a socket opened before: a new one cannot subscribe while Redis is down (its
-        # handshake fails, and the page retries it).
+        # A page opened now connects at once (its subscriptions are owed until Redis answers),
+        # and a program's token still works (its failed-attempt count lives in Redis).
+        late = await PageSocket(client, conversation, b, ping_every=60.0).start()
+        assert late.close_codes == []
+        sockets.append(late)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            listed = await http.get(f"{b.base}/api/conversations/", headers={"Authorization": f"Bearer {token}"})
+        assert listed.status_code == 200, listed.text
         await sockets[0].message(content)
         while not any(f["type"] == "complete" for f in await client.events(conversation)):
             await asyncio.sleep(0.1)
@@ -288,7 +295,7 @@ async def test_redis_down_for_a_whole_run(pair, redis_server, replies):
     healthy = await pair.healthy_after(back)
     await check_delivery(client, conversation, sockets, run_id)
     assert sum(s.pings for s in sockets) == 0, "caught up through a ping, not when the layer came back"
-    assert [s.reconnects for s in sockets] == [0, 0, 0]
+    assert [s.reconnects for s in sockets] == [0, 0, 0, 0]
     report(
         "Redis down for a whole run",
         every_socket_complete_after_back_s=max(done) - back,
