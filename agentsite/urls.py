@@ -17,3 +17,6 @@ urlpatterns = [
     path("accounts/", include(account_urlpatterns)),
     path("", include("chat.urls")),
 ]
+
+# A database that does not answer is a 503 the client retries, not a 500 (chat/web/errors.py).
+handler500 = "chat.web.errors.server_error"
