@@ -94,6 +94,9 @@ class Stack:
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
     extra_env: dict[str, str] = field(default_factory=dict)  # settings of one measurement (bench/soak.py)
+    # The services of a postgres stack: the machine's (BENCH_PG_URL, BENCH_REDIS_URL) unless given.
+    pg_admin_url: str = PG_ADMIN_URL
+    redis_url: str = REDIS_URL
     ports: list[int] = field(default_factory=list)
     servers: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -141,9 +144,9 @@ class Stack:
             env["AGENT_STREAM_FLUSH_MAX_MS"] = str(self.max_flush_ms)
         if self.database == "postgres":
             self._pg_name = f"agentsite_bench_{uuid.uuid4().hex[:8]}"
-            _pg_admin(f'CREATE DATABASE "{self._pg_name}"')
-            env["DATABASE_URL"] = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + self._pg_name
-            env["REDIS_URL"] = REDIS_URL
+            _pg_admin(f'CREATE DATABASE "{self._pg_name}"', url=self.pg_admin_url)
+            env["DATABASE_URL"] = self.pg_admin_url.rsplit("/", 1)[0] + "/" + self._pg_name
+            env["REDIS_URL"] = self.redis_url
         else:
             env["DATABASE_URL"] = f"sqlite:///{os.path.join(self._tmp, 'db.sqlite3')}"
         self.env = env
@@ -199,7 +202,7 @@ class Stack:
                 process.wait(5)
         if self._pg_name:
             try:
-                _pg_admin(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
+                _pg_admin(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)', url=self.pg_admin_url)
             except Exception as exc:  # leave it rather than fail the report
                 print(f"could not drop {self._pg_name}: {exc}", file=sys.stderr)
         if self._tmp:
@@ -227,8 +230,8 @@ class Stack:
         return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _pg_admin(sql: str) -> None:
+def _pg_admin(sql: str, url: str = PG_ADMIN_URL) -> None:
     import psycopg
 
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql)

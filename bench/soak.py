@@ -1,7 +1,8 @@
 """`python -m bench.soak` (`make bench-soak`): mixed load on two daphnes for an hour, sampled.
 
-Not a test: a long run that shows whether anything grows. Two daphnes on PostgreSQL + Redis
-(a database of its own, BENCH_PG_URL / BENCH_REDIS_URL as for `make bench`) take, at once:
+Not a test: a long run that shows whether anything grows. Two daphnes on a PostgreSQL cluster
+and a redis-server of the soak's own (tests/e2e/owned.py, on free ports, thrown away after), so
+that its hundred database connections never starve the machine's shared server, take at once:
 
 - sign-ins: a new account through the sign-up form, then a sign-in with it, every 5 s;
 - runs: RUNNERS users each running one conversation in turn, text answers, runs with a tool
@@ -44,10 +45,11 @@ import psycopg
 import websockets
 
 from .procs import raise_fd_limit, rss_bytes
-from .server import PG_ADMIN_URL, Stack
+from .server import Stack
 from .soak_streams import streamed_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.e2e.owned import OwnedPostgres, OwnedRedis  # noqa: E402
 from tests.fakellm import FakeLLM, text_reply, tool_call_reply  # noqa: E402
 
 SAMPLE_SECONDS = 10
@@ -319,7 +321,7 @@ class Soak:
                     while json.loads(await asyncio.wait_for(ws.recv(), 30)).get("type") != "pong":
                         pass
                     sample[f"lag_ms_{i}"] = round((time.perf_counter() - sent) * 1000, 1)
-                with psycopg.connect(PG_ADMIN_URL) as conn:
+                with psycopg.connect(self.stack.pg_admin_url) as conn:
                     row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database])
                     sample["db_connections"] = row.fetchone()[0]
                 self.samples.append(sample)
@@ -384,10 +386,15 @@ def main() -> int:
     raise_fd_limit()
     model = FakeLLM().start()
     model.responder = respond
+    postgres, redis = OwnedPostgres(), OwnedRedis()
+    postgres.start()
+    redis.start()
     stack = Stack(
         name="soak",
         database="postgres",
         processes=2,
+        pg_admin_url=postgres.url(),
+        redis_url=redis.url,
         extra_env={
             "AGENT_TOOLS": "calculator,current_time",
             "AGENT_APPROVAL_TOOLS": "calculator",
@@ -406,6 +413,8 @@ def main() -> int:
     finally:
         stack.stop()
         model.stop()
+        postgres.destroy()
+        redis.destroy()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"\n[soak] {args.duration:g} s: operations {result['operations']}")
