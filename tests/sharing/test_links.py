@@ -8,12 +8,13 @@ import hashlib
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.starts import run_start
-from chat.models import ShareLink
+from chat.models import AccountSettings, Conversation, ShareLink
 from chat.sharing.links import ACTIVE_MAX, CLOSED_KEPT
 from chat.web.tokens import token_create
 from tests.sharing.builders import HOSTILE, shareable, turn
@@ -206,6 +207,12 @@ def test_api_auth_csrf_and_bad_bodies(owner, alice):
     assert create(owner, conversation, [1, 2]).status_code == 400
     assert owner.get("/api/conversations/00000000-0000-0000-0000-000000000000/shares/").status_code == 404
     assert owner.delete("/api/shares/99999999/", **csrf(owner)).status_code == 404
+    assert owner.delete("/api/shares/99999999999999999999999/", **csrf(owner)).status_code == 404  # past bigint
+    for raw in ("x" * 5_000_000, "[" * 100_000, '{"expiresInDays": 1e400}'):
+        response = owner.post(
+            f"/api/conversations/{conversation.pk}/shares/", raw, content_type="application/json", **csrf(owner)
+        )
+        assert response.status_code == 400, raw[:20]
     assert owner.put(f"/api/conversations/{conversation.pk}/shares/", **csrf(owner)).status_code == 405
     assert not ShareLink.objects.exists()
 
@@ -244,3 +251,52 @@ def test_attachments_are_listed_by_name_not_served(owner, alice):
     assert Client().get(f"/api/conversations/{conversation.pk}/files/notes/plan.txt").status_code == 401
     assert Client().get(f"/api/conversations/{conversation.pk}/events/").status_code == 401
     assert Client().get(f"/s/{token}/files/notes/plan.txt").status_code == 404
+
+
+def test_copy_needs_a_session_and_csrf_and_an_open_link(owner, alice, make_user):
+    conversation = shareable(alice)
+    made = create(owner, conversation).json()
+    token = made["url"].split("/")[2]
+    assert Client().post(f"/s/{token}/copy/").status_code == 401
+    visitor = Client(enforce_csrf_checks=True)
+    visitor.force_login(make_user("bob"))
+    visitor.get("/")
+    assert visitor.post(f"/s/{token}/copy/").status_code == 403  # no CSRF token
+    assert visitor.get(f"/s/{token}/copy/").status_code == 405
+    copied = visitor.post(f"/s/{token}/copy/", **csrf(visitor))
+    assert copied.status_code == 201
+    copy = Conversation.objects.get(pk=copied.json()["id"])
+    assert copy.owner.username == "bob" and copy.title == "Sums and a trap (shared)"
+    assert [e.payload for e in copy.events.order_by("seq")] == [
+        e.payload for e in conversation.events.filter(seq__lte=made["upToSeq"]).order_by("seq")
+    ]
+    assert owner.delete(f"/api/shares/{made['id']}/", **csrf(owner)).status_code == 204
+    assert visitor.post(f"/s/{token}/copy/", **csrf(visitor)).status_code == 404
+
+
+def test_a_deactivated_owners_links_are_gone(owner, alice):
+    token = token_of(create(owner, shareable(alice)))
+    alice.is_active = False
+    alice.save()
+    assert Client().get(f"/s/{token}/").status_code == 404
+
+
+def test_the_owner_is_shown_by_display_name(owner, alice):
+    AccountSettings.objects.create(user=alice, display_name="Alice Liddell")
+    token = token_of(create(owner, shareable(alice)))
+    body = Client().get(f"/s/{token}/").content.decode()
+    assert "Shared by Alice Liddell" in body and "alice" not in body.replace("Alice Liddell", "")
+
+
+def test_staff_see_and_revoke_links_in_the_admin(owner, alice, make_user):
+    token = token_of(create(owner, shareable(alice)))
+    link = ShareLink.objects.get()
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("admin", "a@example.com", "pw-for-tests-123"))
+    listing = staff.get("/admin/chat/sharelink/")
+    assert listing.status_code == 200 and link.hint in listing.content.decode()
+    assert token not in listing.content.decode() and link.digest not in listing.content.decode()
+    revoked = staff.post("/admin/chat/sharelink/", {"action": "revoke", "_selected_action": [link.pk]}, follow=True)
+    assert revoked.status_code == 200 and "Revoked 1 link" in revoked.content.decode()
+    assert Client().get(f"/s/{token}/").status_code == 404
+    assert staff.get(f"/admin/chat/sharelink/{link.pk}/change/").status_code == 200
