@@ -300,3 +300,13 @@ def test_staff_see_and_revoke_links_in_the_admin(owner, alice, make_user):
     assert revoked.status_code == 200 and "Revoked 1 link" in revoked.content.decode()
     assert Client().get(f"/s/{token}/").status_code == 404
     assert staff.get(f"/admin/chat/sharelink/{link.pk}/change/").status_code == 200
+
+
+def test_the_page_and_the_dialog_are_translated(owner, alice):
+    token = token_of(create(owner, shareable(alice)))
+    page = Client(HTTP_ACCEPT_LANGUAGE="zh-hans").get(f"/s/{token}/").content.decode()
+    assert "由 alice 于" in page and "登录后继续此对话" in page
+    chinese = Client(HTTP_ACCEPT_LANGUAGE="zh-hans")
+    chinese.force_login(alice)
+    chat = chinese.get("/").content.decode()
+    assert "分享此对话" in chat and "创建链接" in chat and "此对话的链接" in chat
