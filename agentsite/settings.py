@@ -340,6 +340,8 @@ AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
 AGENT_APPROVAL_TOOLS = env_list("AGENT_APPROVAL_TOOLS", "bash")
 AGENT_APPROVAL_TIMEOUT = env_number("AGENT_APPROVAL_TIMEOUT", "600", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
+# Whether owners may publish read-only links to conversations (chat/sharing/); off: every /s/ link answers 404.
+AGENT_SHARING = env_bool("AGENT_SHARING", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")
 # Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.ops.tracing); the SDK reads

@@ -3,6 +3,7 @@ them. Agent profiles are the one thing staff write here."""
 
 from django.contrib import admin
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from chat.agents.form import AgentProfileForm
@@ -16,6 +17,7 @@ from chat.models import (
     Feedback,
     ModelCall,
     Run,
+    ShareLink,
     ToolRecord,
 )
 
@@ -201,3 +203,26 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     search_fields = ("name", "user__username", "hint")
     readonly_fields = ("user", "name", "hint", "created_at", "expires_at", "last_used_at")
     exclude = ("digest",)  # a token is made by its user, who alone ever sees its value
+
+
+@admin.register(ShareLink)
+class ShareLinkAdmin(ReadOnlyAdmin):
+    """Every shared link (docs/protocol.md, "Shared links"), without its token (never stored). The
+    action revokes: the link answers 404 at once; deleting one does the same."""
+
+    list_display = ("hint", "conversation", "owner", "up_to_seq", "created_at", "expires_at", "revoked_at")
+    list_filter = ("created_at", "expires_at", "revoked_at")
+    search_fields = ("hint", "conversation__title", "conversation__owner__username")
+    readonly_fields = ("conversation", "hint", "up_to_seq", "created_at", "expires_at", "revoked_at")
+    exclude = ("digest",)
+    list_select_related = ("conversation__owner",)
+    actions = ("revoke",)
+
+    @admin.display(description="owner")
+    def owner(self, link):
+        return link.conversation.owner
+
+    @admin.action(description="Revoke the selected links")
+    def revoke(self, request, queryset):
+        revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {revoked} link(s).")

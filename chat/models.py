@@ -429,3 +429,7 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…) of user {self.user_id}"
+
+
+# Defined in its own folder (chat/sharing/), registered here with the app's other models.
+from chat.sharing.models import ShareLink  # noqa: E402, F401

@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from chat.inspector import views as inspect_views
-from chat.web import api, api_tokens, openai_api, openapi, pages, runs_api, streams
+from chat.web import api, api_tokens, openai_api, openapi, pages, runs_api, shares, streams
 from chat.web import files as files_api
 
 urlpatterns = [
@@ -37,6 +37,11 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
     path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
     path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),
+    path("api/conversations/<uuid:conversation_id>/shares/", shares.conversation_shares, name="api-shares"),
+    path("api/shares/<int:share_id>/", shares.share, name="api-share"),
+    path("s/<str:token>/", shares.shared_page, name="shared"),
+    path("s/<str:token>/events/", shares.shared_events, name="shared-events"),
+    path("s/<str:token>/copy/", shares.shared_copy, name="shared-copy"),
     path("v1/models", openai_api.models, name="v1-models"),
     path("v1/chat/completions", openai_api.chat_completions, name="v1-chat-completions"),
     path("inspect/", inspect_views.run_list, name="inspect-runs"),

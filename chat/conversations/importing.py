@@ -41,17 +41,17 @@ def imported_title(title: str) -> str:
     return marked % {"title": title[: TITLE_MAX - len(marked % {"title": ""})]}
 
 
-def conversation_import(*, owner, imported: Imported) -> Conversation:
+def conversation_import(*, owner, imported: Imported, title: str | None = None) -> Conversation:
     """A new conversation of `owner` holding an import's events (parsed and checked by
     chat.transfer): new conversation and run ids, every seq and field kept, each event's
-    time its `ts` when it has one, the title marked as imported. One transaction: nothing is
-    left of a failed import."""
+    time its `ts` when it has one, the title marked as imported (or `title`, a copy of a shared
+    link's). One transaction: nothing is left of a failed import."""
     now = timezone.now()
     moments = [ts for run in imported.runs for _, _, ts in run.events if ts is not None]
     with transaction.atomic():
         conversation = Conversation.objects.create(
             owner=owner,
-            title=imported_title(imported.title),
+            title=imported_title(imported.title) if title is None else title,
             created_at=min(moments, default=now),
             updated_at=now,
             last_seq=sum(len(run.events) for run in imported.runs),

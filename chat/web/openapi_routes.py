@@ -330,6 +330,33 @@ ROUTES: dict[str, dict[str, dict]] = {
             tags=["tokens"],
         )
     },
+    "api/conversations/<uuid:conversation_id>/shares/": {
+        "get": operation(
+            "The conversation's shared links that are not revoked, newest first, without their tokens",
+            {"200": answer("The links.", "ShareList"), "404": NO_CONVERSATION},
+            tags=["shares"],
+        ),
+        "post": operation(
+            "Share a read-only snapshot of the conversation up to its last finished answer",
+            {
+                "201": answer("Made; `url` (`/s/<token>/`) is in this answer only.", "Share"),
+                "400": BAD_REQUEST,
+                "404": error("No such conversation, or sharing is turned off (`AGENT_SHARING`)."),
+                "409": error("`nothing_to_share` (no finished answer yet) or `too_many_shares` (20 open links)."),
+            },
+            security=WRITE,
+            requestBody=body("ShareCreate", required=False),
+            tags=["shares"],
+        ),
+    },
+    "api/shares/<int:share_id>/": {
+        "delete": operation(
+            "Revoke a shared link: it answers 404 at once",
+            {"204": answer("Revoked."), "404": error("No such link (someone else's answers the same).")},
+            security=WRITE,
+            tags=["shares"],
+        )
+    },
     "v1/models": {
         "get": operation(
             "OpenAI-compatible: the agents the user may pick as models, `default` first",

@@ -7,6 +7,7 @@ the protocol promises new fields there."""
 from __future__ import annotations
 
 from chat.conversations.services import FEEDBACK_COMMENT_MAX, TITLE_MAX
+from chat.sharing.links import EXPIRY_DAYS_MAX as SHARE_EXPIRY_DAYS_MAX
 from chat.web.tokens import EXPIRY_DAYS_MAX, NAME_MAX
 
 
@@ -142,6 +143,23 @@ SCHEMAS: dict[str, dict] = {
         optional=("expiresInDays",),
     ),
     "TokenList": _list_of("tokens", "Token"),
+    "Share": _object(
+        {
+            "id": {"type": "integer"},
+            "url": {"type": ["string", "null"], "pattern": "^/s/sh_[A-Za-z0-9_-]{43}/$"},
+            "hint": STRING,
+            "createdAt": TIME,
+            "expiresAt": TIME_OR_NULL,
+            "upToSeq": COUNT,
+            "active": {"type": "boolean"},
+        },
+        description="A shared link; `url` only in the answer that made it (its token is not stored).",
+    ),
+    "ShareCreate": _object(
+        {"expiresInDays": {"type": ["integer", "null"], "minimum": 1, "maximum": SHARE_EXPIRY_DAYS_MAX}},
+        optional=("expiresInDays",),
+    ),
+    "ShareList": _list_of("shares", "Share"),
     # Runs over HTTP (docs/protocol.md, "Runs over HTTP"): the frames' bodies and codes.
     "RunError": _object(
         {

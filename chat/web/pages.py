@@ -168,6 +168,21 @@ JS_STRINGS = (
     gettext_noop("Delete the file “%s”?"),
     gettext_noop("Delete file"),
     gettext_noop("Wait a moment and try again."),
+    # shared links (static/chat/share-dialog.js, shared.js)
+    gettext_noop("made %s"),
+    gettext_noop("expired"),
+    gettext_noop("expires %s"),
+    gettext_noop("does not expire"),
+    gettext_noop("Could not list the links: %s"),
+    gettext_noop("Revoke"),
+    gettext_noop("Revoke the link %s…"),
+    gettext_noop("Could not revoke: %s"),
+    gettext_noop("Could not create the link: %s"),
+    gettext_noop("Copy link"),
+    gettext_noop("This link is no longer shared."),
+    gettext_noop("Could not load the conversation: %s"),
+    gettext_noop("Nothing was shared."),
+    gettext_noop("Could not copy: %s"),
     # the conversation list's date groups (static/chat/date-groups.js)
     gettext_noop("Today"),
     gettext_noop("Yesterday"),
@@ -185,6 +200,7 @@ def chat_page(request):
     context = {
         "js_strings": js_strings(),
         "max_message_chars": settings.AGENT_MAX_MESSAGE_CHARS,
+        "sharing": settings.AGENT_SHARING,
         "display_name": account_settings_of(user_id=request.user.pk).display_name or request.user.get_username(),
     }
     return render(request, "chat/index.html", context)

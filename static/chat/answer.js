@@ -67,6 +67,7 @@ export function mountAnswerActions(turn) {
   });
   const regenerate = h("button", { type: "button", className: "turn-action", dataset: { action: "regenerate" }, title: t("Answer this message again"), text: t("Regenerate") });
   regenerate.addEventListener("click", () => turn.actions?.regenerate(turn));
+  regenerate.hidden = Boolean(turn.actions?.readOnly); // a shared snapshot is only read
   // Regenerated answers are versions of the answer, switched here (the question stays).
   turn.answerVersionSwitcher = versionSwitcher(
     { group: t("Versions of this answer"), previous: t("Previous answer"), next: t("Next answer") },
@@ -85,6 +86,7 @@ export function updateAnswerVersions(turn) {
 export function mountCutNote(turn) {
   const more = h("button", { type: "button", className: "turn-action", dataset: { action: "continue" }, title: t("Continue the answer where it was cut off"), text: t("Continue") });
   more.addEventListener("click", () => turn.actions?.continueAnswer(turn));
+  more.hidden = Boolean(turn.actions?.readOnly);
   turn.cutNote = h("div", { className: "turn-cut", role: "note" }, h("span", { text: t("Cut off by the token limit.") }), more);
   turn.cutNote.hidden = turn.finishReason !== "length";
   return turn.cutNote;

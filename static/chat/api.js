@@ -131,5 +131,10 @@ export const api = {
   files: (id) => request("GET", `/api/conversations/${id}/files/`).then((d) => d.files || []),
   uploadFile,
   fileUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}`,
+  /** Shared links (docs/protocol.md, "Shared links"): [{id, hint, createdAt, expiresAt, active}]. */
+  shares: (id) => request("GET", `/api/conversations/${id}/shares/`).then((d) => d.shares || []),
+  createShare: (id, expiresInDays) =>
+    request("POST", `/api/conversations/${id}/shares/`, { body: expiresInDays ? { expiresInDays } : {} }),
+  revokeShare: (shareId) => request("DELETE", `/api/shares/${shareId}/`),
   deleteFile: (id, path) => request("DELETE", `/api/conversations/${id}/files/${pathUrl(path)}`),
 };

@@ -15,6 +15,7 @@ import { handleCopyButtons } from "./markdown.js";
 import { setUpMenu } from "./menu.js";
 import { announce, confirmDialog, showNotice } from "./notices.js";
 import { watchSearchBox } from "./search.js";
+import { setUpShareDialog } from "./share-dialog.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
 import { statusMessage } from "./turn-labels.js";
 import { refreshUsage } from "./usage.js";
@@ -48,6 +49,7 @@ const composer = new Composer(state, { startConversation, ensureConversation, on
 const agentPicker = new AgentPicker();
 const exportMenu = setUpMenu($("export-toggle"), $("export-menu"));
 showConnection(state);
+setUpShareDialog($("share-open"), () => state.view && state.view.id);
 
 // --- sidebar -------------------------------------------------------------------------------
 const sidebar = new Sidebar($("conversation-list"), {

@@ -276,9 +276,9 @@ export class Turn {
     for (const approval of this.approvals.values()) approval.refresh();
   }
 
-  /** The thumbs are offered once the run has ended. */
+  /** The thumbs are offered once the run has ended, to the owner (not on a shared snapshot). */
   updateFeedback() {
-    this.feedback.el.hidden = this.running;
+    this.feedback.el.hidden = this.running || Boolean(this.actions?.readOnly);
   }
 
   /** The answer's Markdown source (for the copy-answer button). */

@@ -59,6 +59,7 @@ export function updateAttachments(turn) {
 
 export function updateVersions(turn) {
   turn.questionVersions.update(turn.version, turn.versions);
-  // Without a stored user_message (cannot happen) there is nothing to edit or answer again.
-  turn.editButton.hidden = turn.seq === null;
+  // Without a stored user_message (cannot happen) there is nothing to edit or answer again;
+  // a shared snapshot (actions.readOnly, shared.js) is only read.
+  turn.editButton.hidden = turn.seq === null || Boolean(turn.actions?.readOnly);
 }

@@ -1,0 +1,29 @@
+"""ShareLink, kept apart from chat/models.py (which re-exports it) so that the sharing feature is
+one folder. It names its relations by string and imports nothing of chat.models."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class ShareLink(models.Model):
+    """A read-only link to a conversation as it was up to `up_to_seq`. Only the SHA-256 of the
+    link's token is stored (looked up by it, chat/sharing/links.py), so a copy of the database
+    opens no link; revoking keeps the row (the admin's history) and closes the link at once."""
+
+    conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="share_links")
+    digest = models.CharField(max_length=64, unique=True)  # sha256 hex of the token
+    hint = models.CharField(max_length=12)  # the token's first characters, to tell links apart
+    up_to_seq = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "chat"
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["conversation", "-created_at"], name="share_link_conversation")]
+
+    def __str__(self) -> str:
+        return f"Link {self.hint}… to conversation {str(self.conversation_id)[:8]}"
