@@ -2,6 +2,8 @@
 them. Agent profiles are the one thing staff write here."""
 
 from django.contrib import admin
+from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
+from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -14,6 +16,7 @@ from chat.models import (
     Conversation,
     Event,
     Feedback,
+    GroupLimits,
     ModelCall,
     Run,
     ToolRecord,
@@ -201,3 +204,37 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     search_fields = ("name", "user__username", "hint")
     readonly_fields = ("user", "name", "hint", "created_at", "expires_at", "last_used_at")
     exclude = ("digest",)  # a token is made by its user, who alone ever sees its value
+
+
+class GroupLimitsInline(admin.StackedInline):
+    """A group's daily token quota and messages-per-minute limit (docs/configuration.md, "Limits per
+    group"): an inline, so that other additions to the group page live beside it."""
+
+    model = GroupLimits
+    can_delete = True
+    extra = 1
+    max_num = 1
+    verbose_name = verbose_name_plural = "limits"
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class GroupAdmin(AuthGroupAdmin):
+    inlines = [*AuthGroupAdmin.inlines, GroupLimitsInline]
+    list_display = ("name", "daily_token_quota", "messages_per_minute")
+    list_select_related = ("limits",)
+
+    @admin.display(description="daily token quota")
+    def daily_token_quota(self, obj):
+        return _limit(getattr(obj, "limits", None), "daily_token_quota")
+
+    @admin.display(description="messages per minute")
+    def messages_per_minute(self, obj):
+        return _limit(getattr(obj, "limits", None), "messages_per_minute")
+
+
+def _limit(limits: GroupLimits | None, field: str) -> str:
+    value = None if limits is None else getattr(limits, field)
+    return "not set" if value is None else "unlimited" if value == 0 else f"{value:,}"
