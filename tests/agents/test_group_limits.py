@@ -172,18 +172,24 @@ def test_staff_set_a_groups_limits_in_the_admin(make_user, settings):
     bad = {**form, "limits-INITIAL_FORMS": "1", "limits-0-group": str(interns.pk), "limits-0-daily_token_quota": "-1"}
     r = client.post(f"/admin/auth/group/{interns.pk}/change/", bad)
     assert r.status_code == 200 and b"greater than or equal to 0" in r.content
+    for value, error in (("10" * 12, b"less than or equal to"), ("lots", b"Enter a whole number")):
+        r = client.post(f"/admin/auth/group/{interns.pk}/change/", {**bad, "limits-0-daily_token_quota": value})
+        assert r.status_code == 200 and error in r.content
+    # Only staff reach the form: alice is sent to the admin's sign-in, and nothing changes.
+    as_alice = Client()
+    as_alice.force_login(alice)
+    r = as_alice.post(f"/admin/auth/group/{interns.pk}/change/", {**bad, "limits-0-daily_token_quota": "0"})
+    assert r.status_code == 302 and "/admin/login/" in r["Location"]
     assert GroupLimits.objects.get(group=interns).daily_token_quota == 40
     # The usage API (the sidebar's line) gives the quota that applies: the group's.
-    alice_client = Client()
-    alice_client.force_login(alice)
-    assert alice_client.get("/api/usage/").json()["dailyTokenQuota"] == 40
+    assert as_alice.get("/api/usage/").json()["dailyTokenQuota"] == 40
     spend(alice, 45)
     with pytest.raises(QuotaExceeded, match="45 of 40"):
         run_start(conversation=conversation_create(owner=alice), user=alice, content="hi", model="m", worker="w")
     # Made unlimited in the admin: the next start goes, and the API says there is no quota.
     r = client.post(f"/admin/auth/group/{interns.pk}/change/", {**bad, "limits-0-daily_token_quota": "0"})
     assert r.status_code == 302
-    assert alice_client.get("/api/usage/").json()["dailyTokenQuota"] is None
+    assert as_alice.get("/api/usage/").json()["dailyTokenQuota"] is None
     run_start(conversation=conversation_create(owner=alice), user=alice, content="hi", model="m", worker="w")
 
 
