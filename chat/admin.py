@@ -1,9 +1,11 @@
 """Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge
 them. Agent profiles are the one thing staff write here."""
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
 from django.contrib.auth.models import Group
+from django.db import models
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -215,6 +217,8 @@ class GroupLimitsInline(admin.StackedInline):
     extra = 1
     max_num = 1
     verbose_name = verbose_name_plural = "limits"
+    # Wide enough for a quota in the millions (the admin's integer box shows about five digits).
+    formfield_overrides = {models.PositiveIntegerField: {"widget": forms.NumberInput(attrs={"class": "vTextField"})}}
 
 
 admin.site.unregister(Group)

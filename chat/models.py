@@ -403,6 +403,9 @@ class GroupLimits(models.Model):
     class Meta:
         verbose_name_plural = "group limits"
 
+    def __str__(self) -> str:
+        return f"Limits of {self.group.name}"
+
 
 class UserSession(AbstractBaseSession):
     """A session that names its user (chat.web.sessions, the SESSION_ENGINE), so that "sign out of all
