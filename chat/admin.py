@@ -1,7 +1,11 @@
 """Read-mostly admin: operators inspect conversations, runs, events and tool calls; they don't forge
 them. Agent profiles are the one thing staff write here."""
 
+from django import forms
 from django.contrib import admin
+from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
+from django.contrib.auth.models import Group
+from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -15,6 +19,7 @@ from chat.models import (
     Conversation,
     Event,
     Feedback,
+    GroupLimits,
     ModelCall,
     Run,
     ShareLink,
@@ -226,3 +231,39 @@ class ShareLinkAdmin(ReadOnlyAdmin):
     def revoke(self, request, queryset):
         revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {revoked} link(s).")
+
+
+class GroupLimitsInline(admin.StackedInline):
+    """A group's daily token quota and messages-per-minute limit (docs/configuration.md, "Limits per
+    group"): an inline, so that other additions to the group page live beside it."""
+
+    model = GroupLimits
+    can_delete = True
+    extra = 1
+    max_num = 1
+    verbose_name = verbose_name_plural = "limits"
+    # Wide enough for a quota in the millions (the admin's integer box shows about five digits).
+    formfield_overrides = {models.PositiveIntegerField: {"widget": forms.NumberInput(attrs={"class": "vTextField"})}}
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class GroupAdmin(AuthGroupAdmin):
+    inlines = [*AuthGroupAdmin.inlines, GroupLimitsInline]
+    list_display = ("name", "daily_token_quota", "messages_per_minute")
+    list_select_related = ("limits",)
+
+    @admin.display(description="daily token quota")
+    def daily_token_quota(self, obj):
+        return _limit(getattr(obj, "limits", None), "daily_token_quota")
+
+    @admin.display(description="messages per minute")
+    def messages_per_minute(self, obj):
+        return _limit(getattr(obj, "limits", None), "messages_per_minute")
+
+
+def _limit(limits: GroupLimits | None, field: str) -> str:
+    value = None if limits is None else getattr(limits, field)
+    return "not set" if value is None else "unlimited" if value == 0 else f"{value:,}"

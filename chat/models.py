@@ -392,6 +392,21 @@ class AccountSettings(models.Model):
         return f"Settings of user {self.user_id}"
 
 
+class GroupLimits(models.Model):
+    """A group's limits (docs/configuration.md, "Limits per group"), read at each run start. Blank:
+    the group sets none; 0: unlimited, as the settings' 0. A user gets their most generous group's."""
+
+    group = models.OneToOneField("auth.Group", on_delete=models.CASCADE, primary_key=True, related_name="limits")
+    daily_token_quota = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: not set. 0: no quota.")
+    messages_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: not set. 0: no limit.")
+
+    class Meta:
+        verbose_name_plural = "group limits"
+
+    def __str__(self) -> str:
+        return f"Limits of {self.group.name}"
+
+
 class UserSession(AbstractBaseSession):
     """A session that names its user (chat.web.sessions, the SESSION_ENGINE), so that "sign out of all
     other sessions" finds them without decoding every session of the site."""

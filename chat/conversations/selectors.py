@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
+from chat.agents.limits import limits_for_user
 from chat.conversations.paging import page_of
 from chat.eventlog import search
 from chat.models import Conversation, Feedback, ModelCall, Run
@@ -94,7 +94,8 @@ def usage_for_user(*, user, now: datetime) -> dict[str, Any]:
         "today": usage_json(*day_total),
         "month": usage_json(*month_total),
         "models": models,
-        "dailyTokenQuota": settings.AGENT_DAILY_TOKEN_QUOTA or None,
+        # The quota that applies to this user: their groups', else the setting's (None: unlimited).
+        "dailyTokenQuota": limits_for_user(user=user).daily_token_quota or None,
     }
 
 

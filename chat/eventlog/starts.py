@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, Max, OuterRef, Q, Subquery, Sum, Value, When
 from django.utils import timezone
@@ -18,6 +17,7 @@ from chat.agent.events import (
     UserMessageEvent,
 )
 from chat.agent.text import clean
+from chat.agents.limits import limits_for_users
 from chat.agents.selectors import agent_profiles_for_user
 from chat.eventlog.append import _append_batches, _conversation_key
 from chat.eventlog.frames import EventFrame
@@ -72,8 +72,9 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
     that kept it from starting: NotAUserMessage when it names a seq that is not a user_message
     of its conversation, RunInProgress when the conversation already has a running run
     (a partial unique index makes that hold across processes too), RateLimited when the user
-    started AGENT_MESSAGES_PER_MINUTE runs in the last minute, QuotaExceeded when the user's
-    tokens today (UTC) reached AGENT_DAILY_TOKEN_QUOTA.
+    started their messages-per-minute limit of runs in the last minute, QuotaExceeded when the
+    user's tokens today (UTC) reached their daily quota (their groups' limits, else
+    AGENT_MESSAGES_PER_MINUTE / AGENT_DAILY_TOKEN_QUOTA: chat.agents.limits).
 
     When hundreds of messages arrive together, run starts queue on the ORM thread, which
     must win the GIL back from the busy event loop after every statement: a handful of
@@ -100,19 +101,20 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
 def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] | Exception]:
     results: list[tuple[Run, list[EventFrame]] | Exception | None] = [None] * len(starts)
     now = timezone.now()
-    limit = settings.AGENT_MESSAGES_PER_MINUTE
+    # Each user's limits, their groups' or the settings' (one query for the group): the users
+    # with no limit are left out of the counting queries.
+    limits = limits_for_users(user_ids={s.user.pk for s in starts})
+    rated = {pk for pk, lim in limits.items() if lim.messages_per_minute}
     recent: dict[Any, int] = {}
-    if limit:
+    if rated:
         recent = dict(
-            Run.objects.filter(
-                user__in={s.user.pk for s in starts}, started_at__gte=now - timedelta(minutes=1), imported=False
-            )
+            Run.objects.filter(user__in=rated, started_at__gte=now - timedelta(minutes=1), imported=False)
             .values("user")
             .annotate(n=Count("pk"))
             .values_list("user", "n")
         )
-    quota = settings.AGENT_DAILY_TOKEN_QUOTA
-    spent = tokens_today(user_ids={s.user.pk for s in starts}, now=now) if quota else {}
+    quoted = {pk for pk, lim in limits.items() if lim.daily_token_quota}
+    spent = tokens_today(user_ids=quoted, now=now) if quoted else {}
     keys = {_conversation_key(s.conversation.pk) for s in starts}
     turns = _turns_of(starts)
     busy = set(
@@ -128,9 +130,9 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             results[index] = turns[index]
         elif agent_id is not None and profile is None:
             results[index] = AgentUnavailable(f"agent profile {agent_id} is disabled or not open to this user")
-        elif limit and recent.get(start.user.pk, 0) >= limit:
+        elif (limit := limits[start.user.pk].messages_per_minute) and recent.get(start.user.pk, 0) >= limit:
             results[index] = RateLimited(f"at most {limit} messages per minute")
-        elif quota and spent.get(start.user.pk, 0) >= quota:
+        elif (quota := limits[start.user.pk].daily_token_quota) and spent.get(start.user.pk, 0) >= quota:
             results[index] = QuotaExceeded(f"{spent[start.user.pk]} of {quota} tokens used today (UTC)")
         elif key in busy:
             results[index] = RunInProgress(str(key))
