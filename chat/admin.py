@@ -2,6 +2,8 @@
 them. Agent profiles are the one thing staff write here."""
 
 from django.contrib import admin
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -201,3 +203,38 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     search_fields = ("name", "user__username", "hint")
     readonly_fields = ("user", "name", "hint", "created_at", "expires_at", "last_used_at")
     exclude = ("digest",)  # a token is made by its user, who alone ever sees its value
+
+
+# -- groups: which ones the OpenID provider manages (docs/protocol.md, "Sign-in with OpenID Connect") --
+
+
+class ProviderManagedFilter(admin.SimpleListFilter):
+    title = "managed by the identity provider"
+    parameter_name = "provider"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Yes"), ("no", "No"))
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(provider__isnull=self.value() == "no")
+        return queryset
+
+
+class GroupAdmin(auth_admin.GroupAdmin):
+    """Django's group admin plus whether the provider manages the group: a managed group is taken
+    from a user whose groups claim stops naming it; one made here never is."""
+
+    list_display = ("name", "managed_by_provider")
+    list_filter = (ProviderManagedFilter,)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("provider")
+
+    @admin.display(boolean=True, description="managed by the identity provider")
+    def managed_by_provider(self, group) -> bool:
+        return hasattr(group, "provider")
+
+
+admin.site.unregister(Group)
+admin.site.register(Group, GroupAdmin)

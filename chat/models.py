@@ -429,3 +429,6 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…) of user {self.user_id}"
+
+
+from chat.identity import OidcIdentity, ProviderGroup  # noqa: E402, F401 - the OIDC models, registered with the app

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 
 from agentsite.proxy import client_address
+from chat.web.oidc import ID_TOKEN_KEY, provider_logout_url
 
 
 def login_locked_out(request, original_response=None, credentials=None):
@@ -44,3 +46,25 @@ def signup_allowed(request) -> bool:
     except ValueError:  # the window's key expired between add and incr: a new window
         cache.set(key, 1, timeout=window)
         return True
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in page; with ALLOW_PASSWORD_LOGIN=false it refuses a posted password
+    outright (the form is hidden, and the password backend is off, settings.py), saying why."""
+
+    def post(self, request, *args, **kwargs):
+        if settings.ALLOW_PASSWORD_LOGIN:
+            return super().post(request, *args, **kwargs)
+        context = self.get_context_data(form=AuthenticationForm(request))
+        context["oidc_error"] = gettext("Signing in with a password is turned off on this site.")
+        return render(request, self.template_name, context, status=403)
+
+
+class LogoutView(auth_views.LogoutView):
+    """Django's logout, then the provider's end of session when the user signed in through it."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get(ID_TOKEN_KEY)
+        response = super().post(request, *args, **kwargs)
+        end_session = provider_logout_url(request, id_token) if id_token and settings.OIDC_ENABLED else None
+        return redirect(end_session) if end_session else response
