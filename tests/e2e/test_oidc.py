@@ -290,3 +290,24 @@ async def test_an_oidc_session_works_and_its_revocation_closes_the_socket(idp, m
     assert r.status_code == 302
     assert await closed_with(sock) == 4401
     await client.aclose()
+
+
+async def test_hostile_callbacks_and_next_urls(idp, main):
+    name = login_name()
+    idp.account(name, groups=["users"])
+    client = Client(main)
+    # The provider says no (the user pressed Cancel there): a page, not a 500.
+    r = await client.http.get(client.url("/accounts/oidc/login/"))
+    state = parse_qs(urlsplit(r.headers["location"]).query)["state"][0]
+    r = await client.http.get(client.url(f"/accounts/oidc/callback/?error=access_denied&state={state}"))
+    assert r.status_code == 400 and "(access_denied)" in r.text
+    # Junk and huge parameters.
+    for query in ("", "?state=" + "x" * 4000, "?code=&state=", "?state=%00%ff"):
+        r = await client.http.get(client.url(f"/accounts/oidc/callback/{query}"))
+        assert r.status_code == 400, (query, r.status_code)
+    # A `next` off the site is dropped: the sign-in lands on the chat.
+    callback = await to_callback(client, name, next_path="https://evil.example/steal")
+    r = await client.http.get(callback)
+    assert (r.status_code, r.headers["location"]) == (302, "/")
+    assert "Traceback" not in main.log(None)
+    await client.aclose()
