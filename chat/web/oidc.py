@@ -188,4 +188,7 @@ def provider_logout_url(request, id_token: str) -> str | None:
     if not client.server_metadata.get("end_session_endpoint"):
         return None
     back = request.build_absolute_uri(settings.LOGOUT_REDIRECT_URL)
+    if settings.OIDC_REDIRECT_URI:  # the public origin is the one the callback names, not the request's
+        public = urlsplit(settings.OIDC_REDIRECT_URI)
+        back = f"{public.scheme}://{public.netloc}{settings.LOGOUT_REDIRECT_URL}"
     return client.create_logout_url(post_logout_redirect_uri=back, id_token_hint=id_token)["url"]
