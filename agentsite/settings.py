@@ -382,9 +382,26 @@ AXES_DISABLE_ACCESS_LOG = True  # failures only; no row for every successful sig
 AXES_VERBOSE = False  # no start-up banner: an operator's start-up error stays one line
 AXES_CLIENT_IP_CALLABLE = "agentsite.proxy.client_address"
 AXES_LOCKOUT_CALLABLE = "chat.web.signin.login_locked_out"
+# Sign-in with an OpenID Connect provider (docs/configuration.md, "Sign-in with OpenID Connect";
+# chat.web.oidc). The issuer is kept without a trailing slash: discovery appends its path to it.
+OIDC_ISSUER = (env_optional("OIDC_ISSUER") or "").rstrip("/")
+OIDC_CLIENT_ID = env_optional("OIDC_CLIENT_ID")
+OIDC_CLIENT_SECRET = env_optional("OIDC_CLIENT_SECRET")
+OIDC_ENABLED = bool(OIDC_ISSUER and OIDC_CLIENT_ID and OIDC_CLIENT_SECRET)
+OIDC_REDIRECT_URI = env_optional("OIDC_REDIRECT_URI")  # unset: /accounts/oidc/callback/ on the request's host
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "").strip() or "openid email profile"
+OIDC_LABEL = env_optional("OIDC_LABEL")  # unset: the issuer's host
+OIDC_GROUPS_CLAIM = env_optional("OIDC_GROUPS_CLAIM") or "groups"
+OIDC_ALLOWED_GROUPS = env_list("OIDC_ALLOWED_GROUPS", "")
+OIDC_STAFF_GROUPS = env_list("OIDC_STAFF_GROUPS", "")
+OIDC_TIMEOUT = env_number("OIDC_TIMEOUT", "10", float)  # seconds for each call to the provider
+# false: no password form, and no password accepted anywhere (the login page, the admin's): the
+# password backend is left out, so sessions opened with a password end too.
+ALLOW_PASSWORD_LOGIN = env_bool("ALLOW_PASSWORD_LOGIN", True)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password is checked
-    "django.contrib.auth.backends.ModelBackend",
+    *(["django.contrib.auth.backends.ModelBackend"] if ALLOW_PASSWORD_LOGIN else []),
+    "chat.web.oidc_users.OidcBackend",  # the sessions opened by OIDC sign-in; it checks no credentials
 ]
 
 # Accounts one client address may create per SIGNUP_RATE_WINDOW seconds (0: no limit),

@@ -3,13 +3,23 @@ from django.contrib import admin
 from django.contrib.auth import urls as auth_urls
 from django.urls import include, path
 
+from chat.web import oidc, signin
+
 # Password reset sends a mail: without a mail server its pages would only fail (SMTP errors),
 # so they exist only when EMAIL_HOST is set.
 _PASSWORD_RESET = {"password_reset", "password_reset_done", "password_reset_confirm", "password_reset_complete"}
+# Sign-in and logout are Django's views with the site's additions (chat.web.signin): password
+# sign-in may be turned off, and logout also ends the OpenID provider's session.
 account_urlpatterns = [
+    path("login/", signin.LoginView.as_view(), name="login"),
+    path("logout/", signin.LogoutView.as_view(), name="logout"),
+    path("oidc/login/", oidc.oidc_login, name="oidc_login"),
+    path("oidc/callback/", oidc.oidc_callback, name="oidc_callback"),
+] + [
     pattern
     for pattern in auth_urls.urlpatterns
-    if settings.PASSWORD_RESET_ENABLED or pattern.name not in _PASSWORD_RESET
+    if pattern.name not in {"login", "logout"}
+    and (settings.PASSWORD_RESET_ENABLED or pattern.name not in _PASSWORD_RESET)
 ]
 
 urlpatterns = [

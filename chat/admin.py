@@ -246,14 +246,39 @@ class GroupLimitsInline(admin.StackedInline):
     formfield_overrides = {models.PositiveIntegerField: {"widget": forms.NumberInput(attrs={"class": "vTextField"})}}
 
 
+# -- groups: which ones the OpenID provider manages (docs/protocol.md, "Sign-in with OpenID Connect") --
+
+
+class ProviderManagedFilter(admin.SimpleListFilter):
+    title = "managed by the identity provider"
+    parameter_name = "provider"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Yes"), ("no", "No"))
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(provider__isnull=self.value() == "no")
+        return queryset
+
+
 admin.site.unregister(Group)
 
 
 @admin.register(Group)
 class GroupAdmin(AuthGroupAdmin):
+    """Django's group admin, with the group's limits (an inline and two columns) and whether the
+    OpenID provider manages it: a managed group is taken from a user whose groups claim stops
+    naming it; one made here never is."""
+
     inlines = [*AuthGroupAdmin.inlines, GroupLimitsInline]
-    list_display = ("name", "daily_token_quota", "messages_per_minute")
-    list_select_related = ("limits",)
+    list_display = ("name", "managed_by_provider", "daily_token_quota", "messages_per_minute")
+    list_filter = (ProviderManagedFilter,)
+    list_select_related = ("limits", "provider")
+
+    @admin.display(boolean=True, description="managed by the identity provider")
+    def managed_by_provider(self, group) -> bool:
+        return hasattr(group, "provider")
 
     @admin.display(description="daily token quota")
     def daily_token_quota(self, obj):

@@ -159,3 +159,37 @@ def check_approvals(app_configs, **kwargs):
         if not _APPROVAL_PATTERN.fullmatch(pattern)
     ]
     return errors
+
+
+@checks.register()
+def check_oidc(app_configs, **kwargs):
+    """OIDC_* and ALLOW_PASSWORD_LOGIN (docs/configuration.md, "Sign-in with OpenID Connect")."""
+    errors = []
+    given = {"OIDC_ISSUER": settings.OIDC_ISSUER, "OIDC_CLIENT_ID": settings.OIDC_CLIENT_ID}
+    given["OIDC_CLIENT_SECRET"] = settings.OIDC_CLIENT_SECRET
+    missing = [name for name, value in given.items() if not value]
+    if len(missing) < len(given) and missing:
+        errors.append(
+            checks.Error(
+                f"OpenID Connect sign-in is half configured: {', '.join(missing)} not set.",
+                hint="Set OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET together (or none of them).",
+                id="agentsite.E040",
+            )
+        )
+    if settings.OIDC_ISSUER and not re.match(r"https?://[^/]+", settings.OIDC_ISSUER):
+        errors.append(
+            checks.Error(
+                f"OIDC_ISSUER must be an http(s) URL, not {settings.OIDC_ISSUER!r}.",
+                hint="The issuer's URL, e.g. https://keycloak.example.com/realms/acme.",
+                id="agentsite.E041",
+            )
+        )
+    if not settings.ALLOW_PASSWORD_LOGIN and not settings.OIDC_ENABLED:
+        errors.append(
+            checks.Error(
+                "ALLOW_PASSWORD_LOGIN is false and OpenID Connect is not configured: nobody could sign in.",
+                hint="Configure OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET, or allow password sign-in.",
+                id="agentsite.E042",
+            )
+        )
+    return errors

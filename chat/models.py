@@ -426,25 +426,6 @@ class UserSession(AbstractBaseSession):
         db_table = "chat_user_session"
 
 
-class ApiToken(models.Model):
-    """A personal API token (docs/protocol.md, "API tokens"): its user, a name to tell it by,
-    and the SHA-256 of its value, never the value (shown once, at creation). A token is 256
-    random bits, so a fast hash is enough: nothing short enough to guess is stored."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100)
-    digest = models.CharField(max_length=64, unique=True)  # sha256 hex of the value
-    hint = models.CharField(max_length=12)  # the value's first characters, to tell tokens apart
-    created_at = models.DateTimeField(default=timezone.now)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.hint}…) of user {self.user_id}"
-
-
-# Defined in its own folder (chat/sharing/), registered here with the app's other models.
+# Models of modules of their own (who a user or program is, shared links), registered with the app's.
+from chat.identity import ApiToken, OidcIdentity, ProviderGroup  # noqa: E402, F401
 from chat.sharing.models import ShareLink  # noqa: E402, F401

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat.checks import check_agent_settings
+from chat.checks import check_agent_settings, check_oidc
 
 
 @pytest.fixture
@@ -89,3 +89,37 @@ def test_approval_settings(settings):
     settings.AGENT_APPROVAL_TOOLS = ["bash", "no spaces"]
     settings.AGENT_APPROVAL_TIMEOUT = 0.0
     assert ids(check_approvals(None)) == ["agentsite.E003", "agentsite.W013"]
+
+
+@pytest.fixture
+def oidc(settings):
+    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = "https://id.test", "site", "s"
+    settings.OIDC_ENABLED = True
+    settings.ALLOW_PASSWORD_LOGIN = True
+    return settings
+
+
+def test_oidc_configured_passes(oidc):
+    assert check_oidc(None) == []
+    oidc.ALLOW_PASSWORD_LOGIN = False
+    assert check_oidc(None) == []
+
+
+def test_oidc_half_configured(oidc):
+    oidc.OIDC_CLIENT_SECRET = None
+    oidc.OIDC_ENABLED = False
+    (error,) = check_oidc(None)
+    assert error.id == "agentsite.E040"
+    assert "OIDC_CLIENT_SECRET not set" in error.msg
+
+
+def test_oidc_issuer_not_a_url(oidc):
+    oidc.OIDC_ISSUER = "id.test/realms/x"
+    assert ids(check_oidc(None)) == ["agentsite.E041"]
+
+
+def test_no_way_to_sign_in(oidc):
+    oidc.OIDC_ISSUER, oidc.OIDC_CLIENT_ID, oidc.OIDC_CLIENT_SECRET, oidc.OIDC_ENABLED = "", None, None, False
+    assert check_oidc(None) == []
+    oidc.ALLOW_PASSWORD_LOGIN = False
+    assert ids(check_oidc(None)) == ["agentsite.E042"]

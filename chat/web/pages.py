@@ -290,7 +290,7 @@ def set_language(request):
 
 @require_http_methods(["GET", "HEAD", "POST"])
 def signup(request):
-    if not settings.ALLOW_SIGNUP:
+    if not (settings.ALLOW_SIGNUP and settings.ALLOW_PASSWORD_LOGIN):
         raise Http404("sign-up is closed")
     if request.user.is_authenticated:
         return redirect("chat")

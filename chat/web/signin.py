@@ -6,13 +6,15 @@ import logging
 import time
 
 from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 
 from agentsite.proxy import client_address
 from chat.realtime.redis_layer import REDIS_AWAY
+from chat.web.oidc import ID_TOKEN_KEY, provider_logout_url
 
 logger = logging.getLogger(__name__)
 
@@ -53,3 +55,25 @@ def signup_allowed(request) -> bool:
         # Counted in Redis: while it is away sign-ups go uncounted rather than failing with a 500.
         logger.warning("a sign-up is not counted: the cache does not answer")
         return True
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in page; with ALLOW_PASSWORD_LOGIN=false it refuses a posted password
+    outright (the form is hidden, and the password backend is off, settings.py), saying why."""
+
+    def post(self, request, *args, **kwargs):
+        if settings.ALLOW_PASSWORD_LOGIN:
+            return super().post(request, *args, **kwargs)
+        context = self.get_context_data(form=AuthenticationForm(request))
+        context["oidc_error"] = gettext("Signing in with a password is turned off on this site.")
+        return render(request, self.template_name, context, status=403)
+
+
+class LogoutView(auth_views.LogoutView):
+    """Django's logout, then the provider's end of session when the user signed in through it."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get(ID_TOKEN_KEY)
+        response = super().post(request, *args, **kwargs)
+        end_session = provider_logout_url(request, id_token) if id_token and settings.OIDC_ENABLED else None
+        return redirect(end_session) if end_session else response

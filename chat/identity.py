@@ -1,0 +1,61 @@
+"""Who a user or a program is, besides a password: sign-in with OpenID Connect (docs/protocol.md,
+"Sign-in with OpenID Connect") and personal API tokens ("API tokens"). A module of its own so
+that chat/models.py stays within its size; chat.models imports these models."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from django.utils import timezone
+
+
+class OidcIdentity(models.Model):
+    """A user as the provider knows them: the pair (issuer, `sub`), the only thing a sign-in is
+    matched by. An e-mail address is never used to find a user: a provider may let anyone claim
+    any address, and addresses get reused."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_sign_in_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_issuer_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class ProviderGroup(models.Model):
+    """Marks a Django group as managed by the provider: created from the groups claim, it is
+    taken away from a user whose claim no longer names it. Groups made by hand have no row and
+    are never taken away by a sign-in."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, primary_key=True, related_name="provider")
+    issuer = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.group.name} (from {self.issuer})"
+
+
+class ApiToken(models.Model):
+    """A personal API token (docs/protocol.md, "API tokens"): its user, a name to tell it by,
+    and the SHA-256 of its value, never the value (shown once, at creation). A token is 256
+    random bits, so a fast hash is enough: nothing short enough to guess is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True)  # sha256 hex of the value
+    hint = models.CharField(max_length=12)  # the value's first characters, to tell tokens apart
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…) of user {self.user_id}"
