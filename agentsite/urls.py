@@ -17,3 +17,7 @@ urlpatterns = [
     path("accounts/", include(account_urlpatterns)),
     path("", include("chat.urls")),
 ]
+
+# Under /api/ and /v1/ these answer in the API's error shapes (chat.web.errors).
+handler400 = "chat.web.errors.bad_request"
+handler404 = "chat.web.errors.not_found"
