@@ -4,7 +4,7 @@ there, and the OpenAPI document promises it (docs/protocol.md, "OpenAPI"). Pages
 
 from __future__ import annotations
 
-from django.views import defaults
+from django.views import csrf, defaults
 
 from chat.web.json_api import json_error
 from chat.web.openai_shapes import openai_error
@@ -30,3 +30,11 @@ def bad_request(request, exception=None):
     """handler400: a request Django refused before the view (a malformed multipart body)."""
     answer = _answer(request, 400, "bad_request", "The request is malformed.")
     return answer if answer is not None else defaults.bad_request(request, exception)
+
+
+def csrf_failure(request, reason: str = ""):
+    """CSRF_FAILURE_VIEW: a session request to `/api/` or `/v1/` without its CSRF token (a bearer
+    request needs none) is told so in JSON; pages keep Django's."""
+    message = "A session request needs the X-CSRFToken header (or use an API token: Authorization: Bearer)."
+    answer = _answer(request, 403, "csrf_failed", message)
+    return answer if answer is not None else csrf.csrf_failure(request, reason)

@@ -45,6 +45,8 @@ def openai_error(description: str) -> dict:
 
 RUN_HEADERS = {"X-Agentsite-Conversation": "The call's conversation.", "X-Agentsite-Run": "The call's run."}
 UNAUTHENTICATED = error("Not signed in (or a bad bearer token, with `WWW-Authenticate`).")
+CSRF_REFUSED = error("`csrf_failed`: a session request without its `X-CSRFToken` header.")
+OPENAI_CSRF_REFUSED = answer("`csrf_failed`: a session request without its `X-CSRFToken` header.", "OpenAIError")
 THROTTLED = error("`rate_limited`: too many failed token attempts from this address lately.")
 OPENAI_UNAUTHENTICATED = answer("`invalid_api_key`: no token, or a bad one.", "OpenAIError")
 OPENAI_THROTTLED = answer("`rate_limit_exceeded`: too many failed token attempts from this address.", "OpenAIError")
@@ -66,6 +68,8 @@ def operation(summary: str, responses: dict, *, security: list = READ, openai: b
     if security is not OPEN:
         shared = (OPENAI_UNAUTHENTICATED, OPENAI_THROTTLED) if openai else (UNAUTHENTICATED, THROTTLED)
         responses = {"401": shared[0], "429": shared[1], **responses}
+    if any("csrfToken" in scheme for scheme in security):
+        responses = {"403": OPENAI_CSRF_REFUSED if openai else CSRF_REFUSED, **responses}
     return {"summary": summary, "security": security, "responses": _or_plain_error(responses), **more}
 
 
@@ -334,7 +338,7 @@ ROUTES: dict[str, dict[str, dict]] = {
             {
                 "201": answer("Made; `token` is shown this once.", "NewToken"),
                 "400": BAD_REQUEST,
-                "403": error("Asked with a bearer token (`forbidden`)."),
+                "403": error("Asked with a bearer token (`forbidden`), or a session without CSRF (`csrf_failed`)."),
             },
             security=SESSION_WRITE,
             requestBody=body("TokenCreate"),

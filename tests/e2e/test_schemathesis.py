@@ -9,9 +9,6 @@ about a minute)."""
 
 from __future__ import annotations
 
-import re
-
-import httpx2
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +16,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
-from .harness import PASSWORD
+from .harness import SyncUser
 
 # Every other check of schemathesis runs. `ignored_auth` sends the request again with made-up
 # credentials, but the configured bearer header rides along with them, so it would see the real
@@ -40,26 +37,6 @@ class Target:
         self.base, self.token, self.conversation = base, token, conversation
 
 
-def signed_up_with_token(base: str) -> tuple[str, str]:
-    """A new user through the signup form; (their API token, a conversation of theirs)."""
-    with httpx2.Client(base_url=base, timeout=20) as http:
-        page = http.get("/accounts/signup/")
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-        r = http.post(
-            "/accounts/signup/",
-            data={"csrfmiddlewaretoken": csrf, "username": "fuzzer", "password1": PASSWORD, "password2": PASSWORD},
-            headers={"Referer": base},
-        )
-        assert r.status_code == 302, r.text[:500]
-        unsafe = {"X-CSRFToken": http.cookies.get("csrftoken"), "Referer": base}
-        r = http.post("/api/tokens/", json={"name": "schemathesis"}, headers=unsafe)
-        assert r.status_code == 201, r.text
-        token = r.json()["token"]
-        r = http.post("/api/conversations/", json={"title": "owned"}, headers=unsafe)
-        assert r.status_code == 201, r.text
-        return token, r.json()["id"]
-
-
 @pytest.fixture(scope="module")
 def target(databases, make_server) -> Target:
     server = make_server(
@@ -71,8 +48,10 @@ def target(databases, make_server) -> Target:
         # request after the tenth would be its (documented) 429 and test nothing else.
         LOGIN_FAILURE_LIMIT="0",
     )
-    token, conversation = signed_up_with_token(server.base)
-    return Target(server.base, token, conversation)
+    user = SyncUser(server)
+    target = Target(server.base, user.token("schemathesis"), user.conversation())
+    user.close()
+    return target
 
 
 def owned_half(case, target: Target) -> None:
