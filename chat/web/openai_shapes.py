@@ -16,12 +16,11 @@ from django.http import JsonResponse
 from chat.agent.answer import Answer
 from chat.agent.events import ErrorCode
 from chat.agent.turns import ModelOptions
+from chat.agents.profiles import RANGES
 
 # The roles an earlier message may have; a `tool` message (or an assistant's tool_calls) answers
 # tools the client offered, which this endpoint refuses.
 HISTORY_ROLES = ("system", "developer", "user", "assistant")
-
-MIN_TEMPERATURE, MAX_TEMPERATURE = 0.0, 2.0
 
 # OpenAI's error types, by HTTP status.
 ERROR_TYPES = {
@@ -96,18 +95,21 @@ def _number(body: Mapping[str, Any], name: str) -> float | int | None:
 
 
 def _run_options(body: Mapping[str, Any]) -> ModelOptions:
-    """The request's `temperature` (0 to 2, as OpenAI takes it) and `max_tokens` (or its newer
-    name `max_completion_tokens`, a positive integer): refused with 400 when out of bounds."""
+    """The request's `temperature` and `max_tokens` (or its newer name `max_completion_tokens`),
+    within the bounds an agent profile's own options take (0 to 2, as OpenAI's; 1 to 1,000,000):
+    refused with 400 outside them."""
+    low, high = RANGES["temperature"]
     temperature = _number(body, "temperature")
-    if temperature is not None and not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
-        raise BadRequest(f"temperature must be between {MIN_TEMPERATURE} and {MAX_TEMPERATURE}.", param="temperature")
+    if temperature is not None and not low <= temperature <= high:
+        raise BadRequest(f"temperature must be between {low:g} and {high:g}.", param="temperature")
+    fewest, most = RANGES["max_tokens"]
     max_tokens = None
     for name in ("max_tokens", "max_completion_tokens"):
         value = _number(body, name)
         if value is None:
             continue
-        if not isinstance(value, int) or value < 1:
-            raise BadRequest(f"{name} must be a positive integer.", param=name)
+        if not isinstance(value, int) or not fewest <= value <= most:
+            raise BadRequest(f"{name} must be an integer from {fewest:g} to {most:g}.", param=name)
         max_tokens = value if max_tokens is None else min(max_tokens, value)
     return ModelOptions(temperature=None if temperature is None else float(temperature), max_tokens=max_tokens)
 

@@ -87,6 +87,11 @@ def test_a_requests_options_replace_the_temperature_and_cap_max_tokens_under_the
             "invalid_request",
         ),
         (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10**30},
+            "max_tokens",
+            "invalid_request",
+        ),
+        (
             {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5},
             "max_tokens",
             "invalid_request",
