@@ -224,6 +224,8 @@ SESSION_ENGINE = "chat.web.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
+# Under /api/ and /v1/ a missing CSRF token is refused in the API's JSON shapes (chat.web.errors).
+CSRF_FAILURE_VIEW = "chat.web.errors.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -28,5 +28,8 @@ urlpatterns = [
     path("", include("chat.urls")),
 ]
 
-# A database that does not answer is a 503 the client retries, not a 500 (chat/web/errors.py).
+# Under /api/ and /v1/ these answer in the API's error shapes, and a database that does not
+# answer is a 503 the client retries, not a 500 (chat.web.errors).
+handler400 = "chat.web.errors.bad_request"
+handler404 = "chat.web.errors.not_found"
 handler500 = "chat.web.errors.server_error"

@@ -5,6 +5,7 @@ python -m bench --quick         # smaller numbers, the SQLite stacks only (about
 python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
+python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs SSE
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import time
 import traceback
 from pathlib import Path
 
-from . import concurrency, firsttext, growth, idle, plot, reference, relay, replay, report, search, writes
+from . import concurrency, doors, firsttext, growth, idle, plot, reference, relay, replay, report, search, writes
 from .pool import Pool
 from .procs import raise_fd_limit
 from .server import FakeModel, Stack
 
-MEASUREMENTS = ("relay", "concurrency", "idle", "replay", "writes", "reference")
+MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference")
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py, bench/growth.py).
 OPT_IN = ("search", "growth")
 STACKS = {
@@ -42,12 +43,19 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--stacks", default=None, help=f"comma list of {', '.join(STACKS)}")
     parser.add_argument("--levels", default=None, help="concurrency levels, e.g. 50,100,200,400")
+    parser.add_argument("--door-levels", default=None, help="for doors: concurrency levels (default 1,100; quick 1,10)")
     parser.add_argument("--flush-ms", type=int, default=None, help="AGENT_STREAM_FLUSH_MS for the servers")
     parser.add_argument(
         "--growth-parts", default=",".join(growth.PARTS), help="for --only growth: length, table or both"
     )
     parser.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json)")
     return parser.parse_args()
+
+
+def door_levels(args) -> list[int]:
+    if args.door_levels:
+        return [int(x) for x in args.door_levels.split(",")]
+    return [1, 10] if args.quick else [1, 100]
 
 
 def concurrency_levels(args) -> list[int]:
@@ -66,7 +74,17 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
     print(f"\n[{name}] {stack.label}: starting", flush=True)
     try:
         stack.start(model)
-        need = 1 + sum(levels) + 4 + 50 + idle_sockets + firsttext.RUNS + 1
+        # doors: a warm-up run and every level, for each door on a conversation of its own
+        need = (
+            1
+            + sum(levels)
+            + 4
+            + 50
+            + idle_sockets
+            + firsttext.RUNS
+            + 1
+            + len(doors.DOORS) * (1 + sum(door_levels(args)))
+        )
         users = 400
         pool = Pool(stack.seed(op="users", count=users, conversations=-(-need // users)))
         # First: a server that has not yet streamed, so freed memory cannot hide what sockets cost.
@@ -84,6 +102,9 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
         if "concurrency" in only:
             print(f"[{name}] concurrency {levels}", flush=True)
             out["concurrency"] = await asyncio.wait_for(concurrency.measure(stack, model, pool, levels=levels), 600)
+        if "doors" in only:
+            print(f"[{name}] doors {door_levels(args)}", flush=True)
+            out["doors"] = await asyncio.wait_for(doors.measure(stack, pool, levels=door_levels(args)), 600)
         if "writes" in only:
             if out.get("relay"):
                 out["writes_fast"] = writes.measure(

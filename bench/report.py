@@ -8,6 +8,8 @@ import platform
 import time
 from pathlib import Path
 
+from . import doors
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 TARGETS = {
@@ -71,6 +73,7 @@ def table(results: dict) -> str:
                     f"p50/p95 {f['first_chunk_ms']['p50']} / {f['first_chunk_ms']['p95']} ms, "
                     f"{f['client_cpu_ms_per_request']} ms CPU per request"
                 )
+        lines += doors.lines(stack.get("doors"))
         i = stack.get("idle")
         if i:
             lines.append(

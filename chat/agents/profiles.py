@@ -146,6 +146,19 @@ def for_source(config: AgentConfig, *, source: str) -> AgentConfig:
     return replace(config, unattended=True) if source == API_SOURCE else config
 
 
+def with_request_options(config: AgentConfig, requested: ModelOptions) -> AgentConfig:
+    """The configuration of a run whose request set its own options (an OpenAI-compatible call):
+    its temperature replaces the agent's; its max_tokens caps each model call, under the agent's
+    own cap when that is lower (an operator's limit is not lifted by a client)."""
+    options = config.options
+    if requested.temperature is not None:
+        options = replace(options, temperature=requested.temperature)
+    if requested.max_tokens is not None:
+        cap = requested.max_tokens if options.max_tokens is None else min(options.max_tokens, requested.max_tokens)
+        options = replace(options, max_tokens=cap)
+    return replace(config, options=options)
+
+
 def config_for(profile: AgentProfile | None) -> AgentConfig:
     return profile_config(profile) if profile is not None else default_config()
 

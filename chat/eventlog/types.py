@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from chat.agent.approval import OK
+from chat.agent.turns import ModelOptions
 from chat.eventlog.frames import EventFrame
 from chat.models import (
     Conversation,
@@ -92,6 +93,8 @@ class RunStart:
     attachments: tuple[dict[str, Any], ...] = ()
     # The user_message's `history`: the earlier messages of an OpenAI-compatible request.
     history: tuple[dict[str, Any], ...] = ()
+    # An OpenAI-compatible request's temperature and max_tokens (None: the agent's own options).
+    options: ModelOptions | None = None
 
     @property
     def named_seq(self) -> int | None:

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 from chat.agent.approval import Decision
+from chat.agent.turns import ModelOptions
 from chat.conversations import uploads
 from chat.exceptions import (
     AgentUnavailable,
@@ -53,12 +54,20 @@ async def run_start(
     content: str,
     attachments: tuple[dict[str, Any], ...] = (),
     history: tuple[dict[str, Any], ...] = (),
+    options: ModelOptions | None = None,
     **version: int | None,
 ) -> Run:
-    """`history`: the earlier messages of an OpenAI-compatible request, recorded on the user_message."""
+    """`history`: the earlier messages of an OpenAI-compatible request, recorded on the user_message;
+    `options`: its temperature and max_tokens for the run's model calls (None: the agent's own)."""
     try:
         return await get_registry().start(
-            conversation=conversation, user=user, content=content, attachments=attachments, history=history, **version
+            conversation=conversation,
+            user=user,
+            content=content,
+            attachments=attachments,
+            history=history,
+            options=options,
+            **version,
         )
     except NotAUserMessage as exc:
         raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None

@@ -19,6 +19,7 @@ from django.conf import settings
 
 from chat.agent.approval import Decision
 from chat.agent.perloop import PerLoop
+from chat.agent.turns import ModelOptions
 from chat.agents import build, profiles
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import history, memory
@@ -147,13 +148,24 @@ class RunRegistry:
         regenerates: int | None = None,
         attachments: tuple[dict[str, Any], ...] = (),
         history: tuple[dict[str, Any], ...] = (),
+        options: ModelOptions | None = None,
     ) -> Run:
         """Start a run for a user message, an edit or a regenerate (RunStart). Raises
         RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
         start = RunStart(
-            conversation, user, content, model, self.channel, parent_seq, edits, regenerates, attachments, history
+            conversation,
+            user,
+            content,
+            model,
+            self.channel,
+            parent_seq,
+            edits,
+            regenerates,
+            attachments,
+            history,
+            options,
         )
         return await self._starts.submit(start)
 
@@ -269,6 +281,8 @@ def _start_with_memory(
         key = run.conversation_id
         messages = memories[key] if key in memories else history.run_messages(frames)
         config = profiles.for_source(profiles.config_for(run.agent), source=start.conversation.source)
+        if start.options is not None:
+            config = profiles.with_request_options(config, start.options)
         out.append((run, frames, messages, config))
     return out
 

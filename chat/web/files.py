@@ -14,6 +14,7 @@ import uuid
 
 from django.conf import settings
 from django.http import FileResponse, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.views.decorators.http import require_http_methods
 
 from chat.conversations import uploads
@@ -50,7 +51,10 @@ def _upload(request, conversation_id) -> JsonResponse:
     # Checked before Django parses the body into temporary files.
     if declared > limit + MULTIPART_OVERHEAD:
         return json_error(413, "too_large", f"the file is larger than the {limit}-byte upload limit")
-    upload = request.FILES.get("file")
+    try:
+        upload = request.FILES.get("file")
+    except MultiPartParserError:
+        return json_error(400, "bad_request", "the multipart body is malformed")
     if upload is None:
         return json_error(400, "bad_request", "send the file as the multipart field 'file'")
     try:

@@ -90,7 +90,9 @@ async def chat_completions(request):
             after=0,
             until_complete=True,
         )
-        run = await run_actions.run_start(conversation=conversation, user=user, content=content, history=call.history)
+        run = await run_actions.run_start(
+            conversation=conversation, user=user, content=content, history=call.history, options=call.options
+        )
     except ProtocolError as exc:
         status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
         return shapes.openai_error(status, code, exc.message)

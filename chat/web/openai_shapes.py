@@ -15,6 +15,8 @@ from django.http import JsonResponse
 
 from chat.agent.answer import Answer
 from chat.agent.events import ErrorCode
+from chat.agent.turns import ModelOptions
+from chat.agents.profiles import RANGES
 
 # The roles an earlier message may have; a `tool` message (or an assistant's tool_calls) answers
 # tools the client offered, which this endpoint refuses.
@@ -70,7 +72,8 @@ class CompletionRequest:
     history: tuple[dict[str, str], ...]  # the messages before it: the run's memory
     stream: bool = False
     include_usage: bool = False
-    options: dict[str, Any] = field(default_factory=dict)  # temperature, max_tokens: checked, not applied
+    # temperature and max_tokens, applied to the run's model calls (chat.agents.profiles.with_request_options)
+    options: ModelOptions = field(default_factory=ModelOptions)
 
 
 def _text(message: Mapping[str, Any], index: int) -> str:
@@ -82,6 +85,33 @@ def _text(message: Mapping[str, Any], index: int) -> str:
     raise BadRequest(
         "content must be a string or a list of text parts.", param=f"messages[{index}].content", code="invalid_content"
     )
+
+
+def _number(body: Mapping[str, Any], name: str) -> float | int | None:
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise BadRequest(f"{name} must be a number.", param=name)
+    return value
+
+
+def _run_options(body: Mapping[str, Any]) -> ModelOptions:
+    """The request's `temperature` and `max_tokens` (or its newer name `max_completion_tokens`),
+    within the bounds an agent profile's own options take (0 to 2, as OpenAI's; 1 to 1,000,000):
+    refused with 400 outside them."""
+    low, high = RANGES["temperature"]
+    temperature = _number(body, "temperature")
+    if temperature is not None and not low <= temperature <= high:
+        raise BadRequest(f"temperature must be between {low:g} and {high:g}.", param="temperature")
+    fewest, most = RANGES["max_tokens"]
+    max_tokens = None
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = _number(body, name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or not fewest <= value <= most:
+            raise BadRequest(f"{name} must be an integer from {fewest:g} to {most:g}.", param=name)
+        max_tokens = value if max_tokens is None else min(max_tokens, value)
+    return ModelOptions(temperature=None if temperature is None else float(temperature), max_tokens=max_tokens)
 
 
 def completion_request(body: Any) -> CompletionRequest:
@@ -111,13 +141,7 @@ def completion_request(body: Any) -> CompletionRequest:
     last = history.pop()
     if last["role"] != "user":
         raise BadRequest("The last message must be the user's.", param=f"messages[{len(messages) - 1}]")
-    options = {}
-    for name in ("temperature", "max_tokens", "max_completion_tokens"):
-        value = body.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise BadRequest(f"{name} must be a number.", param=name)
-        if value is not None:
-            options[name] = value
+    options = _run_options(body)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise BadRequest("stream_options must be an object.", param="stream_options")

@@ -45,6 +45,11 @@ def openai_error(description: str) -> dict:
 
 RUN_HEADERS = {"X-Agentsite-Conversation": "The call's conversation.", "X-Agentsite-Run": "The call's run."}
 UNAUTHENTICATED = error("Not signed in (or a bad bearer token, with `WWW-Authenticate`).")
+CSRF_REFUSED = error("`csrf_failed`: a session request without its `X-CSRFToken` header.")
+OPENAI_CSRF_REFUSED = answer("`csrf_failed`: a session request without its `X-CSRFToken` header.", "OpenAIError")
+THROTTLED = error("`rate_limited`: too many failed token attempts from this address lately.")
+OPENAI_UNAUTHENTICATED = answer("`invalid_api_key`: no token, or a bad one.", "OpenAIError")
+OPENAI_THROTTLED = answer("`rate_limit_exceeded`: too many failed token attempts from this address.", "OpenAIError")
 BAD_REQUEST = error("The body or a query parameter is refused; `message` says why.")
 NO_CONVERSATION = error("No such conversation (someone else's answers the same).")
 NO_RUN = error("No such run.")
@@ -55,12 +60,30 @@ LIMIT = query(
 BEFORE = query("before", "The `next` cursor of the previous page.", {"type": "string"})
 
 
-def operation(summary: str, responses: dict, *, security: list = READ, **more) -> dict:
-    """One method of a route. Every answer the API can give when signed out is 401, so it is added
-    here rather than repeated; open routes (security OPEN) do not get it."""
+def operation(summary: str, responses: dict, *, security: list = READ, openai: bool = False, **more) -> dict:
+    """One method of a route. Every route that takes credentials may answer 401 (signed out, a bad
+    token) and 429 (too many failed token attempts from the address), so they are added here
+    rather than repeated, in OpenAI's shape on `/v1/`; open routes (security OPEN) get neither.
+    A route's own 429 (its rate limit) describes both."""
     if security is not OPEN:
-        responses = {**responses, "401": UNAUTHENTICATED}
-    return {"summary": summary, "security": security, "responses": responses, **more}
+        shared = (OPENAI_UNAUTHENTICATED, OPENAI_THROTTLED) if openai else (UNAUTHENTICATED, THROTTLED)
+        responses = {"401": shared[0], "429": shared[1], **responses}
+    if any("csrfToken" in scheme for scheme in security):
+        responses = {"403": OPENAI_CSRF_REFUSED if openai else CSRF_REFUSED, **responses}
+    return {"summary": summary, "security": security, "responses": _or_plain_error(responses), **more}
+
+
+def _or_plain_error(responses: dict) -> dict:
+    """The run endpoints answer their own refusals as RunError, but a 404 of a path no route
+    matches (an id that is not a UUID) and a 429 of the token throttle come before the view, in
+    the plain Error shape (chat.web.errors, chat.web.bearer): those answers may be either."""
+    out = dict(responses)
+    for status in ("404", "429"):
+        content = out.get(status, {}).get("content", {}).get(JSON)
+        if content is not None and content["schema"] == ref("RunError"):
+            either = {"anyOf": [ref("RunError"), ref("Error")]}
+            out[status] = {**out[status], "content": {JSON: {"schema": either}}}
+    return out
 
 
 # A new route: an entry keyed by its route exactly as chat/urls.py writes it, converters and all
@@ -315,7 +338,7 @@ ROUTES: dict[str, dict[str, dict]] = {
             {
                 "201": answer("Made; `token` is shown this once.", "NewToken"),
                 "400": BAD_REQUEST,
-                "403": error("Asked with a bearer token (`forbidden`)."),
+                "403": error("Asked with a bearer token (`forbidden`), or a session without CSRF (`csrf_failed`)."),
             },
             security=SESSION_WRITE,
             requestBody=body("TokenCreate"),
@@ -361,6 +384,7 @@ ROUTES: dict[str, dict[str, dict]] = {
         "get": operation(
             "OpenAI-compatible: the agents the user may pick as models, `default` first",
             {"200": answer("The models.", "ModelList")},
+            openai=True,
             tags=["openai"],
         )
     },
@@ -379,11 +403,15 @@ ROUTES: dict[str, dict[str, dict]] = {
                 "400": openai_error("Bad messages, client `tools`, or a message over the size limit."),
                 "404": openai_error("`model_not_found`: no such agent, or not open to the user."),
                 "409": openai_error("`run_cancelled`: the run was cancelled."),
-                "429": openai_error("`rate_limit_exceeded` or `insufficient_quota`."),
+                "429": openai_error(
+                    "`rate_limit_exceeded` (the messages-per-minute limit, or too many failed token attempts) "
+                    "or `insufficient_quota`."
+                ),
                 "502": openai_error("`model_call_failed` or `run_failed`: the run ended without an answer."),
                 "503": openai_error("`service_unavailable`: no database."),
             },
             security=WRITE,
+            openai=True,
             requestBody=body("ChatCompletionRequest"),
             tags=["openai"],
         )

@@ -281,6 +281,43 @@ class Client:
         return Socket(ws)
 
 
+class SyncUser:
+    """One user for a plain sync test (a sync SDK, schemathesis): signed up through the real form
+    by a sync httpx2 session, which then calls the API with its cookie and CSRF token."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self.username = f"u{uuid.uuid4().hex[:10]}"
+        self.http = httpx2.Client(base_url=server.base, timeout=60)
+        page = self.http.get("/accounts/signup/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        form = {"csrfmiddlewaretoken": csrf, "username": self.username, "password1": PASSWORD, "password2": PASSWORD}
+        r = self.http.post("/accounts/signup/", data=form, headers={"Referer": server.base})
+        assert r.status_code == 302, r.text[:500]
+
+    @property
+    def unsafe_headers(self) -> dict[str, str]:
+        return {"X-CSRFToken": self.http.cookies.get("csrftoken") or "", "Referer": self.server.base}
+
+    def token(self, name: str = "sync") -> str:
+        r = self.http.post("/api/tokens/", json={"name": name}, headers=self.unsafe_headers)
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+    def conversation(self, title: str = "owned") -> str:
+        r = self.http.post("/api/conversations/", json={"title": title}, headers=self.unsafe_headers)
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    def events(self, conversation_id: str) -> list[dict]:
+        r = self.http.get(f"/api/conversations/{conversation_id}/events/")
+        assert r.status_code == 200, r.text
+        return r.json()["events"]
+
+    def close(self) -> None:
+        self.http.close()
+
+
 async def anonymous_socket(server: Server, path: str, *, origin: str | None = None) -> Socket:
     ws = await connect(f"{server.ws_base}{path}", additional_headers={"Origin": origin or server.base}, open_timeout=10)
     return Socket(ws)

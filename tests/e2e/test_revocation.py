@@ -9,7 +9,10 @@ import subprocess
 import sys
 import uuid
 
+import httpx
 import pytest
+from httpx_sse import aconnect_sse
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from .conftest import ON_POSTGRES, REDIS_URL
@@ -230,4 +233,44 @@ async def test_deactivation_in_another_process_closes_the_socket_on_b(two_server
         capture_output=True,
     )
     assert await closed_with(on_b) == 4401
+    await alice.aclose()
+
+
+@pytest.mark.multiprocess
+@needs_services
+async def test_revoking_a_token_on_a_closes_its_stream_and_socket_on_b(two_servers):
+    """A token revoked through process A (DELETE /api/tokens/<id>/) ends, within seconds, the
+    server-sent event stream and the WebSocket opened with it on process B."""
+    server_a, server_b = two_servers
+    alice = await Client(server_a).signup()
+    conversation = await alice.create_conversation()
+    r = await alice.api("POST", "/api/tokens/", json_body={"name": "on b"})
+    assert r.status_code == 201, r.text
+    token, token_id = r.json()["token"], r.json()["id"]
+    auth = {"Authorization": f"Bearer {token}"}
+    ws = await connect(f"{server_b.ws_base}/ws/chat/{conversation}/", additional_headers=auth, open_timeout=10)
+    on_b = Socket(ws)
+    await on_b.sync()
+    assert await answers_ping(on_b)
+    synced = asyncio.Event()
+
+    async def stream():
+        async with httpx.AsyncClient(base_url=server_b.base, headers=auth, timeout=30) as http:
+            async with aconnect_sse(http, "GET", f"/api/conversations/{conversation}/stream/") as source:
+                async for sse in source.aiter_sse():
+                    if sse.event == "sync":
+                        synced.set()
+
+    reader = asyncio.create_task(stream())
+    await asyncio.wait_for(synced.wait(), 15)
+    r = await alice.api("DELETE", f"/api/tokens/{token_id}/")  # through A
+    assert r.status_code == 204, r.text
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(reader, 4)  # the stream on B ended (its own re-check would take 5 s)
+    assert await closed_with(on_b, timeout=4) == 4401
+    assert asyncio.get_running_loop().time() - started < 4
+    r = await alice.api("GET", f"/api/conversations/{conversation}/events/", server=server_b)
+    assert r.status_code == 200  # the session, on B too, is untouched
+    async with httpx.AsyncClient(base_url=server_b.base, headers=auth) as http:
+        assert (await http.get("/api/conversations/")).status_code == 401
     await alice.aclose()

@@ -337,3 +337,36 @@ async def test_a_run_first_started_over_http_outlives_its_request(fresh_server, 
     assert items[-1][2]["status"] == "succeeded"
     await http.aclose()
     await owner.aclose()
+
+
+async def test_a_reconnect_by_last_event_id_in_the_middle_of_a_run_loses_and_doubles_nothing(runs_server, replies):
+    """The stream drops mid-run and comes back with `Last-Event-ID` (as EventSource does), while a
+    WebSocket watches the same run: both end with exactly the stored events."""
+    owner = await signed_up(runs_server)
+    http = await bearer(owner)
+    conversation = await owner.create_conversation()
+    replies.set("reconnect mid run", slow_text_reply("r " * 300, chunks=80, delay=0.03))
+    sock = await owner.socket(conversation)
+    await sock.sync()
+    r = await http.post(f"/api/conversations/{conversation}/messages/", json={"content": "reconnect mid run"})
+    assert r.status_code == 202
+    first: list = []
+    async with aconnect_sse(http, "GET", f"/api/conversations/{conversation}/stream/?after=0") as source:
+        async for sse in source.aiter_sse():
+            first.append((sse.event, sse.id, json.loads(sse.data)))
+            if sum(event == "text" for event, _, _ in first) >= 5:
+                break  # the connection drops here, in the middle of the run
+    last_id = [i for event, i, _ in first if i][-1]
+    assert not any(event == "complete" for event, _, _ in first)
+    second = await read_sse(
+        http, f"/api/conversations/{conversation}/stream/?until=complete", headers={"Last-Event-ID": last_id}
+    )
+    ws_frames = events_only(await sock.until_complete())
+    stored = await owner.events(conversation)
+    joined = frames_of(first) + frames_of(second)
+    assert joined == stored == ws_frames
+    assert [f["seq"] for f in joined] == list(range(1, len(stored) + 1))
+    assert "".join(f["content"] for f in joined if f["type"] == "text") == "r " * 300
+    await sock.ws.close()
+    await http.aclose()
+    await owner.aclose()

@@ -5,6 +5,7 @@ once, listed, revoked; no serious accessibility violation with a new token and a
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.error
 import urllib.request
@@ -62,4 +63,41 @@ def test_a_token_is_made_copied_used_and_revoked_from_the_account_page(user_page
     expect(page.locator(".form-ok")).to_contain_text("revoked")
     expect(page.locator(".token-list")).to_have_count(0)
     assert api_status(ui_server.base, value) == 401
+    assert_clean(page)
+
+
+def completion(base: str, token: str, content: str) -> dict:
+    body = json.dumps({"model": "default", "messages": [{"role": "user", "content": content}]}).encode()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{base}/v1/chat/completions", data=body, headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return {"conversation": response.headers["X-Agentsite-Conversation"], **json.loads(response.read())}
+
+
+def test_a_conversation_made_through_v1_carries_the_api_tag_in_the_sidebar(user_page, ui_server, shot):
+    page = user_page
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    made = page.request.post(
+        "/api/tokens/", data={"name": "sidebar"}, headers={"X-CSRFToken": csrf, "Referer": ui_server.base}
+    )
+    assert made.status == 201, made.text()
+    page.request.post("/api/conversations/", data={"title": "typed in the page"}, headers={"X-CSRFToken": csrf})
+    called = completion(ui_server.base, made.json()["token"], "asked by a script")
+    page.reload()
+    api_item = page.locator(f'#conversation-list li:has(a[href*="{called["conversation"]}"])')
+    expect(api_item.locator(".conv-title")).to_have_text("asked by a script")
+    tag = api_item.locator(".conv-tag-api")
+    expect(tag).to_be_visible()
+    expect(tag).to_have_text("API")
+    assert tag.get_attribute("title") == "Started through the OpenAI-compatible API"
+    page_item = page.locator("#conversation-list li", has_text="typed in the page")
+    expect(page_item).to_have_count(1)
+    expect(page_item.locator(".conv-tag-api")).to_have_count(0)  # only the API's conversations
+    shot(page, "sidebar-api-tag-1280")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "sidebar-api-tag-1280-dark")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.click("#sidebar-toggle")
+    expect(tag).to_be_visible()
+    shot(page, "sidebar-api-tag-390-dark")
     assert_clean(page)

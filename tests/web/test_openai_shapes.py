@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
 
 from chat.agent.approval import DENIED, Unattended
+from chat.agent.turns import ModelOptions
 from chat.agents import profiles
 from chat.models import API_SOURCE
 from chat.web import openai_shapes as shapes
@@ -36,7 +38,23 @@ def test_the_last_user_message_is_the_content_and_the_rest_its_history():
         {"role": "user", "content": "ab"},
         {"role": "assistant", "content": "c"},
     )
-    assert call.options == {"temperature": 0.5}
+    assert call.options == ModelOptions(temperature=0.5)
+    both = shapes.completion_request(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 90, "max_completion_tokens": 70}
+    )
+    assert both.options == ModelOptions(max_tokens=70)  # both given: the lower
+
+
+def test_a_requests_options_replace_the_temperature_and_cap_max_tokens_under_the_agents():
+    agent = profiles.default_config()
+    capped = dataclasses.replace(agent, options=ModelOptions(temperature=0.7, max_tokens=50, top_p=0.9))
+    got = profiles.with_request_options(capped, ModelOptions(temperature=0.2, max_tokens=100)).options
+    assert (got.temperature, got.max_tokens, got.top_p) == (0.2, 50, 0.9)  # the agent's cap is lower: it stays
+    got = profiles.with_request_options(capped, ModelOptions(max_tokens=20)).options
+    assert (got.temperature, got.max_tokens) == (0.7, 20)
+    uncapped = dataclasses.replace(agent, options=ModelOptions())
+    assert profiles.with_request_options(uncapped, ModelOptions(max_tokens=20)).options.max_tokens == 20
+    assert profiles.with_request_options(uncapped, ModelOptions()).options == ModelOptions()
 
 
 @pytest.mark.parametrize(
@@ -56,6 +74,31 @@ def test_the_last_user_message_is_the_content_and_the_rest_its_history():
         (
             {"model": "default", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"},
             "temperature",
+            "invalid_request",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 2.5},
+            "temperature",
+            "invalid_request",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+            "max_tokens",
+            "invalid_request",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10**30},
+            "max_tokens",
+            "invalid_request",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5},
+            "max_tokens",
+            "invalid_request",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1},
+            "max_completion_tokens",
             "invalid_request",
         ),
     ],

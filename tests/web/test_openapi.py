@@ -229,6 +229,26 @@ def test_run_answers_match_the_documented_schemas(api, alice):
     _check(api.get(f"/api/runs/{run.pk}/trace/"), "get", "api/runs/<uuid:run_id>/trace/")
 
 
+def test_answers_given_before_any_view_take_the_documented_shapes(api, alice, client):
+    """A path no route matches (an id that is not a UUID) and a multipart body Django cannot parse
+    answer in the API's shapes, as the document says (schemathesis found them as HTML)."""
+    conversation = conversation_create(owner=alice, title="t")
+    messages = "api/conversations/<uuid:conversation_id>/messages/"
+    body = _check(
+        api.post("/api/conversations/not-a-uuid/messages/", {}, content_type="application/json"), "post", messages
+    )
+    assert body == {"error": "not_found", "message": "No such route."}
+    _check(api.get("/api/conversations/not-a-uuid/"), "get", "api/conversations/<uuid:conversation_id>/")
+    answer = api.get("/v1/nothing-here")
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
+    assert client.get("/no-such-page/")["Content-Type"].startswith("text/html")  # pages keep Django's
+    files = "api/conversations/<uuid:conversation_id>/files/"
+    broken = api.generic(
+        "POST", f"/api/conversations/{conversation.pk}/files/", b"--b\r\nno headers", "multipart/form-data"
+    )
+    assert _check(broken, "post", files)["message"] == "the multipart body is malformed"
+
+
 # -- the checks can fail -----------------------------------------------------------------------
 def _view(request):
     return HttpResponse()

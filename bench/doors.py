@@ -1,0 +1,190 @@
+"""Doors: first text of the same run through the three ways a client can start and follow it,
+side by side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Server-sent events",
+"OpenAI-compatible endpoint"):
+
+- `websocket`: the chat page's socket, open and synced, then the `message` frame;
+- `v1`: `POST /v1/chat/completions` with `stream: true` (a bearer token), read chunk by chunk;
+- `sse`: `GET .../stream/?until=complete` open and synced, then `POST .../messages/`.
+
+First text is from sending the message (the frame, the completion request, the POST) to the
+first piece of answer text arriving (a `text` frame, a chunk with `delta.content`, a `text`
+event). Each client is a program of its own with its connection already open (the socket synced,
+the HTTP client warmed by a first request), so only the run's own path is timed. The doors take
+turns, C clients of one door at a time, on fresh conversations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+
+import httpx2
+
+from . import clients
+from .clients import percentile
+
+TOKENS = 20
+RATE = 100
+DOORS = ("websocket", "v1", "sse")
+
+
+class Tokens:
+    """A personal API token per seeded user, made once through POST /api/tokens/ with the user's
+    session (and a CSRF token of our own choosing: Django checks the cookie and the header agree)."""
+
+    def __init__(self, base: str):
+        self.base, self.by_session = base, {}
+
+    async def of(self, http: httpx2.AsyncClient, session: str) -> str:
+        if session not in self.by_session:
+            csrf = secrets.token_hex(16)
+            r = await http.post(
+                f"{self.base}/api/tokens/",
+                json={"name": "bench"},
+                headers={"Cookie": f"sessionid={session}; csrftoken={csrf}", "X-CSRFToken": csrf, "Referer": self.base},
+            )
+            r.raise_for_status()
+            self.by_session[session] = r.json()["token"]
+        return self.by_session[session]
+
+
+def words_of(text: str) -> list[int]:
+    return [int(w.split("@", 1)[0]) for w in text.split()]
+
+
+async def websocket_run(base: str, session: str, conversation: str, ready, go) -> tuple[float | None, str]:
+    ws, sync, _ = await clients.connect(base, conversation, session, timeout=120)
+    try:
+        ready()
+        await go.wait()
+        stream = await clients.run(ws, clients.Stream(TOKENS), rate=RATE, timeout=120)
+    finally:
+        await ws.close()
+    first = None if stream.first_text_at is None else stream.first_text_at - stream.sent_at
+    return first, clients.check(stream, after_seq=sync["lastSeq"])
+
+
+async def v1_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"model": "default", "stream": True, "messages": [{"role": "user", "content": clients.order(TOKENS, RATE)}]}
+    async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
+        (await http.get("/v1/models")).raise_for_status()  # the connection is open before the clock starts
+        ready()
+        await go.wait()
+        sent, first, text = time.time(), None, ""
+        async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                return None, f"HTTP {response.status_code}"
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    return None, f"error chunk {chunk['error'].get('code')}"
+                piece = (chunk.get("choices") or [{}])[0].get("delta", {}).get("content") or ""
+                if piece and first is None:
+                    first = time.time() - sent
+                text += piece
+    problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
+    return first, problem
+
+
+async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as poster:
+        (await poster.get("/api/usage/")).raise_for_status()  # warm: the POST's connection is open
+        async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as reader:
+            path = f"/api/conversations/{conversation}/stream/?until=complete"
+            async with reader.stream("GET", path) as response:
+                lines = response.aiter_lines()
+                event, sent, first, text, status = "", 0.0, None, "", ""
+                async for line in lines:
+                    if line.startswith("event: "):
+                        event = line[7:]
+                    elif line.startswith("data: ") and event == "sync":
+                        break
+                ready()
+                await go.wait()
+                sent = time.time()
+                r = await poster.post(
+                    f"/api/conversations/{conversation}/messages/", json={"content": clients.order(TOKENS, RATE)}
+                )
+                if r.status_code != 202:
+                    return None, f"HTTP {r.status_code} on POST"
+                async for line in lines:
+                    if line.startswith("event: "):
+                        event = line[7:]
+                    elif line.startswith("data: ") and event == "text":
+                        if first is None:
+                            first = time.time() - sent
+                        text += json.loads(line[6:])["content"]
+                    elif line.startswith("data: ") and event == "complete":
+                        status = json.loads(line[6:]).get("status", "")
+    if status != "succeeded":
+        return first, f"run ended {status or 'without complete'}"
+    problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
+    return first, problem
+
+
+async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict:
+    """`count` clients of one door, all ready first, then all sent at once."""
+    pairs = pool.take(count)
+    async with httpx2.AsyncClient(timeout=60) as http:
+        credentials = [session if door == "websocket" else await tokens.of(http, session) for session, _ in pairs]
+    go, ready_count = asyncio.Event(), [0]
+
+    def ready():
+        ready_count[0] += 1
+        if ready_count[0] == count:
+            go.set()
+
+    run = {"websocket": websocket_run, "v1": v1_run, "sse": sse_run}[door]
+    results = await asyncio.gather(
+        *(run(stack.base(i), cred, conv, ready, go) for i, (cred, (_, conv)) in enumerate(zip(credentials, pairs))),
+        return_exceptions=True,
+    )
+    firsts = [r[0] * 1000 for r in results if not isinstance(r, BaseException) and r[0] is not None and not r[1]]
+    problems = [repr(r) if isinstance(r, BaseException) else r[1] for r in results]
+    problems = [p for p in problems if p]
+    return {
+        "door": door,
+        "C": count,
+        "first_text_ms": {
+            "p50": round(percentile(firsts, 50), 1),
+            "p95": round(percentile(firsts, 95), 1),
+            "n": len(firsts),
+        },
+        "ok": count - len(problems),
+        "problems": problems[:5],
+    }
+
+
+async def measure(stack, pool, *, levels: list[int]) -> dict:
+    """Every door at every level; a first single run of each door warms the server up."""
+    tokens = Tokens(stack.base(0))
+    for door in DOORS:
+        await door_level(stack, pool, tokens, door, 1)
+    rows = [await door_level(stack, pool, tokens, door, count) for count in levels for door in DOORS]
+    return {"tokens": TOKENS, "rate": RATE, "levels": rows}
+
+
+def lines(doors: dict | None) -> list[str]:
+    """The table's rows: per level, each door's first text beside the WebSocket's."""
+    if not doors:
+        return []
+    out = [
+        f"  doors: first text of a {doors['tokens']}-token run, C clients of one door at once "
+        "(ratio: p50 against the WebSocket's at the same C)",
+        "     C  door        first text p50 / p95 ms   ratio   ok",
+    ]
+    socket = {row["C"]: row["first_text_ms"]["p50"] for row in doors["levels"] if row["door"] == "websocket"}
+    for row in doors["levels"]:
+        ft, base = row["first_text_ms"], socket.get(row["C"])
+        ratio = round(ft["p50"] / base, 2) if base else "-"
+        out.append(
+            f"  {row['C']:4d}  {row['door']:<10}  {ft['p50']:>9} / {ft['p95']:>9}   {ratio:>5}   {row['ok']}/{row['C']}"
+        )
+        out += [f"        problem: {p}" for p in row["problems"]]
+    return out
