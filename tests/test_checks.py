@@ -89,3 +89,11 @@ def test_approval_settings(settings):
     settings.AGENT_APPROVAL_TOOLS = ["bash", "no spaces"]
     settings.AGENT_APPROVAL_TIMEOUT = 0.0
     assert ids(check_approvals(None)) == ["agentsite.E003", "agentsite.W013"]
+
+
+def test_the_image_box_must_be_width_x_height(good):
+    good.AGENT_IMAGE_MAX_PIXELS = "1568"
+    [error] = check_agent_settings(None)
+    assert error.id == "agentsite.E006" and "WIDTHxHEIGHT" in error.msg
+    good.AGENT_IMAGE_MAX_PIXELS = "1024x768"
+    assert check_agent_settings(None) == []

@@ -131,5 +131,7 @@ export const api = {
   files: (id) => request("GET", `/api/conversations/${id}/files/`).then((d) => d.files || []),
   uploadFile,
   fileUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}`,
+  /** A small copy of an image file, re-encoded by the server (docs/protocol.md, "Images"). */
+  thumbnailUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}?thumbnail=1`,
   deleteFile: (id, path) => request("DELETE", `/api/conversations/${id}/files/${pathUrl(path)}`),
 };

@@ -209,3 +209,44 @@ async def test_scaling_a_20_megapixel_image_does_not_block_the_event_loop(root, 
     assert (
         image_parts(workspace, "big.jpg")[0]["image_url"]["url"] == state.messages[0]["content"][1]["image_url"]["url"]
     )
+
+
+async def test_the_inspector_shows_a_thumbnail_and_never_the_base64(alice, owned, root, registry, vision, make_user):
+    import re
+
+    await aupload(alice, owned, "chart.png", encoded(Image.new("RGB", (900, 300), "green"), "PNG"))
+    frames = await ask(alice, owned, "Explain", ["chart.png"])
+
+    def page() -> str:
+        staff = make_user("staff")
+        staff.is_staff = True
+        staff.save(update_fields=["is_staff"])
+        answer = client_of(staff).get(f"/inspect/runs/{frames[0]['runId']}/")
+        assert answer.status_code == 200
+        return answer.content.decode()
+
+    html = await sync_to_async(page)()
+    [src] = re.findall(r'<img src="(data:image/[^"]+)" alt="chart.png"', html)
+    thumb = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1])))
+    assert thumb.size == (160, 53)  # a thumbnail, not the image sent
+    assert "chart.png, sent as 900×300" in html
+    request_view = html[html.index('<pre class="payload"') :]
+    assert "base64" not in request_view.split("</pre>")[0] and "elided" in request_view
+
+
+def test_thumbnails_are_served_to_the_owner_only_and_for_images_only(alice, owned, root, make_user):
+    owner = client_of(alice)
+    upload(owner, owned, "pic.jpg", encoded(Image.new("RGB", (1000, 500), "red"), "JPEG"))
+    upload(owner, owned, "fake.png", b"<svg onload=alert(1)>")
+    url = f"/api/conversations/{owned.pk}/files/"
+    answer = owner.get(url + "pic.jpg?thumbnail=1")
+    assert answer.status_code == 200 and answer["Content-Type"] == "image/jpeg"
+    assert answer["X-Content-Type-Options"] == "nosniff" and "sandbox" in answer["Content-Security-Policy"]
+    assert Image.open(io.BytesIO(b"".join(answer.streaming_content))).size == (320, 160)
+    refused = owner.get(url + "fake.png?thumbnail=1")
+    assert refused.status_code == 400 and "no thumbnail" in refused.json()["message"]
+    assert owner.get(url + "gone.png?thumbnail=1").status_code == 404
+    assert client_of(make_user("mallory")).get(url + "pic.jpg?thumbnail=1").status_code == 404
+    from django.test import Client
+
+    assert Client().get(url + "pic.jpg?thumbnail=1").status_code in (401, 403)
