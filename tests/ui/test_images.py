@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import base64
 import io
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
+from tests.e2e.harness import ROOT, Server, migrate, server_env
 from tests.ui.axe import audit
+from tests.ui.conftest import PageWatch, sign_up
 from tests.ui.test_files import demo_page  # noqa: F401 (a fixture)
 from tests.ui.test_timeline import assert_clean
 
@@ -107,3 +111,52 @@ def test_choose_paste_and_drop_images_see_thumbnails_and_the_demos_answer(demo_p
     page.screenshot(path=f"{SHOTS}/answered-390-light.png", animations="disabled")
     audit(page, "chat page with image thumbnails, narrow")
     assert_clean(page)
+
+
+@pytest.fixture(scope="module")
+def traced(ui_tmp):
+    """The demo model with AGENT_TRACE_REQUESTS on: the inspector keeps what each model call was sent."""
+    env = server_env(
+        database_url=f"sqlite:///{ui_tmp / 'traced.sqlite3'}",
+        llm_base_url="http://127.0.0.1:9/unused",
+        AGENT_MODEL="demo",
+        AGENT_DEMO_CHUNK_DELAY="0",
+        AGENT_TRACE_REQUESTS="true",
+        AGENT_WORKSPACE_ROOT=str(ui_tmp / "traced-workspaces"),
+    )
+    migrate(env)
+    server = Server(env, log_dir=ui_tmp, name="daphne-traced").start()
+    yield server, env
+    server.stop()
+
+
+def test_the_inspector_shows_the_image_sent_as_a_thumbnail(traced, new_context):
+    server, env = traced
+    page = new_context(base_url=server.base, viewport={"width": 1280, "height": 800}).new_page()
+    page.watch = PageWatch(page, server.base)
+    username = sign_up(page)
+    page.set_input_files(
+        "#attach-input", files=[{"name": "tall.png", "mimeType": "image/png", "buffer": png(600, 1200, "navy")}]
+    )
+    expect(page.locator("#attachment-list .chip")).to_have_attribute("data-status", "ready")
+    page.fill("#message-input", "Size?")
+    page.press("#message-input", "Enter")
+    expect(page.locator("article.turn .answer")).to_contain_text("600 × 1200 pixels", timeout=20000)
+    staff = (
+        f"from django.contrib.auth.models import User; User.objects.filter(username={username!r}).update(is_staff=True)"
+    )
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", staff], cwd=ROOT, env=env, check=True, timeout=120)
+    page.goto("/inspect/")
+    page.locator("tr.run-row a").first.click()
+    page.locator("details.request-messages summary").first.click()
+    thumb = page.locator(".sent-images img").first
+    loaded(thumb)
+    assert thumb.evaluate("(img) => img.naturalWidth") == 80  # 160 high at most: a thumbnail, 1:2 kept
+    expect(page.locator(".sent-images li").first).to_contain_text("tall.png, sent as 600×1200")
+    request = page.locator("details.request-messages pre.payload").first.inner_text()
+    assert "base64" not in request and "elided" in request
+    page.locator(".sent-images").first.scroll_into_view_if_needed()
+    page.screenshot(path=f"{SHOTS}/inspector-1280.png", animations="disabled")
+    audit(page, "run page with a sent image")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=f"{SHOTS}/inspector-390.png", animations="disabled")
