@@ -250,3 +250,13 @@ def test_thumbnails_are_served_to_the_owner_only_and_for_images_only(alice, owne
     from django.test import Client
 
     assert Client().get(url + "pic.jpg?thumbnail=1").status_code in (401, 403)
+
+
+def test_a_forged_reference_shows_nothing(root, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "note.png").write_text("text, not an image")
+    (tmp_path / "secret.png").write_bytes(encoded(Image.new("RGB", (10, 10)), "PNG"))
+    assert image_parts(workspace, "note.png") == []  # a memory naming a file that is not an image
+    assert image_parts(workspace, "../secret.png") == []  # or one outside the workspace
+    assert image_parts(workspace, "gone.png") == []
