@@ -278,6 +278,10 @@ AGENT_MAX_IMPORT_BYTES = env_number("AGENT_MAX_IMPORT_BYTES", "10485760")
 # Largest file POST /api/conversations/<id>/files/ accepts (over it: 413); all of a conversation's
 # files together are held to AGENT_WORKSPACE_MAX_BYTES, the tools' workspace quota.
 AGENT_MAX_UPLOAD_BYTES = env_number("AGENT_MAX_UPLOAD_BYTES", "10485760")
+# The model of the default agent accepts images (docs/protocol.md, "Images"); a profile has its own switch.
+AGENT_VISION = env_bool("AGENT_VISION", False)
+# The box an image is scaled down into before a model is sent it, WIDTHxHEIGHT (ratio kept, never enlarged).
+AGENT_IMAGE_MAX_PIXELS = os.environ.get("AGENT_IMAGE_MAX_PIXELS", "1568x1568")
 # Open WebSockets one user may hold in one server process (0: no cap); over it: close 4429.
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
 AGENT_SYSTEM_PROMPT = os.environ.get(

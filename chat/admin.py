@@ -176,7 +176,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "slug", "description", "enabled")}),
-        ("Model endpoint", {"fields": ("base_url", "api_key_env", "model")}),
+        ("Model endpoint", {"fields": ("base_url", "api_key_env", "model", "vision")}),
         ("Behaviour", {"fields": ("system_prompt", "tools", "skills", "approval_tools")}),
         (
             "Model options and limits",

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core import checks
 
 from chat.agents.build import tool_settings
+from chat.conversations.images import parse_box
 from chat.inspector.pricing import price_problems
 from chat.mcp.config import read
 from chat.tools import BUILTIN_TOOLS
@@ -64,6 +65,10 @@ def check_agent_settings(app_configs, **kwargs):
         )
         for problem in price_problems(settings.AGENT_MODEL_PRICES)
     ]
+    try:
+        parse_box(settings.AGENT_IMAGE_MAX_PIXELS)
+    except ValueError as exc:
+        errors.append(checks.Error(f"AGENT_IMAGE_MAX_PIXELS: {exc}.", id="agentsite.E006"))
     return errors
 
 

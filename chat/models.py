@@ -55,6 +55,11 @@ class AgentProfile(models.Model):
         help_text="Name of the environment variable holding the key (e.g. DEEPSEEK_API_KEY); empty: OPENAI_API_KEY.",
     )
     model = models.CharField(max_length=200)
+    vision = models.BooleanField(
+        "accepts images",
+        default=False,
+        help_text="The model takes images: attached ones are sent to it, scaled to AGENT_IMAGE_MAX_PIXELS.",
+    )
     system_prompt = models.TextField(blank=True, default="", help_text="Empty: the server's AGENT_SYSTEM_PROMPT.")
     tools = models.JSONField(default=list, blank=True)  # built-in names and MCP `<server>__<tool>` / `<server>__*`
     skills = models.JSONField(default=list, blank=True)  # empty: every skill of AGENT_SKILLS_DIR

@@ -123,3 +123,11 @@ def test_no_way_to_sign_in(oidc):
     assert check_oidc(None) == []
     oidc.ALLOW_PASSWORD_LOGIN = False
     assert ids(check_oidc(None)) == ["agentsite.E042"]
+
+
+def test_the_image_box_must_be_width_x_height(good):
+    good.AGENT_IMAGE_MAX_PIXELS = "1568"
+    [error] = check_agent_settings(None)
+    assert error.id == "agentsite.E006" and "WIDTHxHEIGHT" in error.msg
+    good.AGENT_IMAGE_MAX_PIXELS = "1024x768"
+    assert check_agent_settings(None) == []

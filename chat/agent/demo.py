@@ -9,6 +9,8 @@ It is deterministic and says plainly that it is a demo.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import re
 import time
@@ -110,6 +112,37 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _image_sizes(messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(width, height) of each image the last user message shows, as sent."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            parts = content if isinstance(content, list) else []
+            urls = [(p.get("image_url") or {}).get("url", "") for p in parts if isinstance(p, dict)]
+            return [size for size in map(_image_size, urls) if size]
+    return []
+
+
+def _image_size(url: Any) -> tuple[int, int] | None:
+    """Width and height from the header of a data URL's PNG or JPEG (what the server sends): the
+    demo reads them by hand, the agent core depending on nothing."""
+    if not isinstance(url, str) or ";base64," not in url:
+        return None
+    try:
+        data = base64.b64decode(url.split(",", 1)[1][:131072] + "==", validate=False)
+    except (binascii.Error, ValueError):
+        return None
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    at = 2 if data[:2] == b"\xff\xd8" else len(data)
+    while at + 9 <= len(data) and data[at] == 0xFF:
+        marker, length = data[at + 1], int.from_bytes(data[at + 2 : at + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
+            return int.from_bytes(data[at + 7 : at + 9], "big"), int.from_bytes(data[at + 5 : at + 7], "big")
+        at += 2 + length
+    return None
+
+
 def _attached_file(question: str) -> str | None:
     """The first file the server's attachment note names (chat.eventlog.history), its text for a PDF."""
     note = _ATTACHED.search(question)
@@ -161,6 +194,15 @@ def demo_reply(body: dict[str, Any]) -> _Script:
         return script
 
     question = _last_user_text(messages)
+    sizes = _image_sizes(messages)
+    if sizes:
+        said = "; ".join(f"{width} × {height} pixels" for width, height in sizes)
+        script.say(
+            f"<think>The user showed me {len(sizes)} image{'s' if len(sizes) > 1 else ''}.</think>"
+            f"I was sent {'an image' if len(sizes) == 1 else f'{len(sizes)} images'}: **{said}** (as sent to me, "
+            "scaled to fit the server's limit). The offline demo model sees only sizes, not what is in a picture."
+        )
+        return script
     attached = _attached_file(question)
     if attached and "read_file" in tools:
         script.say(f"<think>The user attached a file; I will read {attached} first.</think>")

@@ -17,6 +17,7 @@ from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
 from chat.agents import profiles
+from chat.agents.images import ImageParts
 from chat.agents.profiles import AgentConfig
 from chat.agents.tool_limits import rate_limit
 from chat.conversations.workspaces import locked_write
@@ -157,7 +158,9 @@ def build_agent(
         tool_timeout=settings.AGENT_TOOL_TIMEOUT,
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
-        hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES)],
+        # ImageParts after the trimming: only the kept messages' images are built. The demo model
+        # always accepts them (it answers with their size), so the offline demo shows the feature.
+        hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES), ImageParts(vision=config.vision or config.is_demo)],
         tool_interceptors=[
             rate_limit(settings.AGENT_TOOL_RATE_LIMIT),
             ToolErrorPolicy(),

@@ -66,6 +66,8 @@ class AgentConfig:
     profile_id: int | None = None
     # A run nobody watches (the OpenAI-compatible endpoint's): approvals are denied at once.
     unattended: bool = False
+    # Its model accepts images: attached ones are sent as image_url parts (docs/protocol.md, "Images").
+    vision: bool = False
 
     @property
     def is_demo(self) -> bool:
@@ -102,6 +104,7 @@ def default_config() -> AgentConfig:
         max_retries=settings.AGENT_MAX_RETRIES,
         retry_interval=settings.AGENT_RETRY_INTERVAL,
         approval_tools=tuple(settings.AGENT_APPROVAL_TOOLS),
+        vision=settings.AGENT_VISION,
     )
 
 
@@ -137,6 +140,7 @@ def profile_config(profile: AgentProfile) -> AgentConfig:
         retry_interval=profile.retry_interval,
         approval_tools=tuple(split_names(profile.approval_tools)) or tuple(settings.AGENT_APPROVAL_TOOLS),
         profile_id=profile.pk,
+        vision=profile.vision,
     )
 
 

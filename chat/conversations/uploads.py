@@ -34,6 +34,7 @@ from django.conf import settings
 
 from chat.agent.text import clean, invalid_reason
 from chat.agent.tools import ToolError
+from chat.conversations import images
 from chat.conversations.workspaces import workspace_locked
 from chat.models import Conversation
 from chat.tools.confine import MAX_DEPTH, MAX_NAME_CHARS, MAX_PATH_CHARS, Confined, workspace_path
@@ -62,11 +63,14 @@ class Stored:
     path: str
     size: int
     text_path: str | None = None  # a PDF's extracted text, when there was any
+    image: images.ImageInfo | None = None  # what it is as an image, known by its content
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "size": self.size}
         if self.text_path:
             out["textPath"] = self.text_path
+        if self.image:
+            out["image"] = self.image.to_json()
         return out
 
 
@@ -133,6 +137,7 @@ def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int
     limit = settings.AGENT_MAX_UPLOAD_BYTES
     if size > limit:
         raise FileRefused(f"the file is {size} bytes, more than the {limit}-byte upload limit", status=413)
+    image = _image_of(source)
     workspace = _workspace(conversation_id)
     try:
         workspace.locate(path)  # a path out of the workspace is a bad name (400), not a full workspace (413)
@@ -151,7 +156,18 @@ def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int
         except ToolError as exc:
             raise _refused(exc) from None
     text_path = _store_pdf_text(conversation_id, workspace, path, source) if path.lower().endswith(".pdf") else None
-    return Stored(path=path, size=size, text_path=text_path)
+    return Stored(path=path, size=size, text_path=text_path, image=image)
+
+
+def _image_of(source: BinaryIO) -> images.ImageInfo | None:
+    """The upload as an image (its header only), or None; a decompression bomb is refused (400)."""
+    try:
+        source.seek(0)
+        return images.describe(source)
+    except images.NotAnImage as exc:
+        raise FileRefused(f"{exc}; scale it down before uploading it") from None
+    finally:
+        source.seek(0)
 
 
 def pdf_text(source: BinaryIO, *, max_chars: int) -> str:
@@ -234,7 +250,8 @@ def file_remove(*, conversation_id, path: str) -> None:
 
 def attachments_resolve(*, conversation_id, paths: list[str]) -> list[dict[str, Any]]:
     """The `attachments` of a user_message for the files a message names: [{"path", "size"}]
-    (plus "textPath" for a PDF whose text was extracted); FileRefused when one is not there."""
+    (plus "textPath" for a PDF whose text was extracted, "image" for an image, known by its
+    content as it is now); FileRefused when one is not there."""
     if len(paths) > MAX_ATTACHMENTS:
         raise FileRefused(f"at most {MAX_ATTACHMENTS} attachments per message")
     workspace = _workspace(conversation_id)
@@ -245,8 +262,14 @@ def attachments_resolve(*, conversation_id, paths: list[str]) -> list[dict[str, 
             fd, size = workspace.open_file(path)
         except ToolError as exc:
             raise FileRefused(f"attachment {path!r}: {exc}") from None
-        os.close(fd)
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                image = images.describe(handle)
+            except images.NotAnImage:
+                image = None  # too large to decode: the model is told where the file is, as for any file
         attachment: dict[str, Any] = {"path": path, "size": size}
+        if image:
+            attachment["image"] = image.to_json()
         if path.lower().endswith(".pdf") and workspace.size_of(path + PDF_TEXT_SUFFIX):
             attachment["textPath"] = path + PDF_TEXT_SUFFIX
         found.append(attachment)

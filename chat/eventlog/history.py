@@ -37,6 +37,20 @@ def attachments_note(event: Mapping[str, Any]) -> str:
     return "\n\n[Attached files in your workspace (read them with read_file): " + ", ".join(described) + "]"
 
 
+def attached_images(event: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The images among a user_message's files (docs/protocol.md, "Images"), as references
+    [{"path"}] that the memory keeps: chat.agents.images turns them into image parts when
+    the request is built, so no event or checkpoint holds the image itself."""
+    attachments = event.get("attachments")
+    if not isinstance(attachments, list):
+        return []
+    return [
+        {"path": a["path"]}
+        for a in attachments
+        if isinstance(a, dict) and isinstance(a.get("path"), str) and isinstance(a.get("image"), dict)
+    ]
+
+
 def recorded_history(event: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The earlier messages a user_message carries as `history`, each {"role", "content"}: an
     OpenAI-compatible request's messages before its last user message
@@ -90,7 +104,11 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if kind == "user_message":
             close_round()
             messages.extend(recorded_history(event))
-            messages.append({"role": "user", "content": event["content"] + attachments_note(event)})
+            message = {"role": "user", "content": event["content"] + attachments_note(event)}
+            shown = attached_images(event)
+            if shown:
+                message["images"] = shown
+            messages.append(message)
         elif kind == "text":
             if calls and len(results) == len(calls):
                 close_round()  # the text after a tool round starts the next assistant message

@@ -24,6 +24,7 @@ from chat.agent.approval import ERROR, OK
 from chat.agent.trace import CANCELLED
 from chat.inspector import reads
 from chat.inspector.charts import Span, horizontal_bars, stacked_columns, waterfall
+from chat.inspector.images import shown_images
 from chat.inspector.trace import run_trace
 from chat.models import Run
 from chat.web.pages import js_strings
@@ -162,6 +163,7 @@ def run_page(request, run_id):
         # What the model saw, when AGENT_TRACE_REQUESTS recorded it.
         messages = call.get("requestMessages")
         call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
+        call["images"] = shown_images(run["conversationId"], messages)
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
         title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
         call["cancelled"] = call["error"] == CANCELLED

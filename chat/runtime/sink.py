@@ -28,6 +28,7 @@ from django.utils import timezone
 from chat.agent import ModelCallRecord
 from chat.agent.answer import DELTA_TYPES, Answer, ends_failed_attempt
 from chat.agent.approval import call_outcome
+from chat.agents.images import elided
 from chat.eventlog.types import EventBatch, ModelCallData, RunOutcome, ToolRecordData
 from chat.runtime.clock import get_clock
 from chat.runtime.doorbell import publish
@@ -116,7 +117,7 @@ class EventSink:
                 total_tokens=record.total_tokens or record.prompt_tokens + record.completion_tokens,
                 finish_reason=record.finish_reason,
                 error=record.error,
-                request_messages=record.messages,
+                request_messages=elided(record.messages),
                 usage_estimated=record.estimated,
             )
         )

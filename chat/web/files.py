@@ -6,10 +6,15 @@ methods, another user's conversation answers 404 like a missing one.
 A download is always an attachment of type application/octet-stream with `nosniff` and a
 sandboxing CSP: an uploaded HTML or SVG file must never render, and so never run script,
 in the site's origin.
+
+`?thumbnail=1` on an image (docs/protocol.md, "Files") answers a small re-encoded copy, inline, for
+the chat page's thumbnails: Pillow wrote every byte of it, so nothing of the upload but its
+pixels reaches the browser, and a file that is not an image is a 400.
 """
 
 from __future__ import annotations
 
+import io
 import uuid
 
 from django.conf import settings
@@ -17,7 +22,7 @@ from django.http import FileResponse, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.views.decorators.http import require_http_methods
 
-from chat.conversations import uploads
+from chat.conversations import images, uploads
 from chat.conversations.selectors import conversation_for_user
 from chat.web.api import NOT_FOUND
 from chat.web.json_api import api_login_required, json_error
@@ -81,6 +86,8 @@ def conversation_file(request, conversation_id: uuid.UUID, path: str):
             uploads.file_remove(conversation_id=conversation.pk, path=path)
             return HttpResponse(status=204)
         handle, size = uploads.file_open(conversation_id=conversation.pk, path=path)
+        if request.GET.get("thumbnail"):
+            return _thumbnail(handle)
     except uploads.FileRefused as exc:
         code = {404: "not_found", 413: "too_large"}.get(exc.status, "bad_request")
         return json_error(exc.status, code, exc.message)
@@ -91,4 +98,17 @@ def conversation_file(request, conversation_id: uuid.UUID, path: str):
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, no-store"
+    return response
+
+
+def _thumbnail(handle) -> HttpResponse:
+    with handle:
+        try:
+            small = images.scaled(handle, box=images.THUMBNAIL_PIXELS, quality=80)
+        except images.NotAnImage as exc:
+            raise uploads.FileRefused(f"no thumbnail: {exc}") from None
+    response = FileResponse(io.BytesIO(small.data), content_type=small.mime)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["Cache-Control"] = "private, max-age=60"
     return response

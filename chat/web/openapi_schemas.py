@@ -102,7 +102,18 @@ SCHEMAS: dict[str, dict] = {
         }
     ),
     "StoredFile": _object(
-        {"path": STRING, "size": COUNT, "textPath": STRING}, optional=("textPath",), description="An uploaded file."
+        {
+            "path": STRING,
+            "size": COUNT,
+            "textPath": STRING,
+            "image": _object(
+                {"format": STRING, "width": COUNT, "height": COUNT, "animated": {"type": "boolean"}},
+                optional=("animated",),
+                description="The file is an image, known by its content (docs/protocol.md, Images).",
+            ),
+        },
+        optional=("textPath", "image"),
+        description="An uploaded file.",
     ),
     "WorkspaceFile": _object({"path": STRING, "size": COUNT, "modified": TIME}),
     "FileList": _list_of("files", "WorkspaceFile"),

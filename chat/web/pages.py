@@ -158,6 +158,7 @@ JS_STRINGS = (
     # files (static/chat/attachments.js, files-panel.js)
     gettext_noop("Uploading %s"),
     gettext_noop("Remove %s"),
+    gettext_noop("Image: %s"),
     gettext_noop("Remove"),
     gettext_noop("Could not upload %s: %s"),
     gettext_noop("Attached files"),

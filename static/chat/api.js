@@ -136,5 +136,7 @@ export const api = {
   createShare: (id, expiresInDays) =>
     request("POST", `/api/conversations/${id}/shares/`, { body: expiresInDays ? { expiresInDays } : {} }),
   revokeShare: (shareId) => request("DELETE", `/api/shares/${shareId}/`),
+  /** A small copy of an image file, re-encoded by the server (docs/protocol.md, "Images"). */
+  thumbnailUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}?thumbnail=1`,
   deleteFile: (id, path) => request("DELETE", `/api/conversations/${id}/files/${pathUrl(path)}`),
 };

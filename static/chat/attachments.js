@@ -19,6 +19,11 @@ export function humanSize(bytes) {
   return unit === 0 ? `${size} ${units[0]}` : `${size.toFixed(1)} ${units[unit]}`;
 }
 
+/** An image file's thumbnail (the server's re-encoded copy), its name as the alternative text. */
+export function thumbnail(src, name) {
+  return h("img", { className: "thumb", src, alt: tf("Image: %s", [name]), loading: "lazy", decoding: "async" });
+}
+
 /** A chip naming a file; `extra` (a node or text) follows the name. */
 export function fileChip(name, extra, { className = "", href = null } = {}) {
   const label = href
@@ -106,6 +111,11 @@ export class Attachments {
       if (!this.pending.includes(each)) return; // removed meanwhile
       each.path = stored.path;
       each.set("ready", humanSize(stored.size));
+      // Known to be an image by its content (the server's "image"), not by its name.
+      if (stored.image) {
+        each.el.classList.add("has-thumb");
+        each.el.prepend(thumbnail(api.thumbnailUrl(id, stored.path), stored.path));
+      }
       this.hooks.onUploaded();
     } catch (error) {
       if (this.pending.includes(each)) this.failed(each, error.message);

@@ -52,6 +52,7 @@ export class ConversationView {
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
       connection: () => this.connection,
       fileUrl: (path) => api.fileUrl(this.id, path),
+      thumbnailUrl: (path) => api.thumbnailUrl(this.id, path),
     };
   }
 

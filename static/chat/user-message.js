@@ -1,7 +1,7 @@
 // The user's message in a turn, past its text: the buttons beside it (the versions of the
 // question ‹ n / m ›, made by edits; edit), the edit form, and its files as chips. Functions
 // of a Turn (timeline.js), which keeps the message's state and its elements.
-import { fileChip, humanSize } from "./attachments.js";
+import { fileChip, humanSize, thumbnail } from "./attachments.js";
 import { h } from "./dom.js";
 import { t } from "./i18n.js";
 import { versionSwitcher } from "./switcher.js";
@@ -49,11 +49,18 @@ function stopEdit(turn) {
 
 /** The message's files as chips that download them (names as text only). */
 export function updateAttachments(turn) {
-  turn.attachmentList.replaceChildren(...turn.attachments.map((file) => fileChip(
-    String(file.path),
-    h("span", { className: "chip-meta", text: Number.isInteger(file.size) ? humanSize(file.size) : "" }),
-    { href: turn.actions ? turn.actions.fileUrl(String(file.path)) : null },
-  )));
+  turn.attachmentList.replaceChildren(...turn.attachments.map((file) => {
+    const chip = fileChip(
+      String(file.path),
+      h("span", { className: "chip-meta", text: Number.isInteger(file.size) ? humanSize(file.size) : "" }),
+      { href: turn.actions ? turn.actions.fileUrl(String(file.path)) : null },
+    );
+    if (file.image && typeof file.image === "object" && turn.actions && turn.actions.thumbnailUrl) {
+      chip.classList.add("has-thumb");
+      chip.prepend(thumbnail(turn.actions.thumbnailUrl(String(file.path)), String(file.path)));
+    }
+    return chip;
+  }));
   turn.attachmentList.hidden = turn.attachments.length === 0;
 }
 

@@ -4,6 +4,7 @@ downloaded. Each answers a clear 4xx in JSON, never a 500, and nothing lands out
 
 from __future__ import annotations
 
+import io
 import os
 
 import pytest
@@ -264,6 +265,8 @@ def test_a_conversation_deleted_before_the_upload_lands_takes_no_file(api, owned
     conversation_id = owned.pk
     conversation_delete(conversation=owned)
     with pytest.raises(uploads.FileRefused) as refused:
-        uploads.file_store(conversation_id=conversation_id, path="late.txt", chunks=[b"x"], size=1, source=None)
+        uploads.file_store(
+            conversation_id=conversation_id, path="late.txt", chunks=[b"x"], size=1, source=io.BytesIO(b"x")
+        )
     assert refused.value.status == 404
     assert not workspace_path(root, conversation_id).exists()
