@@ -89,7 +89,7 @@ class FakeModel:
 class Stack:
     name: str
     database: str = "sqlite"  # sqlite | postgres
-    server: str = "daphne"  # daphne | uvicorn
+    server: str = "daphne"  # daphne | uvicorn | daphne-traced
     processes: int = 1
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
@@ -172,6 +172,8 @@ class Stack:
                     "--log-level",
                     "warning",
                 ]
+            elif self.server == "daphne-traced":  # under tracemalloc (bench/socket_memory.py)
+                cmd = [sys.executable, "-m", "bench.socket_memory", "--serve", str(port), self._tmp]
             else:
                 cmd = [
                     str(VENV_BIN / "daphne"),

@@ -1,0 +1,131 @@
+"""`python -m bench.socket_memory`: where an idle socket's memory goes.
+
+One daphne (SQLite + the in-memory layer) runs under tracemalloc, started by this module
+(`--serve`: tracing on before the application is loaded; SIGUSR1 writes a snapshot). The bench
+opens SOCKETS idle, authenticated sockets on conversations of their own and holds them; the
+snapshots before and after are compared by the line that allocated, and the lines that grew
+most are printed as bytes per socket, beside the RSS the process gained per socket. What the
+tracer sees is Python's heap; the rest of RSS (the allocator's slack, C buffers) is the gap
+between its total and the RSS figure.
+
+python -m bench.socket_memory                  # 500 sockets
+python -m bench.socket_memory --sockets 2000 --top 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+from daphne.cli import CommandLineInterface
+
+from . import clients
+from .pool import Pool
+from .procs import raise_fd_limit, rss_bytes
+from .server import FakeModel, Stack
+
+FRAMES = 12
+
+
+def serve(port: str, directory: str) -> None:
+    """The traced daphne: a snapshot to <directory>/snapshot-<n>.bin at each SIGUSR1."""
+    tracemalloc.start(FRAMES)
+    taken = [0]
+
+    def dump(signum, frame) -> None:
+        taken[0] += 1
+        path = Path(directory) / f"snapshot-{taken[0]}.bin"
+        tracemalloc.take_snapshot().dump(str(path) + ".part")
+        os.replace(str(path) + ".part", path)
+
+    signal.signal(signal.SIGUSR1, dump)
+    # Tracing slows every allocation several times: a handshake may take longer than daphne's 5 s
+    # connect timeout, which would drop it without an HTTP answer.
+    sys.argv = ["daphne", "-b", "127.0.0.1", "-p", port, "-v", "0", "--websocket_connect_timeout", "120"]
+    sys.argv.append("agentsite.asgi:application")
+    CommandLineInterface.entrypoint()
+
+
+async def _snapshot(stack: Stack, n: int) -> tracemalloc.Snapshot:
+    os.kill(stack.pids[0], signal.SIGUSR1)
+    path = Path(stack._tmp) / f"snapshot-{n}.bin"
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the traced server wrote no snapshot")
+        await asyncio.sleep(0.2)
+    return tracemalloc.Snapshot.load(str(path))
+
+
+def _where(trace: tracemalloc.StatisticDiff) -> str:
+    """The allocating frame in this project if there is one (what we can change), else the innermost."""
+    frames = list(trace.traceback)
+    ours = [f for f in frames if "/chat/" in f.filename or "/agentsite/" in f.filename]
+    frame = ours[-1] if ours else frames[-1]
+    inner = frames[-1]
+    name = lambda f: f"{f.filename.split('site-packages/')[-1].split('/work/main/')[-1]}:{f.lineno}"  # noqa: E731
+    return name(frame) if frame is inner else f"{name(frame)} -> {name(inner)}"
+
+
+async def measure(stack: Stack, pool: Pool, sockets: int, top: int) -> None:
+    warm = [(await clients.connect(stack.base(), c, s))[0] for s, c in pool.take(20)]
+    await clients.close_all(warm)
+    await asyncio.sleep(1)
+    before, rss_before = await _snapshot(stack, 1), rss_bytes(stack.pids[0])
+    held = []
+    gate = asyncio.Semaphore(10)
+
+    async def one(session, conversation):
+        async with gate:
+            held.append((await clients.connect(stack.base(), conversation, session))[0])
+
+    await asyncio.gather(*(one(s, c) for s, c in pool.take(sockets)))
+    await asyncio.sleep(2)
+    rss_after = rss_bytes(stack.pids[0])
+    after = await _snapshot(stack, 2)
+    await clients.close_all(held)
+    filters = [
+        tracemalloc.Filter(False, tracemalloc.__file__),
+        tracemalloc.Filter(False, "<frozen importlib._bootstrap>"),
+    ]
+    diffs = after.filter_traces(filters).compare_to(before.filter_traces(filters), "traceback")
+    grown = sum(d.size_diff for d in diffs)
+    print(f"{len(held)} idle sockets: RSS +{(rss_after - rss_before) / len(held) / 1024:.1f} KiB each,")
+    print(f"Python heap +{grown / len(held) / 1024:.1f} KiB each (tracemalloc); the lines that grew most:")
+    by_line: dict[str, int] = {}
+    for diff in diffs:
+        key = _where(diff)
+        by_line[key] = by_line.get(key, 0) + diff.size_diff
+    for key, size in sorted(by_line.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {size / len(held):8.0f} B/socket  {key}")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], sys.argv[3])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m bench.socket_memory", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sockets", type=int, default=500)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    raise_fd_limit()
+    model = FakeModel()
+    stack = Stack(name="socket-memory", server="daphne-traced")
+    try:
+        stack.start(model)
+        pool = Pool(stack.seed(op="users", count=100, conversations=-(-(args.sockets + 20) // 100)))
+        asyncio.run(measure(stack, pool, args.sockets, args.top))
+    finally:
+        stack.stop()
+        model.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
