@@ -2,7 +2,7 @@
 `components` of the OpenAPI document. Written from the views' own `*_json` functions; the shapes
 that the server owns exactly are closed (`additionalProperties: false`) so that tests/web/test_openapi.py
 notices a field added to an answer and not here; the event frames and the trace stay open, as
-the protocol promises new fields there."""
+the protocol promises new fields there, and so do the request bodies (REQUEST_BODIES)."""
 
 from __future__ import annotations
 
@@ -267,6 +267,23 @@ SCHEMAS: dict[str, dict] = {
     ),
     "OpenAPI": {"type": "object", "description": "This document.", "required": ["openapi", "paths"]},
 }
+
+# The request bodies are open: the server reads the fields it knows and ignores the others (a
+# client newer than the server must still work), so a body with extra fields is valid input.
+REQUEST_BODIES = (
+    "ConversationCreate",
+    "ConversationChange",
+    "Export",
+    "Upload",
+    "FeedbackSet",
+    "MessageBody",
+    "ApprovalBody",
+    "TokenCreate",
+    "ShareCreate",
+    "ChatCompletionRequest",
+)
+for _name in REQUEST_BODIES:
+    SCHEMAS[_name].pop("additionalProperties", None)
 
 SECURITY_SCHEMES = {
     "sessionCookie": {

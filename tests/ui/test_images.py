@@ -139,6 +139,8 @@ def test_the_inspector_shows_the_image_sent_as_a_thumbnail(traced, new_context):
         "#attach-input", files=[{"name": "tall.png", "mimeType": "image/png", "buffer": png(600, 1200, "navy")}]
     )
     expect(page.locator("#attachment-list .chip")).to_have_attribute("data-status", "ready")
+    # The upload opened the conversation: its socket must be live before Enter sends anything.
+    expect(page.locator("#connection-status")).to_have_attribute("data-mode", "live")
     page.fill("#message-input", "Size?")
     page.press("#message-input", "Enter")
     expect(page.locator("article.turn .answer")).to_contain_text("600 × 1200 pixels", timeout=20000)
