@@ -42,10 +42,14 @@ def open_share_dialog(page):
 
 
 def make_link(page, expiry: str = "30") -> str:
+    field = page.locator("#share-url")
+    before = field.input_value()
     page.select_option("#share-expiry", expiry)
     page.click("#share-create-button")
     expect(page.locator("#share-new")).to_be_visible()
-    url = page.locator("#share-url").input_value()
+    # A second link: the field still shows the first one's until the answer comes.
+    expect(field).not_to_have_value(before)
+    url = field.input_value()
     assert SHARE_URL.match(url), url
     return url
 
