@@ -8,12 +8,8 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.models import ApiToken
-from chat.web.json_api import api_login_required, json_body, json_error, text_field
+from chat.web.json_api import api_login_required, expiry_days, iso_time, json_body, json_error, text_field
 from chat.web.tokens import EXPIRY_DAYS_MAX, NAME_MAX, token_create, token_revoke, tokens_for_user
-
-
-def _time(moment) -> str | None:
-    return moment.isoformat() if moment is not None else None
 
 
 def token_json(token: ApiToken) -> dict:
@@ -21,19 +17,10 @@ def token_json(token: ApiToken) -> dict:
         "id": token.pk,
         "name": token.name,
         "hint": token.hint,
-        "createdAt": _time(token.created_at),
-        "expiresAt": _time(token.expires_at),
-        "lastUsedAt": _time(token.last_used_at),
+        "createdAt": iso_time(token.created_at),
+        "expiresAt": iso_time(token.expires_at),
+        "lastUsedAt": iso_time(token.last_used_at),
     }
-
-
-def expiry_days(value) -> int | None:
-    """`expiresInDays`: absent or null for a token that does not expire, else 1 to EXPIRY_DAYS_MAX."""
-    if value is None:
-        return None
-    if type(value) is not int or not 1 <= value <= EXPIRY_DAYS_MAX:
-        raise ValueError(f"expiresInDays must be a whole number of days from 1 to {EXPIRY_DAYS_MAX}")
-    return value
 
 
 @require_http_methods(["GET", "POST"])
@@ -48,7 +35,7 @@ def tokens(request):
         name = text_field(body.get("name", ""), "name", NAME_MAX).strip()
         if not name:
             raise ValueError("name is required")
-        days = expiry_days(body.get("expiresInDays"))
+        days = expiry_days(body.get("expiresInDays"), EXPIRY_DAYS_MAX)
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
     token, value = token_create(user=request.user, name=name, expires_in_days=days)

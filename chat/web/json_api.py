@@ -49,3 +49,17 @@ def text_field(value, name: str, max_length: int) -> str:
     if reason:
         raise ValueError(f"{name} contains text that cannot be stored: {reason}")
     return value
+
+
+def iso_time(moment) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def expiry_days(value, maximum: int) -> int | None:
+    """`expiresInDays` of a token or a shared link: absent or null for one that does not expire,
+    else a whole number of days from 1 to `maximum`, or ValueError saying so."""
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= maximum:
+        raise ValueError(f"expiresInDays must be a whole number of days from 1 to {maximum}")
+    return value

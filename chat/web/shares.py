@@ -32,14 +32,10 @@ from chat.sharing.links import (
 )
 from chat.sharing.models import ShareLink
 from chat.web.account import account_settings_of
-from chat.web.json_api import api_login_required, json_body, json_error
+from chat.web.json_api import api_login_required, expiry_days, iso_time, json_body, json_error
 from chat.web.pages import js_strings
 
 OFF = ("not_found", "Sharing is turned off on this server.")
-
-
-def _time(moment) -> str | None:
-    return moment.isoformat() if moment is not None else None
 
 
 def share_json(link: ShareLink, *, token: str | None = None) -> dict:
@@ -48,19 +44,11 @@ def share_json(link: ShareLink, *, token: str | None = None) -> dict:
         "id": link.pk,
         "url": f"/s/{token}/" if token else None,
         "hint": link.hint,
-        "createdAt": _time(link.created_at),
-        "expiresAt": _time(link.expires_at),
+        "createdAt": iso_time(link.created_at),
+        "expiresAt": iso_time(link.expires_at),
         "upToSeq": link.up_to_seq,
         "active": is_open(link),
     }
-
-
-def _expiry_days(value) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int or not 1 <= value <= EXPIRY_DAYS_MAX:
-        raise ValueError(f"expiresInDays must be a whole number of days from 1 to {EXPIRY_DAYS_MAX}")
-    return value
 
 
 @require_http_methods(["GET", "POST"])
@@ -80,7 +68,7 @@ def conversation_shares(request, conversation_id: uuid.UUID):
         extra = set(body) - {"expiresInDays"}
         if extra:
             raise ValueError(f"unknown field {sorted(extra)[0][:40]!r}")
-        days = _expiry_days(body.get("expiresInDays"))
+        days = expiry_days(body.get("expiresInDays"), EXPIRY_DAYS_MAX)
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
     try:
