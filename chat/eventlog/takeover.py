@@ -54,12 +54,15 @@ def run_request_cancel(*, run_id) -> None:
 RELEASED_HEARTBEAT = datetime(2000, 1, 1, tzinfo=UTC)
 
 
-def runs_release(*, run_ids: list, worker: str) -> int:
+def runs_release(*, run_ids: list, worker: str, resumes: int | None = None) -> int:
     """A stopping process hands its runs over: still running, but with a stale heartbeat and no
-    worker, so that the next reaper pass of any process continues them."""
-    return Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING, worker=worker).update(
-        heartbeat_at=RELEASED_HEARTBEAT, worker=""
-    )
+    worker, so that the next reaper pass of any process continues them. With `resumes`, only the
+    attempt that many resumes in (a run lost to a database outage): the worker's own reaper may
+    have resumed it meanwhile, and that later attempt, running here, is not to be released."""
+    runs = Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING, worker=worker)
+    if resumes is not None:
+        runs = runs.filter(resumes=resumes)
+    return runs.update(heartbeat_at=RELEASED_HEARTBEAT, worker="")
 
 
 def run_interrupt(

@@ -118,21 +118,25 @@ class RunRegistry:
     def _ended(self, handle: RunHandle) -> None:
         self._handles.pop(str(handle.run_id), None)
         if handle.lost:
-            task = server_task(self._hand_over(handle.run_id), name=f"run-hand-over-{handle.run_id}")
+            task = server_task(self._hand_over(handle), name=f"run-hand-over-{handle.run_id}")
             self._handing_over.add(task)
             task.add_done_callback(self._handing_over.discard)
 
-    async def _hand_over(self, run_id) -> None:
+    async def _hand_over(self, handle: RunHandle) -> None:
         """A run whose writes failed on the database: released (as a stopping process releases
         its runs) as soon as the database answers, then taken by this process's reaper at once,
-        which resumes it from its event log or closes it `interrupted` (supervision)."""
+        which resumes it from its event log or closes it `interrupted` (supervision). Only the
+        attempt that was lost: when the database came back, this process's reaper may have been
+        quicker (the run's heartbeat went stale during the outage) and resumed it here already."""
         while not self.stopping:
             try:
-                released = await database_sync_to_async(runs_release)(run_ids=[run_id], worker=self.channel)
+                released = await database_sync_to_async(runs_release)(
+                    run_ids=[handle.run_id], worker=self.channel, resumes=handle.resumes
+                )
             except DATABASE_OUTAGES:
                 await asyncio.sleep(HAND_OVER_RETRY_SECONDS)
                 continue
-            if released:  # 0: another process took it meanwhile (our heartbeat had stopped)
+            if released:  # 0: a reaper took it meanwhile (its heartbeat had gone stale), ours or another's
                 self._supervisor.reap_soon()
             return
 

@@ -100,6 +100,20 @@ class Pair:
                     await asyncio.sleep(0.1)
         return time.monotonic() - since
 
+    def story(self, lines: int = 25) -> str:
+        """The servers' own account of a run (their timestamped log lines, without the outage's
+        repeated failures), for an assertion's message: a failure in CI tells what happened."""
+        noise = ("ping frame failed", "could not publish", "reaper pass failed", "heartbeat failed", "HTTP GET")
+        out = []
+        for server in self.servers:
+            told = [
+                line[:200]
+                for line in server.log(tail=None).splitlines()
+                if line[:4].isdigit() and not any(n in line for n in noise)
+            ]
+            out += [f"--- {server.name}", *told[-lines:]]
+        return "\n".join(out)
+
 
 @pytest.fixture
 async def pair(database, redis_server, e2e_llm, log_dir):
@@ -333,7 +347,7 @@ async def test_postgres_restarted_mid_run_with_connections_left_by_earlier_runs(
     done = [await sock.until_complete(run_id) for sock in sockets]
     stored = await check_delivery(client, conversation, sockets, run_id)
     # The writer's retry on a new connection: the run went on, nothing lost.
-    assert run_status(stored, run_id) == "succeeded"
+    assert run_status(stored, run_id) == "succeeded", pair.story()
     # The writer's retry rides the restart out most times; sometimes (seen once in a whole CI
     # pass) the run is handed over and resumed instead (issue 24 stays open on it). Either way
     # nothing is lost: the only error allowed is that resume's INTERRUPTED.
@@ -382,7 +396,7 @@ async def test_postgres_down_for_10_seconds(pair, postgres, replies):
     done = [await sock.until_complete(run_id, timeout=90) for sock in sockets]
     stored = await check_delivery(client, conversation, sockets, run_id)
     # Handed over (resumed from its event log) rather than left for a heartbeat timeout.
-    assert run_status(stored, run_id) == "succeeded"
+    assert run_status(stored, run_id) == "succeeded", pair.story()
     assert [f for f in stored if f["type"] == "error" and f.get("resumed")]
     assert [s.reconnects for s in sockets] == [0, 0, 0]
     report(

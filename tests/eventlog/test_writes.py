@@ -276,7 +276,8 @@ def test_release_makes_only_the_workers_running_runs_stale_at_once(conversation)
     mine, _ = _start(conversation, worker="runs.me")
     other = conversation_create(owner=conversation.owner)
     theirs, _ = _start(other, worker="runs.other")
-    assert runs_release(run_ids=[mine.pk, theirs.pk], worker="runs.me") == 1
+    assert runs_release(run_ids=[mine.pk], worker="runs.me", resumes=1) == 0  # not the attempt that was lost
+    assert runs_release(run_ids=[mine.pk, theirs.pk], worker="runs.me", resumes=0) == 1
     mine.refresh_from_db()
     theirs.refresh_from_db()
     assert mine.worker == "" and mine.status == "running"

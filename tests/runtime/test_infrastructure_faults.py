@@ -5,10 +5,15 @@ stopped under two daphnes: tests/e2e/test_faults.py.)"""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from datetime import timedelta
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import OperationalError
+from django.utils import timezone
 
 from chat.eventlog.append import events_append_many
 from chat.eventlog.takeover import runs_release
@@ -105,6 +110,62 @@ async def test_a_run_whose_writes_fail_is_handed_over_by_its_own_process(
     assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
     assert "".join(f["content"] for f in frames if f["type"] == "text").endswith("Resumed answer.")
     await sock.close()
+
+
+async def test_a_lost_run_that_its_own_reaper_resumed_first_is_not_released_again(
+    conversation, registry, llm_settings, settings, monkeypatch
+):
+    """The database comes back after the run's heartbeat went stale: this process's reaper resumes
+    the run before its hand-over gets to release it. The release is of the attempt that was lost,
+    not of the resumed one running here (released, another reaper took it with no resume left and
+    closed it `interrupted`: seen in CI)."""
+    settings.AGENT_HEARTBEAT_TIMEOUT = 3600
+    settings.AGENT_MAX_RESUMES = 1
+    llm_settings.script(
+        text_reply("First attempt, cut short.", piece=4, delay=0.02),
+        text_reply("Resumed answer.", piece=3, delay=0.3),  # still running when the release comes
+    )
+    real = events_append_many
+    failures = {"left": 0}
+
+    def append(*, batches):
+        if failures["left"] and not any(p["type"] == "user_message" for b in batches for p in b.payloads):
+            failures["left"] -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(batches=batches)
+
+    monkeypatch.setattr(writer, "events_append_many", append)
+    real_release = runs_release
+    tried, database_back = threading.Event(), threading.Event()
+    released: list[int] = []
+
+    def release(**kwargs):
+        if not database_back.is_set():
+            tried.set()
+            raise OperationalError("connection refused")
+        released.append(real_release(**kwargs))
+        return released[-1]
+
+    monkeypatch.setattr(registry_module, "runs_release", release)
+    failures["left"] = 2  # the round and its retry
+    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    while not tried.is_set():
+        await asyncio.sleep(0.02)
+    stale = timezone.now() - timedelta(hours=2)
+    await sync_to_async(Run.objects.filter(pk=run.pk).update)(heartbeat_at=stale)
+    assert await registry.reap_once() == 1  # resumed here, before the hand-over's release
+    database_back.set()
+    while not released:
+        await asyncio.sleep(0.02)
+    assert released == [0]
+    assert await sync_to_async(Run.objects.filter(pk=run.pk, worker=registry.channel, status="running").exists)()
+    while registry.holds(run.pk):
+        await asyncio.sleep(0.05)
+    stored = await sync_to_async(_payloads)(run.pk)
+    errors = [e for e in stored if e["type"] == "error"]
+    assert [(e["code"], e.get("resumed")) for e in errors] == [("INTERRUPTED", True)]
+    assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
+    assert "".join(e["content"] for e in stored if e["type"] == "text").endswith("Resumed answer.")
 
 
 async def test_a_publish_that_failed_reaches_the_sockets_when_the_layer_answers_again(
