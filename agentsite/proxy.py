@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from agentsite.loop_middleware import InlineMiddleware
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -47,11 +49,8 @@ def forwarded_client(peer: str, forwarded_for: str, networks: tuple[Network, ...
     return address
 
 
-class TrustedProxyMiddleware:
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+class TrustedProxyMiddleware(InlineMiddleware):
+    def before(self, request):
         meta = request.META
         networks = _networks(tuple(settings.TRUSTED_PROXIES))
         peer = meta.get("REMOTE_ADDR", "")
@@ -60,7 +59,7 @@ class TrustedProxyMiddleware:
         else:
             meta.pop("HTTP_X_FORWARDED_FOR", None)
             meta.pop("HTTP_X_FORWARDED_PROTO", None)
-        return self.get_response(request)
+        return None
 
 
 def client_address(request) -> str | None:

@@ -127,25 +127,27 @@ INSTALLED_APPS = [
     "axes",
 ]
 
+# Django's own middleware and WhiteNoise as agentsite.loop_middleware runs them: on daphne's event
+# loop, a thread only for what blocks (every one here must be able to run in async mode).
 MIDDLEWARE = [
     # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
     "agentsite.proxy.TrustedProxyMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    "agentsite.loop_middleware.SecurityMiddleware",
     # Serves /static/ from the app's own process (daphne serves no files), with
     # far-future caching for hashed names; no web server needed in front.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "agentsite.loop_middleware.WhiteNoiseMiddleware",
     "chat.web.csp.ContentSecurityPolicyMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "agentsite.loop_middleware.SessionMiddleware",
+    "agentsite.loop_middleware.LocaleMiddleware",
+    "agentsite.loop_middleware.CommonMiddleware",
+    "agentsite.loop_middleware.CsrfViewMiddleware",
+    "agentsite.loop_middleware.AuthenticationMiddleware",
     # Authorization: Bearer on /api/, instead of the session and CSRF (chat/web/bearer.py).
     "chat.web.bearer.BearerTokenMiddleware",
     # The language saved on the account wins over the browser's (chat/web/language.py).
     "chat.web.language.AccountLanguageMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "agentsite.loop_middleware.MessageMiddleware",
+    "agentsite.loop_middleware.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

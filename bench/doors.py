@@ -8,7 +8,8 @@ side by side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Ser
 
 First text is from sending the message (the frame, the completion request, the POST) to the
 first piece of answer text arriving (a `text` frame, a chunk with `delta.content`, a `text`
-event). Each client is a program of its own with its connection already open (the socket synced,
+event); for the HTTP doors also when the request was answered (the completion's response
+headers, the POST's 202), which tells the HTTP request's own cost from the run's. Each client is a program of its own with its connection already open (the socket synced,
 the HTTP client warmed by a first request), so only the run's own path is timed. The doors take
 turns, C clients of one door at a time, on fresh conversations.
 """
@@ -54,7 +55,7 @@ def words_of(text: str) -> list[int]:
     return [int(w.split("@", 1)[0]) for w in text.split()]
 
 
-async def websocket_run(base: str, session: str, conversation: str, ready, go) -> tuple[float | None, str]:
+async def websocket_run(base: str, session: str, conversation: str, ready, go) -> tuple[float | None, str, None]:
     ws, sync, _ = await clients.connect(base, conversation, session, timeout=120)
     try:
         ready()
@@ -63,10 +64,10 @@ async def websocket_run(base: str, session: str, conversation: str, ready, go) -
     finally:
         await ws.close()
     first = None if stream.first_text_at is None else stream.first_text_at - stream.sent_at
-    return first, clients.check(stream, after_seq=sync["lastSeq"])
+    return first, clients.check(stream, after_seq=sync["lastSeq"]), None
 
 
-async def v1_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str]:
+async def v1_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str, float | None]:
     headers = {"Authorization": f"Bearer {token}"}
     body = {"model": "default", "stream": True, "messages": [{"role": "user", "content": clients.order(TOKENS, RATE)}]}
     async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
@@ -75,23 +76,24 @@ async def v1_run(base: str, token: str, conversation: str, ready, go) -> tuple[f
         await go.wait()
         sent, first, text = time.time(), None, ""
         async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+            answered = time.time() - sent
             if response.status_code != 200:
-                return None, f"HTTP {response.status_code}"
+                return None, f"HTTP {response.status_code}", answered
             async for line in response.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
                 if "error" in chunk:
-                    return None, f"error chunk {chunk['error'].get('code')}"
+                    return None, f"error chunk {chunk['error'].get('code')}", answered
                 piece = (chunk.get("choices") or [{}])[0].get("delta", {}).get("content") or ""
                 if piece and first is None:
                     first = time.time() - sent
                 text += piece
     problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
-    return first, problem
+    return first, problem, answered
 
 
-async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str]:
+async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str, float | None]:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as poster:
         (await poster.get("/api/usage/")).raise_for_status()  # warm: the POST's connection is open
@@ -99,7 +101,7 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[
             path = f"/api/conversations/{conversation}/stream/?until=complete"
             async with reader.stream("GET", path) as response:
                 lines = response.aiter_lines()
-                event, sent, first, text, status = "", 0.0, None, "", ""
+                event, sent, first, text, status, answered = "", 0.0, None, "", "", None
                 async for line in lines:
                     if line.startswith("event: "):
                         event = line[7:]
@@ -111,8 +113,9 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[
                 r = await poster.post(
                     f"/api/conversations/{conversation}/messages/", json={"content": clients.order(TOKENS, RATE)}
                 )
+                answered = time.time() - sent
                 if r.status_code != 202:
-                    return None, f"HTTP {r.status_code} on POST"
+                    return None, f"HTTP {r.status_code} on POST", answered
                 async for line in lines:
                     if line.startswith("event: "):
                         event = line[7:]
@@ -123,9 +126,9 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[
                     elif line.startswith("data: ") and event == "complete":
                         status = json.loads(line[6:]).get("status", "")
     if status != "succeeded":
-        return first, f"run ended {status or 'without complete'}"
+        return first, f"run ended {status or 'without complete'}", answered
     problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
-    return first, problem
+    return first, problem, answered
 
 
 async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict:
@@ -148,6 +151,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
     firsts = [r[0] * 1000 for r in results if not isinstance(r, BaseException) and r[0] is not None and not r[1]]
     problems = [repr(r) if isinstance(r, BaseException) else r[1] for r in results]
     problems = [p for p in problems if p]
+    answers = [r[2] * 1000 for r in results if not isinstance(r, BaseException) and r[2] is not None]
     return {
         "door": door,
         "C": count,
@@ -156,6 +160,8 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             "p95": round(percentile(firsts, 95), 1),
             "n": len(firsts),
         },
+        # The HTTP doors: the request's answer (v1: its headers; sse: the POST's 202), p50.
+        "answered_ms": round(percentile(answers, 50), 1) if answers else None,
         "ok": count - len(problems),
         "problems": problems[:5],
     }
@@ -177,14 +183,16 @@ def lines(doors: dict | None) -> list[str]:
     out = [
         f"  doors: first text of a {doors['tokens']}-token run, C clients of one door at once "
         "(ratio: p50 against the WebSocket's at the same C)",
-        "     C  door        first text p50 / p95 ms   ratio   ok",
+        "     C  door        first text p50 / p95 ms   ratio   ok        answered p50 ms",
     ]
     socket = {row["C"]: row["first_text_ms"]["p50"] for row in doors["levels"] if row["door"] == "websocket"}
     for row in doors["levels"]:
         ft, base = row["first_text_ms"], socket.get(row["C"])
         ratio = round(ft["p50"] / base, 2) if base else "-"
+        answered = row.get("answered_ms")
         out.append(
-            f"  {row['C']:4d}  {row['door']:<10}  {ft['p50']:>9} / {ft['p95']:>9}   {ratio:>5}   {row['ok']}/{row['C']}"
+            f"  {row['C']:4d}  {row['door']:<10}  {ft['p50']:>9} / {ft['p95']:>9}   {ratio:>5}   "
+            f"{row['ok']}/{row['C']:<7}  {'-' if answered is None else answered}"
         )
         out += [f"        problem: {p}" for p in row["problems"]]
     return out

@@ -7,6 +7,8 @@ attributes, inline styles, foreign images and foreign connections stay blocked.
 
 from __future__ import annotations
 
+from agentsite.loop_middleware import InlineMiddleware
+
 
 def policy_for(request) -> str:
     host = request.get_host()
@@ -32,12 +34,8 @@ def policy_for(request) -> str:
     )
 
 
-class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        response = self.get_response(request)
+class ContentSecurityPolicyMiddleware(InlineMiddleware):
+    def after(self, request, response):
         # The admin ships inline scripts of its own; it is staff-only and renders no model output as HTML.
         if not request.path.startswith("/admin/"):
             response.headers.setdefault("Content-Security-Policy", policy_for(request))

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from channels.db import database_sync_to_async
 from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
+from agentsite.loop_middleware import request_db
 from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
 from chat.conversations.services import conversation_create
 from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG
@@ -43,7 +43,7 @@ async def models(request):
     user = await request_user(request)
     if user is None:
         return _not_signed_in()
-    slugs = await database_sync_to_async(_model_slugs)(user)
+    slugs = await request_db(_model_slugs)(user)
     return JsonResponse(shapes.model_list(slugs, created=int(user.date_joined.timestamp())))
 
 
@@ -77,7 +77,7 @@ async def chat_completions(request):
         return shapes.openai_error(status, code, exc.message, param="messages")
     token = getattr(request, "api_token", None)
     try:
-        conversation = await database_sync_to_async(_new_conversation)(user=user, slug=call.model, title=content)
+        conversation = await request_db(_new_conversation)(user=user, slug=call.model, title=content)
         if conversation is None:
             return shapes.openai_error(
                 404, "model_not_found", f"The model {call.model!r} does not exist or you do not have access to it."

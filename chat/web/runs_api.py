@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import uuid
 
-from channels.db import database_sync_to_async
 from django.db import DatabaseError
 from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
+from agentsite.loop_middleware import request_db
 from chat.conversations.selectors import conversation_for_user, run_for_user
 from chat.eventlog.reads import run_asked, run_user_message_seq
 from chat.models import Run
@@ -67,7 +67,7 @@ async def _owned_conversation(request, conversation_id):
     user = await request_user(request)
     if user is None:
         return None, None
-    conversation = await database_sync_to_async(conversation_for_user)(user=user, conversation_id=conversation_id)
+    conversation = await request_db(conversation_for_user)(user=user, conversation_id=conversation_id)
     return user, conversation
 
 
@@ -93,7 +93,7 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         run = await run_actions.run_start(
             conversation=conversation, user=user, content=content, parent_seq=parent_seq, attachments=attachments
         )
-        seq = await database_sync_to_async(run_user_message_seq)(run_id=run.pk)
+        seq = await request_db(run_user_message_seq)(run_id=run.pk)
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)
     except DatabaseError:
@@ -125,13 +125,13 @@ async def run_approval(request, run_id: uuid.UUID):
         user = await request_user(request)
         if user is None:
             return not_signed_in()
-        run = await database_sync_to_async(run_for_user)(user=user, run_id=run_id)
+        run = await request_db(run_for_user)(user=user, run_id=run_id)
         if run is None:
             return not_found("run")
         tool_call_id, decision = approval_answer(_body(request))
         # The socket answers by conversation; this route names the run, so the request must be
         # that run's, and only the running run (one per conversation) still waits on one.
-        if not await database_sync_to_async(run_asked)(run_id=run.pk, tool_call_id=tool_call_id):
+        if not await request_db(run_asked)(run_id=run.pk, tool_call_id=tool_call_id):
             raise ProtocolError(
                 "BAD_REQUEST", "This run has no approval request with that toolCallId.", "unknown toolCallId"
             )

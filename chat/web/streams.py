@@ -25,12 +25,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
+from agentsite.loop_middleware import request_db
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_for_user
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
@@ -97,7 +97,7 @@ class Stream:
                 yield chunk
             if self.done:  # until=complete, and the complete was in the history
                 return
-            run, pending = await database_sync_to_async(run_in_progress)(conversation_id=self.conversation.pk)
+            run, pending = await request_db(run_in_progress)(conversation_id=self.conversation.pk)
             sync = {
                 "type": "sync",
                 "lastSeq": self.last_seq,
@@ -149,8 +149,8 @@ class Stream:
     async def _credential_holds(self) -> bool:
         try:
             if self.token_id is not None:
-                return await database_sync_to_async(token_is_current)(token_id=self.token_id, user_id=self.user.pk)
-            return await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+                return await request_db(token_is_current)(token_id=self.token_id, user_id=self.user.pk)
+            return await request_db(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
         except DatabaseError:  # not known to have ended: checked again at the next tick
             logger.warning("a stream could not re-check its credential", exc_info=True)
             return True
@@ -170,7 +170,7 @@ class Stream:
         out: list[dict[str, Any]] = []
         try:
             while not self.done:
-                frames = await database_sync_to_async(events_after)(
+                frames = await request_db(events_after)(
                     conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
                 )
                 out += [self._send(frame) for frame in frames if not self.done]
@@ -192,7 +192,7 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
     user = await request_user(request)
     if user is None:
         return not_signed_in()
-    conversation = await database_sync_to_async(conversation_for_user)(user=user, conversation_id=conversation_id)
+    conversation = await request_db(conversation_for_user)(user=user, conversation_id=conversation_id)
     if conversation is None:
         return not_found()
     after = _seq(request.headers.get("Last-Event-ID"))

@@ -65,7 +65,8 @@ def token_user(value: str):
     expired, or its user deactivated."""
     if not value.startswith(PREFIX) or len(value) > 200:
         return None, None
-    token = ApiToken.objects.select_related("user").filter(digest=_digest(value)).first()
+    # The account's settings come along for the interface language (chat.web.language): no second query.
+    token = ApiToken.objects.select_related("user", "user__account_settings").filter(digest=_digest(value)).first()
     now = timezone.now()
     if token is None or (token.expires_at is not None and token.expires_at <= now) or not token.user.is_active:
         return None, None

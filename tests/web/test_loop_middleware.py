@@ -1,0 +1,111 @@
+"""The middleware chain in async mode (agentsite.loop_middleware), as daphne runs it: Django's
+AsyncClient goes through the ASGI handler, so every request here takes the async path.
+
+Under ASGI the whole chain must be able to run on the loop (one sync-only middleware puts every
+request in a thread until its view returns); the database work of async views and middleware runs
+on the request database threads, which keep their connections, never on a thread made for the
+request; and what the sync chain did still holds: CSRF for sessions, none for bearer tokens, a
+session saved, messages kept, the account's language."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.handlers.asgi import ASGIHandler
+from django.test import AsyncClient
+from django.utils.module_loading import import_string
+
+from agentsite.loop_middleware import REQUEST_DB_THREADS
+from chat.conversations.services import conversation_create
+from chat.web import bearer, tokens
+from chat.web.account import account_language_save
+from chat.web.tokens import token_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PASSWORD = "a-long-pass-phrase-1"
+
+
+def test_every_middleware_runs_in_async_mode_and_so_does_the_chain():
+    assert [m for m in settings.MIDDLEWARE if not getattr(import_string(m), "async_capable", False)] == []
+    handler = ASGIHandler()
+    assert handler._middleware_chain is not None
+    assert __import__("asyncio").iscoroutinefunction(handler._middleware_chain)
+
+
+def bearer_header(value: str) -> dict:
+    return {"Authorization": f"Bearer {value}"}
+
+
+def _user(name="loop", language=""):
+    user = get_user_model().objects.create_user(name, password=PASSWORD)
+    if language:
+        account_language_save(user_id=user.pk, language=language)
+    return user
+
+
+async def test_a_bearer_request_reads_the_database_on_the_request_threads(monkeypatch):
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    threads = []
+    real = tokens.token_user
+
+    def spy(token):
+        threads.append(threading.current_thread().name)
+        return real(token)
+
+    monkeypatch.setattr(bearer, "token_user", spy)
+    client = AsyncClient()
+    for _ in range(REQUEST_DB_THREADS + 2):
+        assert (await client.get("/api/usage/", headers=bearer_header(value))).status_code == 200
+    # Long-lived threads of a fixed pool (each keeps its connection), not one per request.
+    assert all(name.startswith("request-db") for name in threads), threads
+    assert len(set(threads)) <= REQUEST_DB_THREADS
+
+
+async def test_csrf_holds_for_a_session_in_async_mode_and_not_for_a_token():
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    session = AsyncClient(enforce_csrf_checks=True)
+    await sync_to_async(session.force_login)(user)
+    refused = await session.post("/api/conversations/", {}, content_type="application/json")
+    assert refused.status_code == 403
+    token = AsyncClient(enforce_csrf_checks=True)
+    created = await token.post("/api/conversations/", {}, content_type="application/json", headers=bearer_header(value))
+    assert created.status_code == 201
+    # A form POST (its token in the body, parsed in the request's thread) passes with the token.
+    page = await session.get("/account/")
+    csrf = page.cookies["csrftoken"].value
+    saved = await session.post(
+        "/account/", {"display_name": "Async Ann", "email": "", "language": "", "csrfmiddlewaretoken": csrf}
+    )
+    assert saved.status_code in (200, 302)
+    settings_row = await sync_to_async(lambda: user.account_settings.display_name)()
+    assert settings_row == "Async Ann"
+
+
+async def test_a_sign_in_saves_its_session_in_async_mode_and_the_next_request_is_signed_in():
+    await sync_to_async(_user)(name="signer")
+    client = AsyncClient()
+    page = await client.get("/accounts/login/")
+    assert page.status_code == 200
+    signed = await client.post("/accounts/login/", {"username": "signer", "password": PASSWORD})
+    assert signed.status_code == 302
+    assert (await client.get("/api/usage/")).status_code == 200
+
+
+async def test_the_saved_language_applies_to_session_and_token_requests_alike():
+    user = await sync_to_async(_user)(language="zh-hans")
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    await sync_to_async(conversation_create)(owner=user)
+    assert (await AsyncClient().get("/api/usage/", headers=bearer_header(value)))["Content-Language"] == "zh-hans"
+    session = AsyncClient()
+    await sync_to_async(session.force_login)(user)
+    assert (await session.get("/api/usage/"))["Content-Language"] == "zh-hans"
+    plain = await sync_to_async(_user)(name="plain")
+    _, other = await sync_to_async(token_create)(user=plain, name="t")
+    assert (await AsyncClient().get("/api/usage/", headers=bearer_header(other)))["Content-Language"] == "en"
