@@ -11,7 +11,8 @@ thread, about twenty round trips a request, although most of them only read head
 Here the hooks that never block run inline on the loop; those that may touch the database
 (saving a modified session, storing messages) or parse a form body go to the request's thread,
 exactly as Django sends them. The same classes work in sync mode (the test client, WSGI), where
-they are Django's own. settings.MIDDLEWARE names these in place of Django's.
+they are Django's own. settings.MIDDLEWARE names these in place of Django's; Django's deployment
+checks, which find its middleware by dotted name, see them as Django's (django_names, chat.checks).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
 from django.contrib.sessions import middleware as sessions
 from django.middleware import clickjacking, common, csrf, locale, security
+from django.utils.module_loading import import_string
 from whitenoise import middleware as whitenoise
 
 # The database work of async views and of these middlewares runs on this many long-lived threads,
@@ -47,31 +49,22 @@ def request_db(function: Callable) -> Callable:
 
 
 class OnTheLoop:
-    """For a MiddlewareMixin: in async mode its hooks run inline, unless `request_blocks` or
-    `response_blocks` says that this time one may block."""
+    """For a MiddlewareMixin whose process_request never blocks: in async mode its hooks run
+    inline, process_response in the request's thread when `response_blocks` says it may block."""
 
     get_response: object
-
-    def request_blocks(self, request) -> bool:
-        return False
 
     def response_blocks(self, request, response) -> bool:
         return False
 
     async def __acall__(self, request):
-        response = None
-        if hasattr(self, "process_request"):
-            response = await _hook(self.request_blocks(request), self.process_request, request)
+        response = self.process_request(request) if hasattr(self, "process_request") else None
         response = response or await self.get_response(request)  # type: ignore[operator]
-        if hasattr(self, "process_response"):
-            response = await _hook(self.response_blocks(request, response), self.process_response, request, response)
-        return response
-
-
-async def _hook(blocks: bool, hook, *args):
-    if blocks:
-        return await sync_to_async(hook, thread_sensitive=True)(*args)
-    return hook(*args)
+        if not hasattr(self, "process_response"):
+            return response
+        if self.response_blocks(request, response):
+            return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
+        return self.process_response(request, response)
 
 
 class SecurityMiddleware(OnTheLoop, security.SecurityMiddleware):
@@ -207,3 +200,21 @@ class InlineMiddleware(DualMiddleware):
 
     def after(self, request, response):
         return response
+
+
+def django_names(paths: list[str]) -> list[str]:
+    """settings.MIDDLEWARE with each of this module's subclasses of Django's middleware named as
+    the Django class it runs (what Django's deployment checks look for)."""
+    names = []
+    for path in paths:
+        cls = import_string(path)
+        parent = next(
+            (
+                base
+                for base in cls.__mro__[1:]
+                if base.__module__.startswith("django.middleware.") or base.__module__.startswith("django.contrib.")
+            ),
+            None,
+        )
+        names.append(f"{parent.__module__}.{parent.__qualname__}" if cls.__module__ == __name__ and parent else path)
+    return names

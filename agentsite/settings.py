@@ -128,7 +128,8 @@ INSTALLED_APPS = [
 ]
 
 # Django's own middleware and WhiteNoise as agentsite.loop_middleware runs them: on daphne's event
-# loop, a thread only for what blocks (every one here must be able to run in async mode).
+# loop, a thread only for what blocks (every one here must be able to run in async mode). Django's
+# deployment checks see them as Django's classes (chat.checks); see SILENCED_SYSTEM_CHECKS.
 MIDDLEWARE = [
     # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
     "agentsite.proxy.TrustedProxyMiddleware",
@@ -151,6 +152,10 @@ MIDDLEWARE = [
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Django's "not in your MIDDLEWARE" deployment warnings, which look for its classes by dotted name:
+# the chain runs subclasses of them, and chat.checks runs Django's checks of their settings.
+SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003", "security.W010", "security.W013"]
 
 ROOT_URLCONF = "agentsite.urls"
 ASGI_APPLICATION = "agentsite.asgi.application"

@@ -6,7 +6,12 @@ import re
 
 from django.conf import settings
 from django.core import checks
+from django.core.checks.security import base as security_checks
+from django.core.checks.security import csrf as csrf_checks
+from django.core.checks.security import sessions as session_checks
+from django.test.utils import override_settings
 
+from agentsite.loop_middleware import django_names
 from chat.agents.build import tool_settings
 from chat.conversations.images import parse_box
 from chat.inspector.pricing import price_problems
@@ -198,3 +203,31 @@ def check_oidc(app_configs, **kwargs):
             )
         )
     return errors
+
+
+# Django's deployment checks of its security, session, CSRF and X-Frame-Options middleware find
+# that middleware by its dotted name in MIDDLEWARE, and pass without it; the chain runs subclasses
+# of those classes (agentsite.loop_middleware) under names of their own. So the checks that depend
+# on the middleware run again here, Django's own code and warnings, with MIDDLEWARE naming the
+# Django classes that the chain runs. Django's own run of them then says nothing, but for the
+# middleware it cannot find by name: W001, W002, W003 and W010, W013 (the sessions app without
+# the middleware), silenced in settings for that reason only.
+DEPLOY_CHECKS_BY_MIDDLEWARE = (
+    security_checks.check_sts,
+    security_checks.check_sts_include_subdomains,
+    security_checks.check_sts_preload,
+    security_checks.check_content_type_nosniff,
+    security_checks.check_ssl_redirect,
+    security_checks.check_xframe_deny,
+    security_checks.check_referrer_policy,
+    security_checks.check_cross_origin_opener_policy,
+    csrf_checks.check_csrf_cookie_secure,
+    session_checks.check_session_cookie_secure,
+    session_checks.check_session_cookie_httponly,
+)
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_deployment_with_loop_middleware(app_configs, **kwargs):
+    with override_settings(MIDDLEWARE=django_names(list(settings.MIDDLEWARE))):
+        return [problem for check in DEPLOY_CHECKS_BY_MIDDLEWARE for problem in check(app_configs)]

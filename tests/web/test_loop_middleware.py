@@ -19,7 +19,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
-from agentsite.loop_middleware import REQUEST_DB_THREADS
+from agentsite.loop_middleware import REQUEST_DB_THREADS, django_names
 from chat.conversations.services import conversation_create
 from chat.web import bearer, tokens
 from chat.web.account import account_language_save
@@ -35,6 +35,21 @@ def test_every_middleware_runs_in_async_mode_and_so_does_the_chain():
     handler = ASGIHandler()
     assert handler._middleware_chain is not None
     assert __import__("asyncio").iscoroutinefunction(handler._middleware_chain)
+
+
+def test_the_deployment_checks_see_the_django_classes_the_chain_runs():
+    # Django's checks find its middleware by dotted name (chat.checks runs them on these names).
+    names = django_names(list(settings.MIDDLEWARE))
+    for django_class in (
+        "django.middleware.security.SecurityMiddleware",
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    ):
+        assert django_class in names
+        assert django_class not in settings.MIDDLEWARE  # the chain runs the subclass
+    assert "chat.web.bearer.BearerTokenMiddleware" in names  # ours keep their names
 
 
 def bearer_header(value: str) -> dict:
