@@ -49,12 +49,14 @@ def wait_http(url: str, timeout: float = 120.0, process: subprocess.Popen | None
 
 
 class FakeModel:
-    """bench.fakemodel in its own process, so that the client's CPU does not slow it down."""
+    """bench.fakemodel in its own process, so that the client's CPU does not slow it down; with
+    `tls` (the PEM files of a certificate for 127.0.0.1 and its key) over HTTPS."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
         self.port = free_port()
+        self.scheme = "https" if tls else "http"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.fakemodel", str(self.port)],
+            [sys.executable, "-m", "bench.fakemodel", str(self.port), *(tls or ())],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -71,7 +73,7 @@ class FakeModel:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.port}/v1"
 
     @property
     def pid(self) -> int:
