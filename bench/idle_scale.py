@@ -6,8 +6,9 @@ One daphne on SQLite + the in-memory layer, with its database queries counted
 per conversation, each conversation with a finished run of a few events. Measured:
 
 - memory: the server's RSS before and after opening the sockets, per socket;
-- CPU while idle: a quiet window with no client frames (the server's own timers), then a window
-  where every socket pings every 20 s as the page does (static/chat/socket.js), spread evenly;
+- CPU while idle: a quiet window with no client frames (the server's own timers: daphne's
+  protocol pings every 20 s and its timeout sweeps), then a window where every socket also
+  sends the page's `ping` every 20 s (static/chat/socket.js), spread evenly;
   each ping re-checks the session when the last check is over 5 s old, answers `pong` and reads
   the conversation's tail (chat/realtime/consumers.py), so the queries per ping too;
 - the reconnect storm: the server is stopped (SIGTERM) and started again on its port; once it
@@ -44,7 +45,9 @@ SOCKETS = 10_000
 SOCKETS_PER_USER = 10
 HISTORY_EVENTS = 4
 CONNECT_AT_ONCE = 50
-QUIET_SECONDS = 10
+# daphne pings every open socket every 20 s itself (its --ping-interval) and sweeps them all for
+# timeouts every few seconds: the quiet window holds one whole round of its pings.
+QUIET_SECONDS = 20
 IDLE_SECONDS = 60
 PING_EVERY = 20.0  # static/chat/socket.js PING_EVERY_MS
 BACKOFF = (0.5, 1, 2, 4, 8, 15)  # static/chat/socket.js BACKOFF_MS, each with +-20% jitter
@@ -234,7 +237,7 @@ async def _storm(stack: Stack, held: list[Held]) -> dict:
 
 
 async def measure(model: FakeModel, *, sockets: int = SOCKETS, quick: bool = False) -> dict:
-    quiet, seconds = (5, 20) if quick else (QUIET_SECONDS, IDLE_SECONDS)
+    seconds = 20 if quick else IDLE_SECONDS
     stack = Stack(name="idle10k", server="daphne-counted")
     out: dict = {"label": "sqlite+memory, 1x daphne", "sockets": sockets, "history_events": HISTORY_EVENTS}
     descriptors = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -277,8 +280,8 @@ async def measure(model: FakeModel, *, sockets: int = SOCKETS, quick: bool = Fal
             "kib_per_socket": round((rss_after - rss_before) / sockets / 1024, 1),
             "client_rss_mib": round(rss_bytes(os.getpid()) / 2**20, 1),
         }
-        print(f"[idle10k] idle: {quiet} s quiet, {seconds} s with pings", flush=True)
-        out["idle"] = await _idle(stack, held, quiet=quiet, seconds=seconds)
+        print(f"[idle10k] idle: {QUIET_SECONDS} s quiet, {seconds} s with pings", flush=True)
+        out["idle"] = await _idle(stack, held, quiet=QUIET_SECONDS, seconds=seconds)
         started = time.monotonic()
         stack.restart()
         out["restart_s"] = round(time.monotonic() - started, 2)
