@@ -10,7 +10,7 @@ python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect 
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
 
 Every results file holds a `run` entry: the command, commit, date and the machine's load
-(bench/runinfo.py).
+(bench/runinfo.py); `python -m bench.docs` makes docs/performance.md's tables from them.
 """
 
 from __future__ import annotations
