@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx axe oidc-provider realmodel-server bench bench-growth bench-soak clean
+.PHONY: lint run test install install-test browser sandbox nginx axe oidc-provider realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -127,6 +127,16 @@ bench: install-test
 # Opt-in (seeding 1,000,000 events per database takes minutes): the growth curves and docs/bench-growth.png.
 bench-growth: install-test
 	$(PY) -m bench --only growth
+
+# Opt-in (over two minutes): 10,000 idle sockets on one daphne, then a reconnect storm after its restart.
+bench-idle10k: install-test
+	$(PY) -m bench --only idle10k
+
+# docs/performance.md's tables from the results the last runs wrote (each table names its run),
+# and their sources kept in bench/results/docs/ (`python -m bench.docs --check` compares).
+BENCH_RESULTS ?= $(wildcard bench/results/latest.json bench/results/idle10k.json)
+bench-docs: install-test
+	$(PY) -m bench.docs $(BENCH_RESULTS)
 
 # Not a test: mixed load on two daphnes for SOAK_SECONDS (an hour), sampled every 10 s; fails on
 # errors, never on timings (.ci/run runs three minutes of it after `make test`).

@@ -6,6 +6,11 @@ python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
 python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs SSE
+python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
+python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
+
+Every results file holds a `run` entry: the command, commit, date and the machine's load
+(bench/runinfo.py); `python -m bench.docs` makes docs/performance.md's tables from them.
 """
 
 from __future__ import annotations
@@ -17,14 +22,33 @@ import time
 import traceback
 from pathlib import Path
 
-from . import concurrency, doors, firsttext, growth, idle, plot, reference, relay, replay, report, search, writes
+from . import (
+    concurrency,
+    doors,
+    firsttext,
+    growth,
+    idle,
+    idle_scale,
+    model_tls,
+    plot,
+    reference,
+    relay,
+    replay,
+    report,
+    search,
+    writes,
+)
 from .pool import Pool
 from .procs import raise_fd_limit
+from .runinfo import RunInfo
 from .server import FakeModel, Stack
 
-MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference")
-# Not in the default run: seeding their volume takes minutes per database (bench/search.py, bench/growth.py).
-OPT_IN = ("search", "growth")
+MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "model-tls")
+# Not in the default run: seeding their volume takes minutes per database (bench/search.py,
+# bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py).
+OPT_IN = ("search", "growth", "idle10k")
+# Measured on servers of their own (or none), not on the stacks.
+STACKLESS = {"reference", "model-tls"}
 STACKS = {
     "sqlite-daphne": dict(database="sqlite", server="daphne", processes=1),
     "sqlite-uvicorn": dict(database="sqlite", server="uvicorn", processes=1),
@@ -48,7 +72,23 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--growth-parts", default=",".join(growth.PARTS), help="for --only growth: length, table or both"
     )
-    parser.add_argument("--out", default=None, help="JSON path (default bench/results/latest.json)")
+    parser.add_argument(
+        "--idle-sockets",
+        type=int,
+        default=None,
+        help=f"for idle10k: sockets (default {idle_scale.SOCKETS:,}; quick 1,000)",
+    )
+    parser.add_argument(
+        "--tls-calls",
+        type=int,
+        default=None,
+        help=f"for model-tls: calls per variant (default {model_tls.CALLS}; quick 20)",
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="JSON path (default bench/results/latest.json; growth.json and idle10k.json for those opt-ins)",
+    )
     return parser.parse_args()
 
 
@@ -140,6 +180,7 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
 
 async def main() -> int:
     args = parse()
+    run = RunInfo().start()
     raise_fd_limit()
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     unknown = only - set(MEASUREMENTS) - set(OPT_IN)
@@ -152,10 +193,18 @@ async def main() -> int:
     model = FakeModel()
     results = {"args": vars(args), "stacks": []}
     try:
-        for name in names if only - set(OPT_IN) - {"reference"} else []:
+        for name in names if only - set(OPT_IN) - STACKLESS else []:
             results["stacks"].append(await run_stack(name, args, model, only))
         if "reference" in only:
             results["reference"] = await reference.measure(model, levels=concurrency_levels(args))
+        if "model-tls" in only:
+            print("\n[model-tls] a model call's first text, TLS and plain HTTP", flush=True)
+            calls = args.tls_calls or (20 if args.quick else model_tls.CALLS)
+            results["model_tls"] = await model_tls.measure(model, calls=calls)
+        if "idle10k" in only:
+            sockets = args.idle_sockets or (1000 if args.quick else idle_scale.SOCKETS)
+            print(f"\n[idle10k] {sockets} idle sockets on one daphne", flush=True)
+            results["idle10k"] = await idle_scale.measure(model, sockets=sockets, quick=args.quick)
         if "growth" in only:
             databases = list(dict.fromkeys(STACKS[name]["database"] for name in names))
             parts = tuple(part for part in growth.PARTS if part in args.growth_parts.split(","))
@@ -164,31 +213,46 @@ async def main() -> int:
             ]
     finally:
         model.stop()
-    if "growth" in only:
-        print(growth.table(results["growth"]))
-        growth_path = report.write({"growth": results["growth"]}, Path(args.out) if args.out else growth.RESULTS)
-        png = growth.RESULTS.with_name("growth-quick.png") if args.quick else plot.DOCS_PNG
-        print(f"\nwritten to {growth_path}; plotted to {plot.growth(results['growth'], png)}")
     if "search" in only:
         size = dict(conversations=1000, events=100_000) if args.quick else {}
         databases = dict.fromkeys(STACKS[name]["database"] for name in names)
         results["search"] = [await asyncio.to_thread(search.run, database=db, **size) for db in databases]
         for result in results["search"]:
             print(search.table(result))
-    if not results["stacks"] and "reference" not in only:  # opt-ins alone: keep the suite's latest.json as it is
+    results["run"] = run.finish()
+    if "growth" in only:
+        print(growth.table(results["growth"]))
+        growth_path = report.write(
+            {"growth": results["growth"], "run": results["run"]}, Path(args.out) if args.out else growth.RESULTS
+        )
+        png = growth.RESULTS.with_name("growth-quick.png") if args.quick else plot.DOCS_PNG
+        print(f"\nwritten to {growth_path}; plotted to {plot.growth(results['growth'], png)}")
+    if "idle10k" in only:
+        print("\n".join(idle_scale.lines(results["idle10k"])))
+        path = report.write(
+            {"idle10k": results["idle10k"], "run": results["run"]}, Path(args.out) if args.out else idle_scale.RESULTS
+        )
+        print(f"\nwritten to {path}")
+    if not results["stacks"] and not only & STACKLESS:  # opt-ins alone: keep the suite's latest.json as it is
         if args.out and "search" in only:
             report.write(results, Path(args.out))
-        return 0
+        return 1 if "error" in results.get("idle10k", {}) else 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))
-    print()
-    print(report.summary(results))
+    if results["stacks"]:
+        print()
+        print(report.summary(results))
     if results.get("reference"):
         print()
         print(report.reference_summary(results))
+    if results.get("model_tls"):
+        print("\n".join(model_tls.lines(results["model_tls"])))
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
-    return 1 if any("error" in s for s in results["stacks"]) else 0
+    failed = [s for s in results["stacks"] if "error" in s] + [
+        results[k] for k in ("model_tls", "idle10k") if "error" in results.get(k, {})
+    ]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

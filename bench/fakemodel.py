@@ -1,6 +1,6 @@
 """The fake OpenAI-compatible model of the benchmarks, in a process of its own.
 
-`python -m bench.fakemodel PORT` serves tests/fakellm.FakeLLM with a responder
+`python -m bench.fakemodel PORT [CERT KEY]` serves tests/fakellm.FakeLLM with a responder
 that reads its orders from the last user message, `bench tokens=N rate=R`
 (R chunks per second, 0 = as fast as it can). One token is one streamed chunk;
 chunk i carries the text `"<i>@<unix time it was written> "`, so a client can
@@ -10,13 +10,14 @@ Pacing follows an absolute schedule (token i is due at start + (i+1)/R) and a
 late writer sends everything already due in one write: under load the model
 keeps its nominal rate instead of drifting, as a real provider's would.
 The chunks are formatted from a byte template, not json.dumps, so that the
-fake costs little CPU next to the server it feeds.
+fake costs little CPU next to the server it feeds. With CERT and KEY (PEM files) it serves HTTPS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 import sys
 import threading
 import time
@@ -56,8 +57,8 @@ def _http_chunk(text: str) -> bytes:
 
 
 class BenchModel(FakeLLM):
-    def __init__(self, port: int):
-        super().__init__(port=port)
+    def __init__(self, port: int, tls: ssl.SSLContext | None = None):
+        super().__init__(port=port, ssl=tls)
         self.responder = self._respond
 
     @staticmethod
@@ -98,7 +99,11 @@ class BenchModel(FakeLLM):
 
 def main() -> None:
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
-    with BenchModel(port) as fake:
+    tls = None
+    if len(sys.argv) > 3:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(sys.argv[2], sys.argv[3])
+    with BenchModel(port, tls) as fake:
         print(f"bench model on {fake.base_url}", flush=True)
         threading.Event().wait()
 

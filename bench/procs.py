@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import resource
 
-_TICK = os.sysconf("SC_CLK_TCK")
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process has used so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def rss_bytes(pid: int) -> int:

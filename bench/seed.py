@@ -10,6 +10,9 @@
   login form itself is covered by the tests.
 - {"op": "replay", "events": N}: one more user with one conversation holding a
   finished run of N events (user_message, text deltas, complete).
+- {"op": "history", "conversations": [...], "events": K}: a finished run of K events
+  (user_message, text deltas, complete) in each of those conversations, so that a socket
+  reconnecting with `after` reads from a conversation with a past, as a real one has.
 - {"op": "count", "conversations": [...]}: rows in the event, run and tool record
   tables for those conversations, and the number of text tokens they stored.
 - {"op": "storage", "conversations": [...]}: `count`, the bytes of the text those
@@ -102,6 +105,40 @@ def replay(events: int) -> dict:
     return {"session": user["session"], "conversation": conversation_id}
 
 
+def history(conversations: list[str], events: int) -> dict:
+    from django.db import transaction
+    from django.utils import timezone
+
+    from chat.models import Conversation, Event, Run
+
+    now = timezone.now()
+    payloads = [{"type": "user_message", "content": "bench history"}]
+    payloads += [{"type": "text", "content": f"part {i} of an answer. "} for i in range(events - 2)]
+    payloads.append({"type": "complete", "status": "succeeded"})
+    with transaction.atomic():
+        found = list(Conversation.objects.filter(pk__in=conversations))
+        runs = Run.objects.bulk_create(
+            Run(
+                conversation=c,
+                user_id=c.owner_id,
+                model="fake-model",
+                status=Run.Status.SUCCEEDED,
+                finished_at=now,
+            )
+            for c in found
+        )
+        Event.objects.bulk_create(
+            (
+                Event(conversation=c, run=run, seq=i + 1, type=p["type"], payload=p, created_at=now)
+                for c, run in zip(found, runs)
+                for i, p in enumerate(payloads)
+            ),
+            batch_size=2000,
+        )
+        Conversation.objects.filter(pk__in=[c.pk for c in found]).update(last_seq=events)
+    return {"conversations": len(found), "last_seq": events}
+
+
 def count(conversations: list[str]) -> dict:
     from chat.models import Event, Run, ToolRecord
 
@@ -146,7 +183,8 @@ def main() -> None:
     command = json.loads(sys.stdin.read())
     setup()
     op = command.pop("op")
-    result = {"users": users, "replay": replay, "count": count, "storage": storage}[op](**command)
+    ops = {"users": users, "replay": replay, "history": history, "count": count, "storage": storage}
+    result = ops[op](**command)
     print(json.dumps(result))
 
 

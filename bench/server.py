@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx2
 
+from .query_count import STATS_PATH
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -49,12 +51,14 @@ def wait_http(url: str, timeout: float = 120.0, process: subprocess.Popen | None
 
 
 class FakeModel:
-    """bench.fakemodel in its own process, so that the client's CPU does not slow it down."""
+    """bench.fakemodel in its own process, so that the client's CPU does not slow it down; with
+    `tls` (the PEM files of a certificate for 127.0.0.1 and its key) over HTTPS."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
         self.port = free_port()
+        self.scheme = "https" if tls else "http"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.fakemodel", str(self.port)],
+            [sys.executable, "-m", "bench.fakemodel", str(self.port), *(tls or ())],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -71,7 +75,7 @@ class FakeModel:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.port}/v1"
 
     @property
     def pid(self) -> int:
@@ -89,7 +93,7 @@ class FakeModel:
 class Stack:
     name: str
     database: str = "sqlite"  # sqlite | postgres
-    server: str = "daphne"  # daphne | uvicorn | daphne-traced
+    server: str = "daphne"  # daphne | uvicorn | daphne-traced | daphne-counted
     processes: int = 1
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
@@ -157,43 +161,44 @@ class Stack:
             check=True,
         )
         for _ in range(self.processes):
-            port = free_port()
-            if self.server == "uvicorn":
-                cmd = [
-                    str(VENV_BIN / "uvicorn"),
-                    "agentsite.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--lifespan",
-                    "off",
-                    "--no-access-log",
-                    "--log-level",
-                    "warning",
-                ]
-            elif self.server == "daphne-traced":  # under tracemalloc (bench/socket_memory.py)
-                cmd = [sys.executable, "-m", "bench.socket_memory", "--serve", str(port), self._tmp]
-            else:
-                cmd = [
-                    str(VENV_BIN / "daphne"),
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-v",
-                    "0",
-                    "agentsite.asgi:application",
-                ]
-            log = open(os.path.join(self._tmp, f"server-{port}.log"), "w")
-            self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
-            self.ports.append(port)
+            self._spawn(free_port())
+        self._wait_up()
+        return self
+
+    def _command(self, port: int) -> list[str]:
+        if self.server == "uvicorn":
+            return [
+                str(VENV_BIN / "uvicorn"),
+                "agentsite.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ]
+        if self.server == "daphne-traced":  # under tracemalloc (bench/socket_memory.py)
+            return [sys.executable, "-m", "bench.socket_memory", "--serve", str(port), self._tmp]
+        # daphne-counted: with its database queries counted (bench/counted_asgi.py)
+        app = "bench.counted_asgi:application" if self.server == "daphne-counted" else "agentsite.asgi:application"
+        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
+
+    def _spawn(self, port: int) -> None:
+        with open(os.path.join(self._tmp, f"server-{port}.log"), "a") as log:  # the child keeps its own descriptor
+            self.servers.append(
+                subprocess.Popen(self._command(port), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            )
+        self.ports.append(port)
+
+    def _wait_up(self) -> None:
         for index, process in enumerate(self.servers):
             # Generous: on a loaded shared machine a start-up has taken ~30 s, and over 90 s.
             wait_http(self.base(index) + "/healthz", timeout=240, process=process)
-        return self
 
-    def stop(self) -> None:
+    def _stop_servers(self) -> None:
         for process in self.servers:
             process.terminate()
         for process in self.servers:
@@ -202,6 +207,23 @@ class Stack:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+
+    def restart(self) -> None:
+        """Every server stopped (SIGTERM, as systemd does) and started again on its port with the
+        same database; returns once they answer again."""
+        ports = list(self.ports)
+        self._stop_servers()
+        self.servers, self.ports = [], []
+        for port in ports:
+            self._spawn(port)
+        self._wait_up()
+
+    def query_counts(self, index: int = 0) -> dict:
+        """A daphne-counted server's database queries so far (bench/query_count.py)."""
+        return httpx2.get(self.base(index) + STATS_PATH, timeout=30).json()
+
+    def stop(self) -> None:
+        self._stop_servers()
         if self._pg_name:
             try:
                 _pg_admin(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)', url=self.pg_admin_url)

@@ -32,7 +32,9 @@ fixed answer. `{"sse": ""}` is a 200 with an empty body (llama-cpp-python's answ
 to a request it fails on once streaming has begun).
 
 `connections` counts the TCP connections accepted (reuse shows as fewer than
-requests); `reject_null_content` answers an assistant message whose content is
+requests; `GET /stats` answers it and the requests' count, for a client in another process);
+`ssl` serves HTTPS with that server context (a throwaway CA's certificate: bench/model_tls.py);
+`reject_null_content` answers an assistant message whose content is
 not a string as llama-cpp-python 0.3.36's server does (HTTP 500, its pydantic text).
 """
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl as tls
 import threading
 import time
 from collections import deque
@@ -110,9 +113,10 @@ def _default_responder(body: dict[str, Any]) -> Reply:
 
 
 class FakeLLM:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, ssl: tls.SSLContext | None = None):
         self.host = host
         self.port = port
+        self.ssl = ssl
         self.replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         # How each streamed reply ended: "done", "truncated", or "aborted" (the client went away).
@@ -128,7 +132,7 @@ class FakeLLM:
     # -- control -----------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{'https' if self.ssl else 'http'}://{self.host}:{self.port}/v1"
 
     def script(self, *replies: Reply) -> None:
         with self._lock:
@@ -163,7 +167,7 @@ class FakeLLM:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
             self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._handle, self.host, self.port, backlog=2048)
+                asyncio.start_server(self._handle, self.host, self.port, backlog=2048, ssl=self.ssl)
             )
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
@@ -221,6 +225,11 @@ class FakeLLM:
                     headers[key.strip().lower()] = value.strip()
                 length = int(headers.get("content-length", "0"))
                 raw = await reader.readexactly(length) if length else b""
+                if method == "GET" and path == "/stats":
+                    await self._send_json(
+                        writer, 200, {"connections": self.connections, "requests": len(self.requests)}
+                    )
+                    continue
                 if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
                     await self._send_json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
                     continue
