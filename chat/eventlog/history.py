@@ -52,19 +52,31 @@ def attached_images(event: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def recorded_history(event: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The earlier messages a user_message carries as `history`, each {"role", "content"}: an
-    OpenAI-compatible request's messages before its last user message
-    (docs/protocol.md, "OpenAI-compatible endpoint")."""
+    """The earlier messages a user_message carries as `history`, each {"role", "content"} and, on
+    a user's, the `attachments` its images became: an OpenAI-compatible request's messages
+    before its last user message (docs/protocol.md, "OpenAI-compatible endpoint"). A user's
+    files are told and shown as a user_message's are, so a model sees an earlier image of the
+    request as it sees an earlier turn's."""
     recorded = event.get("history")
     if not isinstance(recorded, list):
         return []
     return [
-        {"role": m["role"], "content": m["content"]}
+        user_turn(m) if m["role"] == "user" else {"role": m["role"], "content": m["content"]}
         for m in recorded
         if isinstance(m, dict)
         and m.get("role") in ("system", "user", "assistant")
         and isinstance(m.get("content"), str)
     ]
+
+
+def user_turn(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A user's message (a user_message, or a user's item of its `history`) as the memory holds
+    it: the text with the attachments line, and the references of its images."""
+    turn: dict[str, Any] = {"role": "user", "content": message["content"] + attachments_note(message)}
+    shown = attached_images(message)
+    if shown:
+        turn["images"] = shown
+    return turn
 
 
 def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -104,11 +116,7 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if kind == "user_message":
             close_round()
             messages.extend(recorded_history(event))
-            message = {"role": "user", "content": event["content"] + attachments_note(event)}
-            shown = attached_images(event)
-            if shown:
-                message["images"] = shown
-            messages.append(message)
+            messages.append(user_turn(event))
         elif kind == "text":
             if calls and len(results) == len(calls):
                 close_round()  # the text after a tool round starts the next assistant message

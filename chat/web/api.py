@@ -46,7 +46,7 @@ from chat.inspector import trace as run_traces
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
 from chat.ops import metrics as metrics_series
 from chat.runtime.writer import get_writer
-from chat.web.json_api import api_login_required, json_body, json_error, text_field
+from chat.web.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
 
 MAX_QUERY_CHARS = 200
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
@@ -308,14 +308,8 @@ def conversation_import(request):
     with nothing created."""
     limit = settings.AGENT_MAX_IMPORT_BYTES
     try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        return json_error(413, "too_large", f"the file is larger than {limit} bytes")
-    # Read the stream ourselves: request.body would stop at DATA_UPLOAD_MAX_MEMORY_SIZE.
-    raw = request.read(limit + 1)
-    if len(raw) > limit:
+        raw = limited_body(request, limit=limit)
+    except BodyTooLarge:
         return json_error(413, "too_large", f"the file is larger than {limit} bytes")
     try:
         imported = parse_import(raw)

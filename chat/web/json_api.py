@@ -25,11 +25,39 @@ def api_login_required(view):
     return wrapped
 
 
-def json_body(request) -> dict:
-    if not request.body:
+class BodyTooLarge(Exception):
+    """A request body longer than its route takes (`limit` bytes)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"the body is larger than {limit} bytes")
+        self.limit = limit
+
+
+def limited_body(request, *, limit: int) -> bytes:
+    """The body read from the request's stream, for a route that takes more than `request.body`
+    does (it stops at DATA_UPLOAD_MAX_MEMORY_SIZE); BodyTooLarge past `limit`, by the declared
+    length before anything is read."""
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise BodyTooLarge(limit)
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        raise BodyTooLarge(limit)
+    return raw
+
+
+def json_body(request, *, raw: bytes | None = None) -> dict:
+    """The JSON object of the request's body (or of `raw`, a body read already); ValueError saying
+    what is wrong with it. No body is an empty object."""
+    if raw is None:
+        raw = request.body
+    if not raw:
         return {}
     try:
-        body = nesting.loads(request.body)
+        body = nesting.loads(raw)
     except nesting.TooDeep:
         raise ValueError("the body is nested too deeply") from None
     except ValueError:

@@ -9,22 +9,32 @@ page), its run followed with the conversation stream's register-then-fetch follo
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
+from django.conf import global_settings, settings
 from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
 from agentsite.loop_middleware import request_db
 from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
-from chat.conversations.services import conversation_create
-from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG
+from chat.conversations import uploads
+from chat.conversations.services import conversation_create, conversation_delete
+from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation
 from chat.realtime import run_actions
 from chat.realtime.client_frames import ProtocolError, message_content
+from chat.web import openai_images
 from chat.web import openai_shapes as shapes
-from chat.web.json_api import json_body
+from chat.web.json_api import BodyTooLarge, json_body, limited_body
 from chat.web.runs_api import request_user
 from chat.web.streams import KEEPALIVE, Stream
+
+log = logging.getLogger(__name__)
 
 
 def _not_signed_in() -> JsonResponse:
@@ -47,15 +57,57 @@ async def models(request):
     return JsonResponse(shapes.model_list(slugs, created=int(user.date_joined.timestamp())))
 
 
-def _new_conversation(*, user, slug: str, title: str):
-    """The call's conversation, or None when the user may not use that agent."""
+def body_limit() -> int:
+    """The largest body taken: the messages (Django's DATA_UPLOAD_MAX_MEMORY_SIZE, every other JSON
+    body's limit) and one image at the upload limit, as base64."""
+    text = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or global_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return text + 4 * math.ceil(settings.AGENT_MAX_UPLOAD_BYTES / 3)
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """A request checked, its images decoded: all that is known before anything is created."""
+
+    call: shapes.CompletionRequest
+    content: str
+    images: dict[str, openai_images.Decoded]
+
+
+def _checked(request) -> CheckedCall:
+    """Read and check the request; BadRequest, BodyTooLarge, ValueError (not JSON) or ProtocolError
+    (the last message refused as a `message` frame's content would be). Decodes: run it in a thread."""
+    call = shapes.completion_request(json_body(request, raw=limited_body(request, limit=body_limit())))
+    return CheckedCall(call, message_content({"content": call.content}), openai_images.decoded_images(call))
+
+
+def _new_conversation(*, user, checked: CheckedCall) -> tuple[Conversation, dict[str, dict[str, Any]]] | None:
+    """The call's conversation with the request's images in its workspace, and the attachment each
+    became (by URL); None when the user may not use that agent. BadRequest when the upload service
+    refuses an image (the workspace quota): the conversation is deleted again."""
+    slug = checked.call.model
     if slug == DEFAULT_AGENT_SLUG:
         agent = None
     else:
         agent = agent_profile_for_user(user=user, slug=slug)
         if agent is None:
             return None
-    return conversation_create(owner=user, title=title, agent=agent, source=API_SOURCE)
+    conversation = conversation_create(owner=user, title=checked.content, agent=agent, source=API_SOURCE)
+    try:
+        return conversation, openai_images.stored(conversation_id=conversation.pk, decoded=checked.images)
+    except uploads.FileRefused as exc:
+        conversation_delete(conversation=conversation)  # its workspace with it
+        raise shapes.BadRequest(
+            f"The images were refused: {exc.message}.", param="messages", code="image_too_large"
+        ) from None
+
+
+def _discard(conversation: Conversation) -> None:
+    """A conversation whose run was refused (no run was made) goes again: a refused request leaves
+    nothing behind. Best effort: the database may have gone since."""
+    try:
+        conversation_delete(conversation=conversation)
+    except DatabaseError:
+        log.warning("could not delete the conversation %s of a refused completion", conversation.pk)
 
 
 @require_http_methods(["POST"])
@@ -66,8 +118,13 @@ async def chat_completions(request):
     if user is None:
         return _not_signed_in()
     try:
-        call = shapes.completion_request(json_body(request))
-        content = message_content({"content": call.content})
+        checked = await asyncio.to_thread(_checked, request)
+    except BodyTooLarge as exc:
+        message = (
+            f"The request is larger than {exc.limit} bytes: its messages and at most one image at the "
+            "upload limit (as base64) fit."
+        )
+        return shapes.openai_error(413, "request_too_large", message)
     except ValueError:
         return shapes.openai_error(400, "invalid_json", "The body must be a JSON object.")
     except shapes.BadRequest as exc:
@@ -75,13 +132,15 @@ async def chat_completions(request):
     except ProtocolError as exc:
         status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
         return shapes.openai_error(status, code, exc.message, param="messages")
+    call = checked.call
     token = getattr(request, "api_token", None)
     try:
-        conversation = await request_db(_new_conversation)(user=user, slug=call.model, title=content)
-        if conversation is None:
+        made = await request_db(_new_conversation)(user=user, checked=checked)
+        if made is None:
             return shapes.openai_error(
                 404, "model_not_found", f"The model {call.model!r} does not exist or you do not have access to it."
             )
+        conversation, attached = made
         stream = Stream(
             conversation=conversation,
             user=user,
@@ -90,9 +149,20 @@ async def chat_completions(request):
             after=0,
             until_complete=True,
         )
-        run = await run_actions.run_start(
-            conversation=conversation, user=user, content=content, history=call.history, options=call.options
-        )
+        try:
+            run = await run_actions.run_start(
+                conversation=conversation,
+                user=user,
+                content=checked.content,
+                attachments=openai_images.attachments_of(call.images, attached),
+                history=openai_images.recorded_history(call.history, attached),
+                options=call.options,
+            )
+        except ProtocolError:
+            await request_db(_discard)(conversation)
+            raise
+    except shapes.BadRequest as exc:
+        return exc.response()
     except ProtocolError as exc:
         status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
         return shapes.openai_error(status, code, exc.message)

@@ -66,25 +66,74 @@ class BadRequest(Exception):
 
 
 @dataclass(frozen=True)
+class ImageURL:
+    """An `image_url` part's URL, read by chat.web.openai_images; `param` says where it was."""
+
+    url: str
+    param: str
+
+
+@dataclass(frozen=True)
+class RequestMessage:
+    role: str  # system (developer read as it), user or assistant
+    content: str  # its text parts joined
+    images: tuple[ImageURL, ...] = ()  # a user's only
+
+
+@dataclass(frozen=True)
 class CompletionRequest:
     model: str
     content: str  # the last user message: the run's user_message
-    history: tuple[dict[str, str], ...]  # the messages before it: the run's memory
+    history: tuple[RequestMessage, ...]  # the messages before it: the run's memory
     stream: bool = False
     include_usage: bool = False
     # temperature and max_tokens, applied to the run's model calls (chat.agents.profiles.with_request_options)
     options: ModelOptions = field(default_factory=ModelOptions)
+    images: tuple[ImageURL, ...] = ()  # the last user message's
+
+    def image_urls(self) -> tuple[ImageURL, ...]:
+        """Every image of the request, in the order of its messages."""
+        return (*(image for message in self.history for image in message.images), *self.images)
 
 
-def _text(message: Mapping[str, Any], index: int) -> str:
+def _message(message: Mapping[str, Any], index: int) -> RequestMessage:
+    """A message's text parts joined, and its `image_url` parts (OpenAI's shape: `{"type":
+    "image_url", "image_url": {"url", "detail"?}}`; `detail` is not read, every image is
+    scaled into AGENT_IMAGE_MAX_PIXELS), which only a user's message may carry."""
+    role = "system" if message["role"] == "developer" else message["role"]
     content = message.get("content")
+    where = f"messages[{index}].content"
     if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-        return "".join(str(p.get("text", "")) for p in content)
-    raise BadRequest(
-        "content must be a string or a list of text parts.", param=f"messages[{index}].content", code="invalid_content"
-    )
+        return RequestMessage(role, content)
+    if not isinstance(content, list):
+        raise BadRequest("content must be a string or a list of parts.", param=where, code="invalid_content")
+    texts: list[str] = []
+    images: list[ImageURL] = []
+    for number, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            texts.append(str(part.get("text", "")))
+        elif kind == "image_url" and role == "user":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else None
+            if not isinstance(url, str):
+                raise BadRequest(
+                    'An image_url part needs "image_url": {"url": "data:image/png;base64,..."}.',
+                    param=f"{where}[{number}].image_url",
+                    code="invalid_content",
+                )
+            images.append(ImageURL(url, f"{where}[{number}].image_url.url"))
+        elif kind == "image_url":
+            raise BadRequest(
+                "Only a user message may carry images.", param=f"{where}[{number}]", code="invalid_content"
+            )
+        else:
+            raise BadRequest(
+                "content must be a string or a list of text and image_url parts.",
+                param=f"{where}[{number}]",
+                code="invalid_content",
+            )
+    return RequestMessage(role, "".join(texts), tuple(images))
 
 
 def _number(body: Mapping[str, Any], name: str) -> float | int | None:
@@ -129,26 +178,33 @@ def completion_request(body: Any) -> CompletionRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list.", param="messages")
-    history: list[dict[str, str]] = []
+    history: list[RequestMessage] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in HISTORY_ROLES or message.get("tool_calls"):
             raise BadRequest(
                 "Each message must be a system, developer, user or assistant message without tool calls.",
                 param=f"messages[{index}]",
             )
-        role = "system" if message["role"] == "developer" else message["role"]
-        history.append({"role": role, "content": _text(message, index)})
+        history.append(_message(message, index))
     last = history.pop()
-    if last["role"] != "user":
+    if last.role != "user":
         raise BadRequest("The last message must be the user's.", param=f"messages[{len(messages) - 1}]")
+    if last.images and not last.content.strip():
+        # As on the chat page, files come with a message: the text says what to do with them.
+        raise BadRequest(
+            "The last user message needs text with its images: say what to do with them.",
+            param=f"messages[{len(messages) - 1}].content",
+            code="invalid_content",
+        )
     options = _run_options(body)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise BadRequest("stream_options must be an object.", param="stream_options")
     return CompletionRequest(
         model=model,
-        content=last["content"],
+        content=last.content,
         history=tuple(history),
+        images=last.images,
         stream=body.get("stream") is True,
         include_usage=stream_options.get("include_usage") is True,
         options=options,

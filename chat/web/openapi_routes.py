@@ -400,8 +400,13 @@ ROUTES: dict[str, dict[str, dict]] = {
                     },
                     "headers": {k: {"schema": STRING_SCHEMA, "description": v} for k, v in RUN_HEADERS.items()},
                 },
-                "400": openai_error("Bad messages, client `tools`, or a message over the size limit."),
+                "400": openai_error(
+                    "Bad messages, client `tools`, a message over the size limit, or a refused image: not a "
+                    "base64 `data:` URL (`http(s)://` URLs are not fetched), not a PNG, JPEG, GIF or WebP, over "
+                    "the upload limit or the workspace quota, or more than 20."
+                ),
                 "404": openai_error("`model_not_found`: no such agent, or not open to the user."),
+                "413": openai_error("`request_too_large`: the body is over its messages' limit plus one image."),
                 "409": openai_error("`run_cancelled`: the run was cancelled."),
                 "429": openai_error(
                     "`rate_limit_exceeded` (the messages-per-minute limit, or too many failed token attempts) "

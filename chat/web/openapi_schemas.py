@@ -243,7 +243,13 @@ SCHEMAS: dict[str, dict] = {
     "ChatCompletionRequest": _object(
         {
             "model": STRING,
-            "messages": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "object"},
+                "description": "OpenAI's messages; a user's `content` may hold `image_url` parts with base64 "
+                "`data:` URLs (docs/protocol.md, OpenAI-compatible endpoint).",
+            },
             "stream": {"type": "boolean"},
             "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
             "temperature": {"type": "number"},

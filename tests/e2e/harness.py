@@ -68,6 +68,22 @@ def migrate(env: dict[str, str]) -> None:
     )
 
 
+def shell(server: Server, code: str) -> str:
+    """Run Python in `manage.py shell` on the server's settings and database; the last word it
+    printed (start-up may log before it), "" when it printed none."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=server.env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    words = result.stdout.split()
+    return words[-1] if words else ""
+
+
 class Server:
     """One daphne process. `start()` waits for /healthz; `stop()` ends it gently (SIGTERM)."""
 

@@ -6,18 +6,14 @@ each change applies to the next message without a restart."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from .harness import Client
+from .harness import Client, shell
 from .test_runs_http import bearer, read_sse
 
 pytestmark = pytest.mark.services
 
-ROOT = Path(__file__).resolve().parents[2]
 USAGE = {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
 
 
@@ -27,19 +23,6 @@ def group_server(databases, make_server):
     return make_server(
         databases.new(), name="group-limits", AGENT_MESSAGES_PER_MINUTE="1000", AGENT_DAILY_TOKEN_QUOTA="1000000"
     )
-
-
-def shell(server, code: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=server.env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    )
-    return result.stdout.split()[-1]  # what the code printed last (startup may log before it)
 
 
 async def post_limits(staff: Client, group_id: str, *, quota: str, rate: str, initial: int) -> None:

@@ -5,10 +5,6 @@ the stored events, the request the model received, the user's list and the inspe
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import httpx
 import openai
 import pytest
@@ -16,11 +12,10 @@ from openai import AsyncOpenAI
 
 from tests.fakellm import text_reply, tool_call_reply
 
-from .harness import Client
+from .harness import Client, shell
 
 pytestmark = pytest.mark.services
 
-ROOT = Path(__file__).resolve().parents[2]
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
 
@@ -104,19 +99,10 @@ async def test_a_completion_is_the_runs_answer_on_a_new_api_conversation(v1_serv
     assert listed[conversation]["source"] == "api" and listed[conversation]["title"] == "v1 plain"
     # Staff inspect it like any other run.
     staff = await Client(v1_server).signup()
-    subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "shell",
-            "-c",
-            "from django.contrib.auth.models import User; "
-            f"User.objects.filter(username={staff.username!r}).update(is_staff=True)",
-        ],
-        cwd=ROOT,
-        env=v1_server.env,
-        check=True,
-        timeout=120,
+    shell(
+        v1_server,
+        "from django.contrib.auth.models import User; "
+        f"User.objects.filter(username={staff.username!r}).update(is_staff=True)",
     )
     page = await staff.http.get(staff.url(f"/inspect/?conversation={conversation}"))
     assert page.status_code == 200 and run in page.text and "tag-api" in page.text

@@ -104,6 +104,8 @@ def test_the_sdks_error_classes(user, one_a_minute):
     with pytest.raises(openai.RateLimitError) as caught:
         client2.chat.completions.create(model="default", messages=[{"role": "user", "content": "second"}])
     assert caught.value.status_code == 429 and caught.value.code == "rate_limit_exceeded"
+    # The refused call's conversation went again: only the first call's remains.
+    assert len(limited.http.get("/api/conversations/").json()["conversations"]) == 1
     for each in (client, bad, client2):
         each.close()
     limited.close()

@@ -16,7 +16,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from .conftest import ON_POSTGRES, REDIS_URL
-from .harness import PASSWORD, ROOT, Client, Socket
+from .harness import PASSWORD, ROOT, Client, Socket, shell
 
 pytestmark = pytest.mark.services
 
@@ -224,14 +224,7 @@ async def test_deactivation_in_another_process_closes_the_socket_on_b(two_server
         "from django.contrib.auth import get_user_model; "
         f"u = get_user_model().objects.get(username={alice.username!r}); u.is_active = False; u.save()"
     )
-    subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=server_b.env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
+    shell(server_b, code)
     assert await closed_with(on_b) == 4401
     await alice.aclose()
 
