@@ -5,7 +5,9 @@ Under ASGI the whole chain must be able to run on the loop (one sync-only middle
 request in a thread until its view returns); the database work of async views and middleware runs
 on the request database threads, which keep their connections, never on a thread made for the
 request; and what the sync chain did still holds: CSRF for sessions, none for bearer tokens, a
-session saved, messages kept, the account's language."""
+session saved, messages kept, the account's language. Around the chain, the handler
+(agentsite.loop_handler) sends Django's request signals on the loop, not from a thread it makes
+for the request."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.handlers.asgi import ASGIHandler
+from django.core.signals import request_finished, request_started
 from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
@@ -24,6 +27,7 @@ from chat.conversations.services import conversation_create
 from chat.web import bearer, tokens
 from chat.web.account import account_language_save
 from chat.web.tokens import token_create
+from tests.asgi_http import RawStream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,3 +128,30 @@ async def test_the_saved_language_applies_to_session_and_token_requests_alike():
     plain = await sync_to_async(_user)(name="plain")
     _, other = await sync_to_async(token_create)(user=plain, name="t")
     assert (await AsyncClient().get("/api/usage/", headers=bearer_header(other)))["Content-Language"] == "en"
+
+
+async def test_the_handler_sends_the_request_signals_on_the_loop_once_each(registry):
+    """Django's handler sent request_started, and closed the response (request_finished), from
+    a thread it made for each request, joined by yet another: two thread starts a request."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    sent: list[tuple[str, str]] = []
+
+    def on_started(sender, **kwargs):
+        sent.append(("started", threading.current_thread().name))
+
+    def on_finished(sender, **kwargs):
+        sent.append(("finished", threading.current_thread().name))
+
+    request_started.connect(on_started)
+    request_finished.connect(on_finished)
+    try:
+        request = RawStream("/v1/models", [(b"authorization", f"Bearer {value}".encode())])
+        assert (await request.open())["status"] == 200
+        assert b'"default"' in await request.rest()
+        await request.close()
+    finally:
+        request_started.disconnect(on_started)
+        request_finished.disconnect(on_finished)
+    loop_thread = threading.current_thread().name
+    assert sent == [("started", loop_thread), ("finished", loop_thread)]

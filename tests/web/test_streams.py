@@ -4,74 +4,20 @@ stream whose session ended without a push (its row deleted) or whose token was r
 
 from __future__ import annotations
 
-import asyncio
-
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from agentsite.asgi import application
 from chat.eventlog.reads import events_after
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.web.sessions)
 from chat.web import streams
 from chat.web.tokens import token_create
+from tests.asgi_http import RawStream
 from tests.asgi_socket import session_cookie
 from tests.fakellm import text_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
-
-
-class RawStream:
-    """One GET of the stream as daphne would make it: the ASGI messages the app sends, in order."""
-
-    def __init__(self, path: str, headers: list[tuple[bytes, bytes]]):
-        path, _, query = path.partition("?")
-        self.scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query.encode(),
-            "headers": [(b"host", b"localhost"), *headers],
-            "client": ("127.0.0.1", 5000),
-            "server": ("localhost", 80),
-        }
-        self.sent: asyncio.Queue = asyncio.Queue()
-        self.gone = asyncio.Event()
-        self.requested = False
-
-    async def _receive(self):
-        if not self.requested:
-            self.requested = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def _send(self, message):
-        await self.sent.put(message)
-
-    async def open(self) -> dict:
-        self.task = asyncio.create_task(application(self.scope, self._receive, self._send))
-        start = await asyncio.wait_for(self.sent.get(), 10)
-        assert start["type"] == "http.response.start"
-        return start
-
-    async def chunk(self, timeout: float = 10.0) -> bytes | None:
-        """The next body chunk; None once the response has ended."""
-        while True:
-            message = await asyncio.wait_for(self.sent.get(), timeout)
-            if message.get("body"):
-                return message["body"]
-            if not message.get("more_body", False):
-                return None
-
-    async def close(self) -> None:
-        self.gone.set()
-        await asyncio.wait_for(self.task, 10)
 
 
 @pytest.fixture
