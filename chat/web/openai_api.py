@@ -3,13 +3,16 @@ client, with a personal API token as its key, lists the agents as models and run
 
 Each completion is a new conversation of the user (Conversation.source "api"), started through
 the one start path (chat.realtime.run_actions: the same limits, quotas and agents as the chat
-page), its run followed with the conversation stream's register-then-fetch follower
-(chat.web.streams.Stream). Async views under daphne: no thread waits for a run.
+page), its run followed with the conversation stream's follower (chat.web.streams.Stream),
+which joins before the run starts: register-then-fetch with nothing yet to fetch, so every
+event of the run comes live and none is read back. Async views under daphne: no thread waits
+for a run.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
@@ -18,7 +21,7 @@ from django.views.decorators.http import require_http_methods
 from agentsite.loop_middleware import request_db
 from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
 from chat.conversations.services import conversation_create
-from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG
+from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Run
 from chat.realtime import run_actions
 from chat.realtime.client_frames import ProtocolError, message_content
 from chat.web import openai_shapes as shapes
@@ -89,9 +92,11 @@ async def chat_completions(request):
             session_key=request.session.session_key if token is None else None,
             after=0,
             until_complete=True,
+            new=True,
         )
-        run = await run_actions.run_start(
-            conversation=conversation, user=user, content=content, history=call.history, options=call.options
+        frames = stream.frames()
+        run = await _started(
+            frames, conversation=conversation, user=user, content=content, history=call.history, options=call.options
         )
     except ProtocolError as exc:
         status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
@@ -101,12 +106,12 @@ async def chat_completions(request):
     completion_id, created = f"chatcmpl-{run.pk.hex}", shapes.now()
     outcome = shapes.RunOutcome(str(run.pk))
     if call.stream:
-        chunks = _chunks(stream, outcome, call, completion_id=completion_id, created=created)
+        chunks = _chunks(frames, outcome, call, completion_id=completion_id, created=created)
         response = StreamingHttpResponse(chunks, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
-        await _follow(stream, outcome)
+        await _follow(frames, outcome)
         failure = outcome.failure()
         if failure is not None:
             response = shapes.openai_error(*failure)
@@ -119,9 +124,20 @@ async def chat_completions(request):
     return response
 
 
-async def _follow(stream: Stream, outcome: shapes.RunOutcome) -> None:
+async def _started(frames: AsyncIterator[dict[str, Any] | bytes], **start) -> Run:
+    """The run started once the stream of its new conversation has joined (its first step), so
+    that every event of the run reaches the stream live, none read back from the database. A
+    refused start, or any failure, leaves the stream's groups at once."""
+    try:
+        await anext(frames)  # the sync: nothing stored yet
+        return await run_actions.run_start(**start)
+    except BaseException:
+        await frames.aclose()
+        raise
+
+
+async def _follow(frames: AsyncIterator[dict[str, Any] | bytes], outcome: shapes.RunOutcome) -> None:
     """Read the run to its `complete` (or to the stream's end: the token was revoked)."""
-    frames = stream.frames()
     try:
         async for frame in frames:
             if not isinstance(frame, bytes):
@@ -131,7 +147,12 @@ async def _follow(stream: Stream, outcome: shapes.RunOutcome) -> None:
 
 
 async def _chunks(
-    stream: Stream, outcome: shapes.RunOutcome, call: shapes.CompletionRequest, *, completion_id: str, created: int
+    frames: AsyncIterator[dict[str, Any] | bytes],
+    outcome: shapes.RunOutcome,
+    call: shapes.CompletionRequest,
+    *,
+    completion_id: str,
+    created: int,
 ) -> AsyncIterator[bytes]:
     """The streamed answer: the role, each text and thinking delta as it is stored, the finish
     chunk, the usage chunk when asked, [DONE]; a failed run ends with an error event instead."""
@@ -139,9 +160,8 @@ async def _chunks(
     def piece(**fields) -> bytes:
         return shapes.chunk(completion_id=completion_id, model=call.model, created=created, **fields)
 
-    yield piece(delta={"role": "assistant", "content": ""})
-    frames = stream.frames()
     try:
+        yield piece(delta={"role": "assistant", "content": ""})
         async for frame in frames:
             if isinstance(frame, bytes):
                 yield KEEPALIVE  # a comment line: OpenAI clients skip it

@@ -19,15 +19,18 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.handlers.asgi import ASGIHandler
 from django.core.signals import request_finished, request_started
+from django.db.backends.utils import CursorWrapper
 from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
+from agentsite import loop_middleware
 from agentsite.loop_middleware import REQUEST_DB_THREADS, django_names
 from chat.conversations.services import conversation_create
 from chat.web import bearer, tokens
 from chat.web.account import account_language_save
 from chat.web.tokens import token_create
 from tests.asgi_http import RawStream
+from tests.fakellm import text_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -155,3 +158,44 @@ async def test_the_handler_sends_the_request_signals_on_the_loop_once_each(regis
         request_finished.disconnect(on_finished)
     loop_thread = threading.current_thread().name
     assert sent == [("started", loop_thread), ("finished", loop_thread)]
+
+
+class Trips:
+    """The trips to the request database threads, and the queries run there."""
+
+    def __init__(self, monkeypatch):
+        self.trips, self.queries = 0, []
+        real_submit, real_execute = loop_middleware._request_db.submit, CursorWrapper._execute
+
+        def submit(*args, **kwargs):
+            self.trips += 1
+            return real_submit(*args, **kwargs)
+
+        def execute(cursor, sql, *args):
+            if threading.current_thread().name.startswith("request-db"):
+                self.queries.append(sql)
+            return real_execute(cursor, sql, *args)
+
+        monkeypatch.setattr(loop_middleware._request_db, "submit", submit)
+        monkeypatch.setattr(CursorWrapper, "_execute", execute)
+
+
+async def _answered(path: str, value: str, body: dict | None = None) -> tuple[int, bytes]:
+    request = RawStream(path, [(b"authorization", f"Bearer {value}".encode())], body=body)
+    status = (await request.open())["status"]
+    content = await request.rest()
+    await request.close()
+    return status, content
+
+
+async def test_a_streamed_completion_costs_two_queries_besides_its_start(registry, llm_settings, monkeypatch):
+    """The token, then the new conversation; its stream joined before the run and reads nothing."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    llm_settings.script(text_reply("ok"))
+    assert (await _answered("/api/usage/", value))[0] == 200
+    trips = Trips(monkeypatch)
+    body = {"model": "default", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    status, content = await _answered("/v1/chat/completions", value, body)
+    assert status == 200 and content.endswith(b"data: [DONE]\n\n")
+    assert (trips.trips, len(trips.queries)) == (2, 2), trips.queries
