@@ -130,7 +130,8 @@ async def _started(frames: AsyncIterator[dict[str, Any] | bytes], **start) -> Ru
     refused start, or any failure, leaves the stream's groups at once."""
     try:
         await anext(frames)  # the sync: nothing stored yet
-        return await run_actions.run_start(**start)
+        run, _ = await run_actions.run_start(**start)
+        return run
     except BaseException:
         await frames.aclose()
         raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 
+import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -186,6 +187,20 @@ async def _answered(path: str, value: str, body: dict | None = None) -> tuple[in
     content = await request.rest()
     await request.close()
     return status, content
+
+
+async def test_a_message_posted_with_a_token_costs_two_queries_besides_its_start(registry, llm_settings, monkeypatch):
+    """The token (its user and settings along), then the conversation: a trip and a query each.
+    The run starts in the batched start every door shares, which gives the 202 its seq."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    conversation = await sync_to_async(conversation_create)(owner=user)
+    llm_settings.script(text_reply("ok"))
+    assert (await _answered("/api/usage/", value))[0] == 200  # the token's last use is written (once a minute)
+    trips = Trips(monkeypatch)
+    status, body = await _answered(f"/api/conversations/{conversation.pk}/messages/", value, {"content": "hi"})
+    assert status == 202 and orjson.loads(body)["seq"] == 1
+    assert (trips.trips, len(trips.queries)) == (2, 2), trips.queries
 
 
 async def test_a_streamed_completion_costs_two_queries_besides_its_start(registry, llm_settings, monkeypatch):
