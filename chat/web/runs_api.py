@@ -16,7 +16,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from agentsite.loop_middleware import request_db
-from chat.conversations.selectors import conversation_for_user, run_for_user
+from chat.conversations.selectors import conversation_owned, run_for_user
 from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.realtime import run_actions
@@ -67,7 +67,7 @@ async def _owned_conversation(request, conversation_id):
     user = await request_user(request)
     if user is None:
         return None, None
-    conversation = await request_db(conversation_for_user)(user=user, conversation_id=conversation_id)
+    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
     return user, conversation
 
 

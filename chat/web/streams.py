@@ -32,7 +32,7 @@ from django.views.decorators.http import require_http_methods
 
 from agentsite.loop_middleware import request_db
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_for_user
+from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
 from chat.realtime.revocation import REVOKED, session_is_current, user_group
@@ -208,7 +208,7 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
     user = await request_user(request)
     if user is None:
         return not_signed_in()
-    conversation = await request_db(conversation_for_user)(user=user, conversation_id=conversation_id)
+    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
     if conversation is None:
         return not_found()
     after = _seq(request.headers.get("Last-Event-ID"))
