@@ -3,14 +3,16 @@
 import gc
 import os
 
+import django
 from django.conf import settings
-from django.core.asgi import get_asgi_application
 
 from agentsite import startup
+from agentsite.loop_handler import LoopASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 with startup.one_line_errors():  # a bad setting or database: one line and exit, not a traceback
-    django_asgi_app = get_asgi_application()
+    django.setup(set_prefix=False)  # as get_asgi_application, with the handler that keeps requests on the loop
+    django_asgi_app = LoopASGIHandler()
     if settings.CHECK_BEFORE_SERVING:
         startup.check_before_serving()
 

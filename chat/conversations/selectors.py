@@ -53,6 +53,15 @@ def conversation_for_user(*, user, conversation_id) -> Conversation | None:
     return conversations_for_user(user=user).filter(pk=conversation_id).first()
 
 
+def conversation_owned(*, user, conversation_id) -> Conversation | None:
+    """conversation_for_user without what the list and the page show (its agent profile, whether a
+    run is running), for the run endpoints and the event stream, which need only that it is the
+    user's and its own columns: a query without a join, subquery or order to build for each call."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Conversation.objects.filter(owner=user, pk=conversation_id).first()
+
+
 def run_for_user(*, user, run_id) -> Run | None:
     """The run if it belongs to one of the user's conversations; None otherwise (404 alike)."""
     if not getattr(user, "is_authenticated", False):

@@ -28,13 +28,6 @@ def is_user_message(*, conversation_id, seq: int) -> bool:
     return Event.objects.filter(conversation_id=conversation_id, seq=seq, type="user_message").exists()
 
 
-def run_user_message_seq(*, run_id) -> int | None:
-    """The seq of the user_message a run answers (docs/protocol.md, "Runs over HTTP": the 202's `seq`)."""
-    return (
-        Event.objects.filter(run_id=run_id, type="user_message").order_by("seq").values_list("seq", flat=True).first()
-    )
-
-
 def events_after(
     *, conversation_id, after: int = 0, until: int | None = None, limit: int | None = None
 ) -> list[EventFrame]:

@@ -56,9 +56,10 @@ async def run_start(
     history: tuple[dict[str, Any], ...] = (),
     options: ModelOptions | None = None,
     **version: int | None,
-) -> Run:
-    """`history`: the earlier messages of an OpenAI-compatible request, recorded on the user_message;
-    `options`: its temperature and max_tokens for the run's model calls (None: the agent's own)."""
+) -> tuple[Run, int]:
+    """The run and the seq of its user_message. `history`: the earlier messages of an
+    OpenAI-compatible request, recorded on the user_message; `options`: its temperature and
+    max_tokens for the run's model calls (None: the agent's own)."""
     try:
         return await get_registry().start(
             conversation=conversation,

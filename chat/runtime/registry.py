@@ -50,7 +50,7 @@ class RunRegistry:
         self.stopping = False
         self._handles: dict[str, RunHandle] = {}
         self.approvals = ApprovalDesk()
-        self._starts: Batcher[RunStart, Run] = Batcher(self._start_group, name="runs-starter")
+        self._starts: Batcher[RunStart, tuple[Run, int]] = Batcher(self._start_group, name="runs-starter")
         self._supervisor = Supervisor(self)
         self._started = asyncio.Lock()
         self._ready = False
@@ -153,9 +153,11 @@ class RunRegistry:
         attachments: tuple[dict[str, Any], ...] = (),
         history: tuple[dict[str, Any], ...] = (),
         options: ModelOptions | None = None,
-    ) -> Run:
-        """Start a run for a user message, an edit or a regenerate (RunStart). Raises
-        RunInProgress / RateLimited / QuotaExceeded / NotAUserMessage / AgentUnavailable."""
+    ) -> tuple[Run, int]:
+        """Start a run for a user message, an edit or a regenerate (RunStart): the run and the
+        seq of its user_message (what the HTTP door answers with, read from the start rather
+        than asked of the database). Raises RunInProgress / RateLimited / QuotaExceeded /
+        NotAUserMessage / AgentUnavailable."""
         await self.ensure_started()
         model = settings.AGENT_MODEL or ""
         start = RunStart(
@@ -173,9 +175,9 @@ class RunRegistry:
         )
         return await self._starts.submit(start)
 
-    async def _start_group(self, starts: list[RunStart]) -> list[Run | Exception]:
+    async def _start_group(self, starts: list[RunStart]) -> list[tuple[Run, int] | Exception]:
         results = await database_sync_to_async(_start_with_memory)(starts)
-        out: list[Run | Exception] = []
+        out: list[tuple[Run, int] | Exception] = []
         for result in results:
             if isinstance(result, Exception):
                 out.append(result)
@@ -183,7 +185,7 @@ class RunRegistry:
             # The run is started: it gets its task even if the caller has gone meanwhile.
             run, frames, messages, config = result
             self.adopt(run, memory=messages, announce=frames, config=config)
-            out.append(run)
+            out.append((run, frames[0]["seq"]))
         return out
 
     async def cancel(self, *, conversation_id) -> bool:

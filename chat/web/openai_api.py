@@ -3,8 +3,10 @@ client, with a personal API token as its key, lists the agents as models and run
 
 Each completion is a new conversation of the user (Conversation.source "api"), started through
 the one start path (chat.realtime.run_actions: the same limits, quotas and agents as the chat
-page), its run followed with the conversation stream's register-then-fetch follower
-(chat.web.streams.Stream). Async views under daphne: no thread waits for a run.
+page), its run followed with the conversation stream's follower (chat.web.streams.Stream),
+which joins before the run starts: register-then-fetch with nothing yet to fetch, so every
+event of the run comes live and none is read back. Async views under daphne: no thread waits
+for a run.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from agentsite.loop_middleware import request_db
 from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
 from chat.conversations import uploads
 from chat.conversations.services import conversation_create, conversation_delete
-from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation
+from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation, Run
 from chat.realtime import run_actions
 from chat.realtime.client_frames import ProtocolError, message_content
 from chat.web import openai_images
@@ -148,9 +150,12 @@ async def chat_completions(request):
             session_key=request.session.session_key if token is None else None,
             after=0,
             until_complete=True,
+            new=True,
         )
+        frames = stream.frames()
         try:
-            run = await run_actions.run_start(
+            run = await _started(
+                frames,
                 conversation=conversation,
                 user=user,
                 content=checked.content,
@@ -171,12 +176,12 @@ async def chat_completions(request):
     completion_id, created = f"chatcmpl-{run.pk.hex}", shapes.now()
     outcome = shapes.RunOutcome(str(run.pk))
     if call.stream:
-        chunks = _chunks(stream, outcome, call, completion_id=completion_id, created=created)
+        chunks = _chunks(frames, outcome, call, completion_id=completion_id, created=created)
         response = StreamingHttpResponse(chunks, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
-        await _follow(stream, outcome)
+        await _follow(frames, outcome)
         failure = outcome.failure()
         if failure is not None:
             response = shapes.openai_error(*failure)
@@ -189,9 +194,21 @@ async def chat_completions(request):
     return response
 
 
-async def _follow(stream: Stream, outcome: shapes.RunOutcome) -> None:
+async def _started(frames: AsyncIterator[dict[str, Any] | bytes], **start) -> Run:
+    """The run started once the stream of its new conversation has joined (its first step), so
+    that every event of the run reaches the stream live, none read back from the database. A
+    refused start, or any failure, leaves the stream's groups at once."""
+    try:
+        await anext(frames)  # the sync: nothing stored yet
+        run, _ = await run_actions.run_start(**start)
+        return run
+    except BaseException:
+        await frames.aclose()
+        raise
+
+
+async def _follow(frames: AsyncIterator[dict[str, Any] | bytes], outcome: shapes.RunOutcome) -> None:
     """Read the run to its `complete` (or to the stream's end: the token was revoked)."""
-    frames = stream.frames()
     try:
         async for frame in frames:
             if not isinstance(frame, bytes):
@@ -201,7 +218,12 @@ async def _follow(stream: Stream, outcome: shapes.RunOutcome) -> None:
 
 
 async def _chunks(
-    stream: Stream, outcome: shapes.RunOutcome, call: shapes.CompletionRequest, *, completion_id: str, created: int
+    frames: AsyncIterator[dict[str, Any] | bytes],
+    outcome: shapes.RunOutcome,
+    call: shapes.CompletionRequest,
+    *,
+    completion_id: str,
+    created: int,
 ) -> AsyncIterator[bytes]:
     """The streamed answer: the role, each text and thinking delta as it is stored, the finish
     chunk, the usage chunk when asked, [DONE]; a failed run ends with an error event instead."""
@@ -209,9 +231,8 @@ async def _chunks(
     def piece(**fields) -> bytes:
         return shapes.chunk(completion_id=completion_id, model=call.model, created=created, **fields)
 
-    yield piece(delta={"role": "assistant", "content": ""})
-    frames = stream.frames()
     try:
+        yield piece(delta={"role": "assistant", "content": ""})
         async for frame in frames:
             if isinstance(frame, bytes):
                 yield KEEPALIVE  # a comment line: OpenAI clients skip it

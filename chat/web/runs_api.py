@@ -16,8 +16,8 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from agentsite.loop_middleware import request_db
-from chat.conversations.selectors import conversation_for_user, run_for_user
-from chat.eventlog.reads import run_asked, run_user_message_seq
+from chat.conversations.selectors import conversation_owned, run_for_user
+from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.realtime import run_actions
 from chat.realtime.client_frames import ProtocolError, already_answered, approval_answer, message_content, seq_field
@@ -67,7 +67,7 @@ async def _owned_conversation(request, conversation_id):
     user = await request_user(request)
     if user is None:
         return None, None
-    conversation = await request_db(conversation_for_user)(user=user, conversation_id=conversation_id)
+    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
     return user, conversation
 
 
@@ -90,10 +90,9 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         frame = _body(request)
         content, parent_seq = message_content(frame), seq_field(frame, "parentSeq", optional=True)
         attachments = await run_actions.message_attachments(frame, conversation_id=conversation.pk)
-        run = await run_actions.run_start(
+        run, seq = await run_actions.run_start(
             conversation=conversation, user=user, content=content, parent_seq=parent_seq, attachments=attachments
         )
-        seq = await request_db(run_user_message_seq)(run_id=run.pk)
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)
     except DatabaseError:

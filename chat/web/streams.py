@@ -32,7 +32,7 @@ from django.views.decorators.http import require_http_methods
 
 from agentsite.loop_middleware import request_db
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_for_user
+from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
 from chat.realtime.revocation import REVOKED, session_is_current, user_group
@@ -68,11 +68,16 @@ def sse_event(frame: dict[str, Any], *, with_id: bool = True) -> bytes:
 class Stream:
     """One open stream: its channel in the conversation's and the user's groups, and the last seq sent."""
 
-    def __init__(self, *, conversation, user, token_id, session_key, after: int, until_complete: bool):
+    def __init__(
+        self, *, conversation, user, token_id, session_key, after: int, until_complete: bool, new: bool = False
+    ):
+        """`new`: the conversation was just made for this stream and nothing is stored in it yet
+        (the OpenAI-compatible endpoint's), so that once joined it has no history to read."""
         self.conversation, self.user = conversation, user
         self.token_id, self.session_key = token_id, session_key
         self.last_seq = min(after, conversation.last_seq)
         self.until_complete = until_complete
+        self.new = new
         self.done = False
         self.layer = get_channel_layer()
         self.channel = ""
@@ -85,7 +90,12 @@ class Stream:
 
     async def frames(self) -> AsyncIterator[dict[str, Any] | bytes]:
         """The stream's frames in seq order, one `sync` frame after the history, and KEEPALIVE
-        whenever the keep-alive is due (the OpenAI-compatible endpoint follows a run with it too)."""
+        whenever the keep-alive is due (the OpenAI-compatible endpoint follows a run with it too).
+
+        The groups are joined at the first step, which ends with the `sync` of a new stream:
+        stepping to it before starting a run (the OpenAI-compatible endpoint) puts every event
+        of the run after the join. Closing the iterator leaves them, and so does collecting it
+        (asyncio closes a started async generator that is dropped)."""
         # Joined before anything is read (register-then-fetch), the user's group first so that a
         # credential ending from here on reaches the stream.
         self.channel = await self.layer.new_channel("sse.")
@@ -93,19 +103,16 @@ class Stream:
             for group in self.groups:
                 await self.layer.group_add(group, self.channel)
             await get_registry().ensure_started()
-            for chunk in await self._from_database():
-                yield chunk
-            if self.done:  # until=complete, and the complete was in the history
-                return
-            run, pending = await request_db(run_in_progress)(conversation_id=self.conversation.pk)
-            sync = {
-                "type": "sync",
-                "lastSeq": self.last_seq,
-                "running": run is not None,
-                "runId": str(run.pk) if run else None,
-                "pendingApprovals": pending,
-            }
-            yield sync
+            if self.new:
+                # Nothing stored before the join: no history, run or approval to read; what
+                # comes next comes live, and a batch the layer loses is read by its gap.
+                yield self._sync(None, [])
+            else:
+                for chunk in await self._from_database():
+                    yield chunk
+                if self.done:  # until=complete, and the complete was in the history
+                    return
+                yield self._sync(*await request_db(run_in_progress)(conversation_id=self.conversation.pk))
             async for chunk in self._live():
                 yield chunk
         finally:
@@ -114,6 +121,15 @@ class Stream:
                     await self.layer.group_discard(group, self.channel)
                 except Exception:  # the layer is down: its groups expire by themselves
                     logger.info("could not leave %s", group, exc_info=True)
+
+    def _sync(self, run, pending: list[str]) -> dict[str, Any]:
+        return {
+            "type": "sync",
+            "lastSeq": self.last_seq,
+            "running": run is not None,
+            "runId": str(run.pk) if run else None,
+            "pendingApprovals": pending,
+        }
 
     async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
         checked_at = kept_at = time.monotonic()
@@ -192,7 +208,7 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
     user = await request_user(request)
     if user is None:
         return not_signed_in()
-    conversation = await request_db(conversation_for_user)(user=user, conversation_id=conversation_id)
+    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
     if conversation is None:
         return not_found()
     after = _seq(request.headers.get("Last-Event-ID"))

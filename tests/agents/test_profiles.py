@@ -78,8 +78,8 @@ async def test_two_profiles_send_each_conversation_to_its_own_server_model_and_t
     create = sync_to_async(lambda agent: conversation_create(owner=alice, agent=agent))
     in_a, in_b = await create(first), await create(second)
 
-    run_a = await registry.start(conversation=in_a, user=alice, content="hi A")
-    run_b = await registry.start(conversation=in_b, user=alice, content="hi B")
+    run_a, _ = await registry.start(conversation=in_a, user=alice, content="hi A")
+    run_b, _ = await registry.start(conversation=in_b, user=alice, content="hi B")
     await registry.wait_idle()
 
     assert [r["model"] for r in llm_settings.requests] == ["model-a"]
@@ -119,7 +119,7 @@ async def test_a_profile_s_named_tool_choice_forces_the_first_call_and_lets_the_
     )
     llm_settings.script(tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42."))
     conversation = await sync_to_async(conversation_create)(owner=alice, agent=profile)
-    run = await registry.start(conversation=conversation, user=alice, content="6*7?")
+    run, _ = await registry.start(conversation=conversation, user=alice, content="6*7?")
     await registry.wait_idle()
     first, second = llm_settings.requests
     assert first["tool_choice"] == {"type": "function", "function": {"name": "calculator"}}
@@ -130,7 +130,7 @@ async def test_a_profile_s_named_tool_choice_forces_the_first_call_and_lets_the_
 
 
 async def test_without_a_profile_the_run_is_the_environment_s_exactly_as_before(conversation, registry, llm_settings):
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
     await registry.wait_idle()
     (request,) = llm_settings.requests
     assert request["model"] == "fake-model"
@@ -156,7 +156,7 @@ async def test_a_profile_added_while_the_server_runs_is_used_by_the_next_run(
     )
     assert patched.status_code == 200 and patched.json()["agent"] == "late"
     # The socket-side conversation object is stale (loaded before the PATCH): the start reads it again.
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="after")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="after")
     await registry.wait_idle()
     assert [r["model"] for r in other_llm.requests] == ["late-model"]
     assert [r["model"] for r in llm_settings.requests] == ["fake-model"]
@@ -174,7 +174,7 @@ async def test_a_failing_endpoint_gives_model_errors_and_the_run_fails_cleanly(c
     )
     conversation.agent = broken
     await conversation.asave(update_fields=["agent"])
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="hello?")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hello?")
     await registry.wait_idle()
     events = await events_of(run)
     assert [e["type"] for e in events] == ["user_message", "error", "error", "complete"]
@@ -219,7 +219,7 @@ async def test_a_profile_s_approval_patterns_gate_its_runs(conversation, registr
     conversation.agent = careful
     await conversation.asave(update_fields=["agent"])
     llm_settings.script(tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42"))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="6*7, carefully")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="6*7, carefully")
     for _ in range(200):
         if any(e["type"] == "approval_request" for e in await events_of(run)):
             break

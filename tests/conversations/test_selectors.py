@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from chat.conversations.selectors import conversation_for_user, conversations_for_user
+from chat.conversations.selectors import conversation_for_user, conversation_owned, conversations_for_user
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
 from chat.eventlog.reads import events_after, running_run, runs_memory_events, stale_runs
@@ -40,15 +40,17 @@ def test_conversations_for_user_are_the_users_own_newest_first_with_running(make
     assert conversation_for_user(user=alice, conversation_id=newer.pk) == newer
 
 
-def test_another_users_or_a_missing_conversation_or_no_user_is_none(make_user):
+@pytest.mark.parametrize("selector", [conversation_for_user, conversation_owned])
+def test_another_users_or_a_missing_conversation_or_no_user_is_none(make_user, selector):
     import uuid
 
     alice, bob = make_user("alice"), make_user("bob")
     conversation = conversation_create(owner=alice)
-    assert conversation_for_user(user=bob, conversation_id=conversation.pk) is None
-    assert conversation_for_user(user=alice, conversation_id=uuid.uuid4()) is None
-    assert conversation_for_user(user=AnonymousUser(), conversation_id=conversation.pk) is None
-    assert conversation_for_user(user=SimpleNamespace(), conversation_id=conversation.pk) is None
+    assert selector(user=alice, conversation_id=conversation.pk) == conversation
+    assert selector(user=bob, conversation_id=conversation.pk) is None
+    assert selector(user=alice, conversation_id=uuid.uuid4()) is None
+    assert selector(user=AnonymousUser(), conversation_id=conversation.pk) is None
+    assert selector(user=SimpleNamespace(), conversation_id=conversation.pk) is None
 
 
 def test_events_after_pages_and_bounds_the_frames_in_order(conversation):

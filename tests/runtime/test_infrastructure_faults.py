@@ -101,7 +101,7 @@ async def test_a_run_whose_writes_fail_is_handed_over_by_its_own_process(
     await sock.connect()
     await sock.history()
     failures["left"] = 2  # the round and its retry
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     frames = await sock.until(lambda f: f.get("type") == "complete", timeout=20)
     stored = await sync_to_async(_payloads)(run.pk)
     types = [e["type"] for e in stored]
@@ -148,7 +148,7 @@ async def test_a_lost_run_that_its_own_reaper_resumed_first_is_not_released_agai
 
     monkeypatch.setattr(registry_module, "runs_release", release)
     failures["left"] = 2  # the round and its retry
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     while not tried.is_set():
         await asyncio.sleep(0.02)
     stale = timezone.now() - timedelta(hours=2)
@@ -185,7 +185,7 @@ async def test_a_publish_that_failed_reaches_the_sockets_when_the_layer_answers_
 
     monkeypatch.setattr(layer, "group_send", down)
     llm_settings.script(text_reply("Stored while the layer was down."))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     await registry.wait_idle()
     assert await sock.silent()  # nothing reached the socket
     monkeypatch.setattr(layer, "group_send", real)

@@ -22,7 +22,7 @@ async def test_a_wrong_key_fails_the_run_at_once_and_is_logged_with_the_run_id(
     message = f"Incorrect API key provided: {KEY[:12]}****3456"
     llm_settings.script({"status": 401, "body": {"error": {"message": message}}})
     with caplog.at_level(logging.WARNING, logger="chat.agent.loop"):
-        run = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
+        run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
         await registry.wait_idle()
     events = await sync_to_async(lambda: [e.payload for e in Event.objects.filter(run=run).order_by("seq")])()
     assert [e["type"] for e in events] == ["user_message", "error", "complete"]

@@ -208,14 +208,15 @@ async def test_messages_arriving_together_start_in_one_group_and_all_run(make_us
     runs = await sync_to_async(lambda: list(Run.objects.all()))()
     # All six were waiting when the starter first ran: one trip, one transaction, one `now`.
     assert len({run.started_at for run in runs}) == 1
-    assert {run.pk for run in runs} == {run.pk for run in started}
+    assert {run.pk for run in runs} == {run.pk for run, _ in started}
+    assert [seq for _, seq in started] == [1] * 6  # each new conversation's user_message, from the start itself
     assert all(run.status == "succeeded" for run in runs)
 
 
 async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversation, registry, llm_settings, settings):
     settings.AGENT_HEARTBEAT_SECONDS = 0.1
     llm_settings.script(text_reply("slow words " * 40, piece=2, delay=0.05))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     await sync_to_async(run_request_cancel)(run_id=run.pk)  # the cancel message got lost
     await registry.wait_idle()
     events = await sync_to_async(_payloads)(run.pk)
@@ -267,7 +268,7 @@ async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_wor
 ):
     settings.AGENT_HEARTBEAT_SECONDS = 0.1
     llm_settings.script(text_reply("slow words " * 60, piece=2, delay=0.05))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     await asyncio.sleep(0.3)
     # As if this process had been taken for dead and another had resumed the run.
     await sync_to_async(Run.objects.filter(pk=run.pk).update)(worker="runs.other!y", resumes=1)
@@ -284,7 +285,7 @@ async def test_shutdown_hands_a_resumable_run_to_another_process_which_finishes_
     settings.AGENT_HEARTBEAT_TIMEOUT = 3600  # only the release can make the run stale
     answer = "".join(f"w{i} " for i in range(60))
     llm_settings.script(text_reply(answer, piece=3, delay=0.03), text_reply("Resumed answer."))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     while not [e for e in await sync_to_async(_payloads)(run.pk) if e["type"] == "text"]:
         await asyncio.sleep(0.02)
 
@@ -315,7 +316,7 @@ async def test_shutdown_hands_a_resumable_run_to_another_process_which_finishes_
 async def test_shutdown_closes_a_run_without_resumes_as_interrupted(conversation, registry, llm_settings, settings):
     settings.AGENT_MAX_RESUMES = 0
     llm_settings.script(text_reply("slow words " * 60, piece=2, delay=0.05))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
     await asyncio.sleep(0.2)
     await registry.shutdown()
     events = await sync_to_async(_payloads)(run.pk)
@@ -335,7 +336,7 @@ async def test_a_model_that_stalls_is_stopped_by_the_llm_timeout(conversation, r
     settings.AGENT_LLM_TIMEOUT = 0.5
     settings.AGENT_MAX_RETRIES = 0
     llm_settings.script(text_reply("words that come too slowly", delay=3))
-    run = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
     await registry.wait_idle()
     events = await sync_to_async(_payloads)(run.pk)
     errors = [e for e in events if e["type"] == "error"]

@@ -5,25 +5,33 @@ Under ASGI the whole chain must be able to run on the loop (one sync-only middle
 request in a thread until its view returns); the database work of async views and middleware runs
 on the request database threads, which keep their connections, never on a thread made for the
 request; and what the sync chain did still holds: CSRF for sessions, none for bearer tokens, a
-session saved, messages kept, the account's language."""
+session saved, messages kept, the account's language. Around the chain, the handler
+(agentsite.loop_handler) sends Django's request signals on the loop, not from a thread it makes
+for the request."""
 
 from __future__ import annotations
 
 import threading
 
+import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.handlers.asgi import ASGIHandler
+from django.core.signals import request_finished, request_started
+from django.db.backends.utils import CursorWrapper
 from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
+from agentsite import loop_middleware
 from agentsite.loop_middleware import REQUEST_DB_THREADS, django_names
 from chat.conversations.services import conversation_create
 from chat.web import bearer, tokens
 from chat.web.account import account_language_save
 from chat.web.tokens import token_create
+from tests.asgi_http import RawStream
+from tests.fakellm import text_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -124,3 +132,85 @@ async def test_the_saved_language_applies_to_session_and_token_requests_alike():
     plain = await sync_to_async(_user)(name="plain")
     _, other = await sync_to_async(token_create)(user=plain, name="t")
     assert (await AsyncClient().get("/api/usage/", headers=bearer_header(other)))["Content-Language"] == "en"
+
+
+async def test_the_handler_sends_the_request_signals_on_the_loop_once_each(registry):
+    """Django's handler sent request_started, and closed the response (request_finished), from
+    a thread it made for each request, joined by yet another: two thread starts a request."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    sent: list[tuple[str, str]] = []
+
+    def on_started(sender, **kwargs):
+        sent.append(("started", threading.current_thread().name))
+
+    def on_finished(sender, **kwargs):
+        sent.append(("finished", threading.current_thread().name))
+
+    request_started.connect(on_started)
+    request_finished.connect(on_finished)
+    try:
+        request = RawStream("/v1/models", [(b"authorization", f"Bearer {value}".encode())])
+        assert (await request.open())["status"] == 200
+        assert b'"default"' in await request.rest()
+        await request.close()
+    finally:
+        request_started.disconnect(on_started)
+        request_finished.disconnect(on_finished)
+    loop_thread = threading.current_thread().name
+    assert sent == [("started", loop_thread), ("finished", loop_thread)]
+
+
+class Trips:
+    """The trips to the request database threads, and the queries run there."""
+
+    def __init__(self, monkeypatch):
+        self.trips, self.queries = 0, []
+        real_submit, real_execute = loop_middleware._request_db.submit, CursorWrapper._execute
+
+        def submit(*args, **kwargs):
+            self.trips += 1
+            return real_submit(*args, **kwargs)
+
+        def execute(cursor, sql, *args):
+            if threading.current_thread().name.startswith("request-db"):
+                self.queries.append(sql)
+            return real_execute(cursor, sql, *args)
+
+        monkeypatch.setattr(loop_middleware._request_db, "submit", submit)
+        monkeypatch.setattr(CursorWrapper, "_execute", execute)
+
+
+async def _answered(path: str, value: str, body: dict | None = None) -> tuple[int, bytes]:
+    request = RawStream(path, [(b"authorization", f"Bearer {value}".encode())], body=body)
+    status = (await request.open())["status"]
+    content = await request.rest()
+    await request.close()
+    return status, content
+
+
+async def test_a_message_posted_with_a_token_costs_two_queries_besides_its_start(registry, llm_settings, monkeypatch):
+    """The token (its user and settings along), then the conversation: a trip and a query each.
+    The run starts in the batched start every door shares, which gives the 202 its seq."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    conversation = await sync_to_async(conversation_create)(owner=user)
+    llm_settings.script(text_reply("ok"))
+    assert (await _answered("/api/usage/", value))[0] == 200  # the token's last use is written (once a minute)
+    trips = Trips(monkeypatch)
+    status, body = await _answered(f"/api/conversations/{conversation.pk}/messages/", value, {"content": "hi"})
+    assert status == 202 and orjson.loads(body)["seq"] == 1
+    assert (trips.trips, len(trips.queries)) == (2, 2), trips.queries
+
+
+async def test_a_streamed_completion_costs_two_queries_besides_its_start(registry, llm_settings, monkeypatch):
+    """The token, then the new conversation; its stream joined before the run and reads nothing."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    llm_settings.script(text_reply("ok"))
+    assert (await _answered("/api/usage/", value))[0] == 200
+    trips = Trips(monkeypatch)
+    body = {"model": "default", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    status, content = await _answered("/v1/chat/completions", value, body)
+    assert status == 200 and content.endswith(b"data: [DONE]\n\n")
+    assert (trips.trips, len(trips.queries)) == (2, 2), trips.queries

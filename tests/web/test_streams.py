@@ -1,77 +1,25 @@
 """The event stream through the real ASGI application (docs/protocol.md, "Server-sent events"),
 with its intervals shortened: the keep-alive comment, and the credential re-check that ends a
-stream whose session ended without a push (its row deleted) or whose token was revoked."""
+stream whose session ended without a push (its row deleted) or whose token was revoked. And the
+stream of a streamed completion (docs/protocol.md, "OpenAI-compatible endpoint"), which joins
+before its run starts: nothing read back, a lost batch read by its gap, nothing left joined."""
 
 from __future__ import annotations
-
-import asyncio
 
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from agentsite.asgi import application
 from chat.eventlog.reads import events_after
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.web.sessions)
 from chat.web import streams
 from chat.web.tokens import token_create
+from tests.asgi_http import RawStream
 from tests.asgi_socket import session_cookie
 from tests.fakellm import text_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
-
-
-class RawStream:
-    """One GET of the stream as daphne would make it: the ASGI messages the app sends, in order."""
-
-    def __init__(self, path: str, headers: list[tuple[bytes, bytes]]):
-        path, _, query = path.partition("?")
-        self.scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query.encode(),
-            "headers": [(b"host", b"localhost"), *headers],
-            "client": ("127.0.0.1", 5000),
-            "server": ("localhost", 80),
-        }
-        self.sent: asyncio.Queue = asyncio.Queue()
-        self.gone = asyncio.Event()
-        self.requested = False
-
-    async def _receive(self):
-        if not self.requested:
-            self.requested = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def _send(self, message):
-        await self.sent.put(message)
-
-    async def open(self) -> dict:
-        self.task = asyncio.create_task(application(self.scope, self._receive, self._send))
-        start = await asyncio.wait_for(self.sent.get(), 10)
-        assert start["type"] == "http.response.start"
-        return start
-
-    async def chunk(self, timeout: float = 10.0) -> bytes | None:
-        """The next body chunk; None once the response has ended."""
-        while True:
-            message = await asyncio.wait_for(self.sent.get(), timeout)
-            if message.get("body"):
-                return message["body"]
-            if not message.get("more_body", False):
-                return None
-
-    async def close(self) -> None:
-        self.gone.set()
-        await asyncio.wait_for(self.task, 10)
 
 
 @pytest.fixture
@@ -169,3 +117,149 @@ async def test_batches_the_layer_lost_are_read_from_the_database(
     stored = await sync_to_async(events_after)(conversation_id=conversation.pk)
     assert got == stored and got[-1]["type"] == "complete"
     assert [block.split(b"\n", 1)[0] for block in events] == [f"id: {f['seq']}".encode() for f in stored]
+
+
+# -- the OpenAI-compatible endpoint's stream: joined before its run starts ------------------
+
+
+def completion(value: str, content: str, *, stream: bool = True) -> RawStream:
+    body = {"model": "default", "stream": stream, "messages": [{"role": "user", "content": content}]}
+    return RawStream("/v1/chat/completions", [(b"authorization", f"Bearer {value}".encode())], body=body)
+
+
+def answer_of(body: bytes) -> str:
+    """The text of a streamed completion, from its content deltas."""
+    text = ""
+    for line in body.split(b"\n\n"):
+        if line.startswith(b"data: {"):
+            for choice in orjson.loads(line[6:]).get("choices") or []:
+                text += choice["delta"].get("content") or ""
+    return text
+
+
+class Reads:
+    """What the streams read from the database: each call of events_after and run_in_progress."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[tuple[str, dict]] = []
+        for name in ("events_after", "run_in_progress"):
+            monkeypatch.setattr(streams, name, self._spy(name, getattr(streams, name)))
+
+    def _spy(self, name, real):
+        def spy(**kwargs):
+            self.calls.append((name, kwargs))
+            return real(**kwargs)
+
+        return spy
+
+
+class Memberships:
+    """The layer's group_add and group_discard calls of the users' and conversations' groups:
+    the (group, channel) pairs still joined."""
+
+    def __init__(self, monkeypatch):
+        self.joined: set[tuple[str, str]] = set()
+        self.ever = 0
+        layer = get_channel_layer()
+        real_add, real_discard = layer.group_add, layer.group_discard
+
+        async def group_add(group, channel):
+            if group.startswith(("user.", "conversation.")):
+                self.joined.add((group, channel))
+                self.ever += 1
+            await real_add(group, channel)
+
+        async def group_discard(group, channel):
+            self.joined.discard((group, channel))
+            await real_discard(group, channel)
+
+        monkeypatch.setattr(layer, "group_add", group_add)
+        monkeypatch.setattr(layer, "group_discard", group_discard)
+
+
+async def test_a_streamed_completion_comes_live_with_nothing_read_back(make_user, registry, llm_settings, monkeypatch):
+    """The new conversation's stream joins its groups before the run starts: every event of the
+    run arrives live, and the stream reads neither the history nor the running run."""
+    user = await sync_to_async(make_user)("alice")
+    _, value = await sync_to_async(token_create)(user=user, name="script")
+    reads, memberships = Reads(monkeypatch), Memberships(monkeypatch)
+    llm_settings.script(text_reply("one two three four five", piece=3, delay=0.01))
+    stream = completion(value, "count")
+    start = await stream.open()
+    assert start["status"] == 200
+    body = await stream.rest()
+    await stream.close()
+    conversation_id = {k.lower(): v for k, v in start["headers"]}[b"x-agentsite-conversation"].decode()
+    stored = await sync_to_async(events_after)(conversation_id=conversation_id)
+    assert answer_of(body) == "".join(f["content"] for f in stored if f["type"] == "text") == "one two three four five"
+    assert body.count(b'"finish_reason":"stop"') == 1 and body.endswith(b"data: [DONE]\n\n")
+    assert reads.calls == []
+    assert memberships.ever == 2 and memberships.joined == set()  # the user's group and the conversation's, left
+
+
+async def test_a_streamed_completion_reads_what_the_layer_lost_by_its_gap(
+    make_user, registry, llm_settings, monkeypatch, short_intervals
+):
+    """Every other doorbell of the run is dropped: the stream fills each gap from the database
+    and holds the stored answer exactly, each piece once, the finish once."""
+    layer = get_channel_layer()
+    real_group_send = layer.group_send
+    rung = {"n": 0}
+
+    async def lossy_group_send(group, message):
+        if message.get("type") == "chat.events":
+            rung["n"] += 1
+            if rung["n"] % 2:
+                return
+        await real_group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", lossy_group_send)
+    user = await sync_to_async(make_user)("alice")
+    _, value = await sync_to_async(token_create)(user=user, name="script")
+    reads = Reads(monkeypatch)
+    llm_settings.script(text_reply("one two three four five six seven", piece=2, delay=0.01))
+    stream = completion(value, "count")
+    start = await stream.open()
+    body = await stream.rest()
+    await stream.close()
+    conversation_id = {k.lower(): v for k, v in start["headers"]}[b"x-agentsite-conversation"].decode()
+    stored = await sync_to_async(events_after)(conversation_id=conversation_id)
+    assert rung["n"] > 2
+    assert answer_of(body) == "".join(f["content"] for f in stored if f["type"] == "text")
+    assert body.count(b'"finish_reason":"stop"') == 1 and body.endswith(b"data: [DONE]\n\n")
+    assert reads.calls and {name for name, _ in reads.calls} == {"events_after"}
+
+
+async def test_a_refused_completion_leaves_no_membership_behind(
+    make_user, registry, llm_settings, monkeypatch, settings
+):
+    settings.AGENT_MESSAGES_PER_MINUTE = 1
+    user = await sync_to_async(make_user)("alice")
+    _, value = await sync_to_async(token_create)(user=user, name="script")
+    memberships = Memberships(monkeypatch)
+    llm_settings.script(text_reply("first"))
+    first = completion(value, "one", stream=False)
+    assert (await first.open())["status"] == 200
+    await first.rest()
+    await first.close()
+    refused = completion(value, "two")
+    start = await refused.open()
+    assert start["status"] == 429
+    assert b"rate_limit_exceeded" in await refused.rest()
+    await refused.close()
+    # Both joined before their start; the refused one left at once.
+    assert memberships.ever == 4 and memberships.joined == set()
+
+
+async def test_revoking_the_token_ends_a_streamed_completion(make_user, registry, llm_settings):
+    user = await sync_to_async(make_user)("alice")
+    token, value = await sync_to_async(token_create)(user=user, name="script")
+    llm_settings.script(text_reply("a slow answer of many pieces", piece=1, delay=0.2))
+    stream = completion(value, "slowly")
+    assert (await stream.open())["status"] == 200
+    assert b'"role":"assistant"' in await stream.chunk()
+    await sync_to_async(token.delete)()  # pushed to the user's group: the stream ends now
+    body = await stream.rest()
+    await stream.close()
+    assert b'"error"' in body and b"[DONE]" not in body
+    assert len(answer_of(body)) < len("a slow answer of many pieces")
