@@ -5,7 +5,6 @@ demo model's answer), and the refusal page of someone outside OIDC_ALLOWED_GROUP
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -13,11 +12,11 @@ from playwright.sync_api import expect
 from tests.e2e.harness import Server, migrate, server_env
 from tests.e2e.oidc import Provider
 from tests.ui.axe import audit
-from tests.ui.conftest import PageWatch
+from tests.ui.conftest import SCREENSHOTS, PageWatch
 
 pytestmark = pytest.mark.browser
 
-SHOTS = Path("/tmp/h-oidc-shots")
+SHOTS = SCREENSHOTS / "oidc"
 PHONE = {"width": 390, "height": 844}
 
 
