@@ -15,13 +15,13 @@ from playwright.sync_api import expect
 
 from tests.e2e.harness import ROOT, Server, migrate, server_env
 from tests.ui.axe import audit
-from tests.ui.conftest import PageWatch, sign_up
+from tests.ui.conftest import SCREENSHOTS, PageWatch, sign_up
 from tests.ui.test_files import demo_page  # noqa: F401 (a fixture)
 from tests.ui.test_timeline import assert_clean
 
 pytestmark = pytest.mark.browser
 
-SHOTS = "/tmp/h-images-shots"
+SHOTS = SCREENSHOTS / "images"  # playwright makes the folder
 
 
 def png(width: int, height: int, colour: str) -> bytes:
