@@ -8,13 +8,13 @@ import time
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 
 from agentsite.proxy import client_address
 from chat.realtime.redis_layer import REDIS_AWAY
 from chat.web.oidc import ID_TOKEN_KEY, provider_logout_url
+from chat.web.process_cache import cache
 
 logger = logging.getLogger(__name__)
 

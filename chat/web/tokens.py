@@ -17,13 +17,13 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.agent.text import clean
 from chat.models import ApiToken
 from chat.realtime.redis_layer import REDIS_AWAY
+from chat.web.process_cache import cache
 
 logger = logging.getLogger(__name__)
 
