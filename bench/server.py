@@ -98,6 +98,9 @@ class Stack:
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
     extra_env: dict[str, str] = field(default_factory=dict)  # settings of one measurement (bench/soak.py)
+    # Settings of one process only, by its index: two processes under the same load, one changed
+    # (the soak's `--process-env`, e.g. another allocator beside the default).
+    process_env: dict[int, dict[str, str]] = field(default_factory=dict)
     # The services of a postgres stack: the machine's (BENCH_PG_URL, BENCH_REDIS_URL) unless given.
     pg_admin_url: str = PG_ADMIN_URL
     redis_url: str = REDIS_URL
@@ -187,9 +190,10 @@ class Stack:
         return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
 
     def _spawn(self, port: int) -> None:
+        env = {**self.env, **self.process_env.get(len(self.servers), {})}
         with open(os.path.join(self._tmp, f"server-{port}.log"), "a") as log:  # the child keeps its own descriptor
             self.servers.append(
-                subprocess.Popen(self._command(port), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                subprocess.Popen(self._command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
             )
         self.ports.append(port)
 

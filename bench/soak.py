@@ -378,10 +378,30 @@ def summary(soak: Soak, duration: float) -> dict[str, Any]:
     }
 
 
+def process_env(settings: list[str]) -> dict[int, dict[str, str]]:
+    """`--process-env 1:NAME=VALUE` options, by process index."""
+    by_index: dict[int, dict[str, str]] = {}
+    for setting in settings:
+        index, _, pair = setting.partition(":")
+        name, _, value = pair.partition("=")
+        if index not in ("0", "1") or not name:
+            raise SystemExit(f"--process-env {setting!r}: expected INDEX:NAME=VALUE with INDEX 0 or 1")
+        by_index.setdefault(int(index), {})[name] = value
+    return by_index
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=3600, help="seconds of load (default an hour)")
     parser.add_argument("--out", default=str(RESULTS / "soak.json"), help="JSON of the samples and figures")
+    parser.add_argument(
+        "--process-env",
+        action="append",
+        default=[],
+        metavar="INDEX:NAME=VALUE",
+        help="a setting of one daphne only (0 or 1), to compare two under the same load, e.g. "
+        "1:LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    )
     args = parser.parse_args()
     raise_fd_limit()
     model = FakeLLM().start()
@@ -401,6 +421,7 @@ def main() -> int:
             "SIGNUP_RATE_LIMIT": "0",
             "AGENT_MAX_SOCKETS_PER_USER": "0",
         },
+        process_env=process_env(args.process_env),
     )
     try:
         stack.start(model)
