@@ -35,8 +35,9 @@ from .clients import percentile
 from .pool import Pool
 from .runinfo import RunInfo
 from .server import FakeModel, Stack
-from .stepped_asgi import STEPS_PATH
 
+# Where the server of bench/stepped_asgi.py answers its readings.
+STEPS_PATH = "/__bench__/steps"
 TOKENS = 3
 RATE = 100
 SERVER_STEPS = (
@@ -85,12 +86,12 @@ def table(rounds: list[tuple[list[tuple[str, clients.Stream]], float]], readings
             for name, at in times.items():
                 if at is not None:
                     series[name].append((at - stream.sent_at) * 1000)
-        last_sent = max(s.sent_at for _, s in runs)
+        last_text = max(s.first_text_at or s.sent_at for _, s in runs)
         groups.append(
             [
                 (g["size"], round((g["began"] - first_sent) * 1000), round((g["ended"] - first_sent) * 1000))
                 for g in readings["groups"]
-                if first_sent <= g["began"] <= last_sent + 5
+                if first_sent <= g["began"] <= last_text
             ]
         )
     lines = ["step                      p50 ms   p95 ms    n"]
@@ -120,7 +121,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="bursts, their steps pooled")
     parser.add_argument("--out", default=None, help="also write the table and the run's details here (JSON)")
     args = parser.parse_args()
-    info = RunInfo.start()
+    info = RunInfo().start()
     model = FakeModel()
     stack = Stack("sqlite-daphne-stepped", server="daphne-stepped")
     try:

@@ -23,7 +23,7 @@ from chat.agent import llm
 from chat.realtime import run_actions
 from chat.runtime import execution, registry, sink
 
-STEPS_PATH = "/__bench__/steps"
+from .burst_trace import STEPS_PATH
 
 _lock = threading.Lock()
 _steps: dict[str, dict[str, float]] = defaultdict(dict)
