@@ -203,11 +203,6 @@ class AgentRun:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def start(self) -> None:
-        """Begin the run now (its first model call goes out) rather than at the first read: its
-        events wait in the run's queue until they are read, in order. Idempotent."""
-        self._start()
-
     def _start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drive(), name="agent-run")

@@ -92,6 +92,7 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000,
         max_flush_seconds=settings.AGENT_STREAM_FLUSH_MAX_MS / 1000,
     )
+    await publish(conversation_id, announce)
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
         context = build.tool_context(
@@ -102,12 +103,6 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         sink.offers = agent_run.offers
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)
-        # The model request goes out before the announce is published, so that the model's time
-        # to its first token overlaps the publishing (in a burst: every socket's user_message
-        # frame) instead of following it. What the agent says waits in its queue: the sink
-        # stores and publishes it only below, after the announce, which was stored before.
-        agent_run.start()
-        await publish(conversation_id, announce)
         async for event in agent_run:
             data, outcome = event.to_dict(), _outcome(agent_run) if isinstance(event, CompleteEvent) else None
             if trace is not None:
