@@ -93,7 +93,7 @@ class FakeModel:
 class Stack:
     name: str
     database: str = "sqlite"  # sqlite | postgres
-    server: str = "daphne"  # daphne | uvicorn | daphne-traced | daphne-counted
+    server: str = "daphne"  # daphne | uvicorn | daphne-traced | daphne-counted | daphne-stepped
     processes: int = 1
     flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MS, None = the server's default
     max_flush_ms: int | None = None  # AGENT_STREAM_FLUSH_MAX_MS, likewise
@@ -185,8 +185,12 @@ class Stack:
             ]
         if self.server == "daphne-traced":  # under tracemalloc (bench/socket_memory.py)
             return [sys.executable, "-m", "bench.socket_memory", "--serve", str(port), self._tmp]
-        # daphne-counted: with its database queries counted (bench/counted_asgi.py)
-        app = "bench.counted_asgi:application" if self.server == "daphne-counted" else "agentsite.asgi:application"
+        # daphne-counted: with its database queries counted (bench/counted_asgi.py); daphne-stepped:
+        # with each run start's steps timed (bench/stepped_asgi.py)
+        app = {
+            "daphne-counted": "bench.counted_asgi:application",
+            "daphne-stepped": "bench.stepped_asgi:application",
+        }.get(self.server, "agentsite.asgi:application")
         return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
 
     def _spawn(self, port: int) -> None:

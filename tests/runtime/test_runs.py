@@ -16,6 +16,7 @@ from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
 from chat.eventlog.starts import run_start
 from chat.eventlog.takeover import run_request_cancel
+from chat.exceptions import RunInProgress
 from chat.models import Event, Run
 from chat.runtime import supervision
 from chat.runtime.registry import RunRegistry
@@ -211,6 +212,15 @@ async def test_messages_arriving_together_start_in_one_group_and_all_run(make_us
     assert {run.pk for run in runs} == {run.pk for run, _ in started}
     assert [seq for _, seq in started] == [1] * 6  # each new conversation's user_message, from the start itself
     assert all(run.status == "succeeded" for run in runs)
+
+
+async def test_a_refused_start_sends_no_model_request(conversation, registry, llm_settings):
+    llm_settings.script(text_reply("slow words " * 20, piece=2, delay=0.05))
+    await registry.start(conversation=conversation, user=conversation.owner, content="first")
+    with pytest.raises(RunInProgress):
+        await registry.start(conversation=conversation, user=conversation.owner, content="second")
+    await registry.wait_idle()
+    assert [body["messages"][-1]["content"] for body in llm_settings.requests] == ["first"]
 
 
 async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversation, registry, llm_settings, settings):

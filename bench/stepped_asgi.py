@@ -1,0 +1,128 @@
+"""The project's ASGI application with each run start's steps timed (bench/burst_trace.py): what
+`Stack(server="daphne-stepped")` serves, `daphne bench.stepped_asgi:application`.
+
+Wrappers around the functions a run start passes through record the wall clock (which the
+bench's clients and fake model share) per conversation, at: the message handed to the start
+(`received`), the group's trip to the ORM thread (`orm_in`, `orm_out`, with the group's size),
+the run's task (`task`), its user_message published (`user_message_published`), the model
+request sent (`request_sent`) and its response headers (`headers`), and the first delta
+published (`first_delta_published`). `GET /__bench__/steps` answers them. Only this bench
+application wraps anything: the project's own server times nothing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+import time
+from collections import defaultdict
+
+from agentsite.asgi import application as project
+from chat.agent import llm
+from chat.realtime import run_actions
+from chat.runtime import execution, registry, sink
+
+from .burst_trace import STEPS_PATH
+
+_lock = threading.Lock()
+_steps: dict[str, dict[str, float]] = defaultdict(dict)
+_groups: list[dict] = []
+_conversation: contextvars.ContextVar[str] = contextvars.ContextVar("bench_conversation", default="")
+
+
+def _mark(conversation_id, step: str) -> None:
+    """The step's first time for the conversation (a later run of it does not overwrite it)."""
+    now = time.time()
+    with _lock:
+        _steps[str(conversation_id)].setdefault(step, now)
+
+
+def _wrap_run_start():
+    original = run_actions.run_start
+
+    async def run_start(*, conversation, **kwargs):
+        _mark(conversation.pk, "received")
+        return await original(conversation=conversation, **kwargs)
+
+    run_actions.run_start = run_start
+
+
+def _wrap_start_with_memory():
+    original = registry._start_with_memory
+
+    def start_with_memory(starts):
+        began = time.time()
+        keys = [str(start.conversation.pk) for start in starts]
+        for key in keys:
+            _mark(key, "orm_in")
+        try:
+            return original(starts)
+        finally:
+            ended = time.time()
+            for key in keys:
+                _mark(key, "orm_out")
+            with _lock:
+                _groups.append({"size": len(starts), "began": began, "ended": ended})
+
+    registry._start_with_memory = start_with_memory
+
+
+def _wrap_execute():
+    original = registry.execute
+
+    async def execute(handle, **kwargs):
+        _conversation.set(str(handle.conversation_id))  # the agent's task inherits it
+        _mark(handle.conversation_id, "task")
+        return await original(handle, **kwargs)
+
+    registry.execute = execute
+
+
+def _wrap_publish():
+    original_announce, original_sink = execution.publish, sink.publish
+
+    async def announce(conversation_id, frames):
+        await original_announce(conversation_id, frames)
+        if frames and frames[0].get("type") == "user_message":
+            _mark(conversation_id, "user_message_published")
+
+    async def from_sink(conversation_id, frames):
+        await original_sink(conversation_id, frames)
+        if any(frame.get("type") == "text" for frame in frames):
+            _mark(conversation_id, "first_delta_published")
+
+    execution.publish, sink.publish = announce, from_sink
+
+
+def _wrap_post():
+    original = llm.ChatModel._post
+
+    async def post(self, body):
+        key = _conversation.get()
+        if key:
+            _mark(key, "request_sent")
+        response = await original(self, body)
+        if key:
+            _mark(key, "headers")
+        return response
+
+    llm.ChatModel._post = post
+
+
+for _install in (_wrap_run_start, _wrap_start_with_memory, _wrap_execute, _wrap_publish, _wrap_post):
+    _install()
+
+
+def _readings() -> dict:
+    with _lock:
+        return {"steps": dict(_steps), "groups": list(_groups)}
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and scope["path"] == STEPS_PATH:
+        body = json.dumps(_readings()).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    await project(scope, receive, send)
