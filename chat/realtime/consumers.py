@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_for_user
+from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime import run_actions, sockets
 from chat.realtime.client_frames import (
@@ -70,11 +70,12 @@ _catching_up: set[asyncio.Task] = set()
 
 def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
     """Who the handshake signs in as and, if anyone, their conversation (None: not theirs or
-    gone): one trip to the ORM thread for both."""
+    gone): one trip to the ORM thread for both. The conversation's own columns only (a run start
+    reads its agent afresh): every idle socket holds it, and the query needs no join."""
     signed = signed_in(scope)
     if signed is None:
         return None, None
-    return signed, conversation_for_user(user=signed.user, conversation_id=conversation_id)
+    return signed, conversation_owned(user=signed.user, conversation_id=conversation_id)
 
 
 def _history_page(*, conversation_id, after: int) -> tuple[list[dict[str, Any]], tuple[Any, list[str]] | None]:

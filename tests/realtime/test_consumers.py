@@ -527,23 +527,28 @@ async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, regis
 
 
 async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
-    from chat.conversations.selectors import conversation_for_user
+    from chat.eventlog.reads import events_after
     from chat.realtime import consumers, sockets
     from tests.asgi_socket import Socket
 
     settings.AGENT_MAX_SOCKETS_PER_USER = 1
-    real = conversation_for_user
+    real = events_after  # read after the socket is counted
 
     def broken(**kwargs):
         raise OperationalError("the database went away for a moment")
 
-    monkeypatch.setattr(consumers, "conversation_for_user", broken)
+    monkeypatch.setattr(consumers, "events_after", broken)
     failed = Socket(conversation.owner, conversation.pk)
     # Closed with the code the page reconnects on, not by an exception (Channels' 1011).
     assert await failed.connect() == (True, None)
     assert await failed.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
-    monkeypatch.setattr(consumers, "conversation_for_user", real)
+    monkeypatch.setattr(consumers, "events_after", real)
     assert sockets.user_sockets(conversation.owner.pk) == 0
+    monkeypatch.setattr(consumers, "conversation_owned", broken)  # the sign-in's trip fails alike
+    early = Socket(conversation.owner, conversation.pk)
+    assert await early.connect() == (True, None)
+    assert await early.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
+    monkeypatch.undo()
     socket = Socket(conversation.owner, conversation.pk)
     await socket.connect()
     assert (await socket.history())[-1]["type"] == "sync"
