@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (origin-checked, session-authenticated)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (origin-checked; the consumer
+signs its socket in itself, chat.realtime.credentials)."""
 
 import gc
 import os
@@ -16,19 +17,17 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
     if settings.CHECK_BEFORE_SERVING:
         startup.check_before_serving()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs the app registry loaded
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - needs the app registry loaded
 
 from chat.realtime.origins import OriginValidator  # noqa: E402
 from chat.realtime.routing import websocket_urlpatterns  # noqa: E402
 from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
-from chat.web.bearer import BearerSocketMiddleware  # noqa: E402
 
 application = RunRegistryStarter(
     ProtocolTypeRouter(
         {
             "http": django_asgi_app,
-            "websocket": OriginValidator(AuthMiddlewareStack(BearerSocketMiddleware(URLRouter(websocket_urlpatterns)))),
+            "websocket": OriginValidator(URLRouter(websocket_urlpatterns)),
         }
     )
 )

@@ -6,6 +6,7 @@ python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
 python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs SSE
+python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle sockets, beside the relay's
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
 
@@ -76,7 +77,7 @@ def parse() -> argparse.Namespace:
         "--idle-sockets",
         type=int,
         default=None,
-        help=f"for idle10k: sockets (default {idle_scale.SOCKETS:,}; quick 1,000)",
+        help=f"idle sockets: for idle (default {idle.SOCKETS:,}; quick 200) and idle10k (default {idle_scale.SOCKETS:,}; quick 1,000)",
     )
     parser.add_argument(
         "--tls-calls",
@@ -104,10 +105,14 @@ def concurrency_levels(args) -> list[int]:
     return [50, 100] if args.quick else [50, 100, 200, 400]
 
 
+def idle_count(args) -> int:
+    return args.idle_sockets or (200 if args.quick else idle.SOCKETS)
+
+
 async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
     quick = args.quick
     levels = concurrency_levels(args)
-    idle_sockets = 200 if quick else idle.SOCKETS
+    idle_sockets = idle_count(args)
     stack = Stack(name=name, flush_ms=args.flush_ms, **STACKS[name])
     out: dict = {"name": name, "label": stack.label}
     started = time.monotonic()
@@ -197,6 +202,8 @@ async def main() -> int:
             results["stacks"].append(await run_stack(name, args, model, only))
         if "reference" in only:
             results["reference"] = await reference.measure(model, levels=concurrency_levels(args))
+        if "idle" in only:  # the bare relay's idle sockets, beside the project's
+            results["reference_idle"] = await reference.measure_idle(model, sockets=idle_count(args))
         if "model-tls" in only:
             print("\n[model-tls] a model call's first text, TLS and plain HTTP", flush=True)
             calls = args.tls_calls or (20 if args.quick else model_tls.CALLS)

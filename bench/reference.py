@@ -2,10 +2,12 @@
 minimal Channels relay with no persistence, served by one daphne like the project's
 sqlite-daphne stack, measured in the same run with the same fake model and the same
 clients: single-stream first text and the concurrency levels. The report divides the
-project's figures by these (bench/report.py reference_summary)."""
+project's figures by these (bench/report.py reference_summary). With `--only idle`, the relay's
+idle sockets are measured after the project's, in the same run (measure_idle)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -14,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import concurrency, firsttext
+from . import concurrency, firsttext, idle
 from .pool import Pool
 from .server import ROOT, VENV_BIN, FakeModel, free_port, wait_http
 
@@ -87,4 +89,20 @@ async def measure(model: FakeModel, *, levels: list[int]) -> dict:
     for lv in out.get("concurrency", {}).get("levels", []):
         lv.pop("conversations", None)
     out.get("concurrency", {}).get("solo", {}).pop("conversations", None)
+    return out
+
+
+async def measure_idle(model: FakeModel, *, sockets: int) -> dict:
+    """bench/idle.py on the relay: what a bare Channels socket costs on the same daphne."""
+    stack = RelayStack()
+    out: dict = {"label": stack.label}
+    try:
+        stack.start(model)
+        print(f"\n[reference] {stack.label}: idle {sockets}", flush=True)
+        out["idle"] = await asyncio.wait_for(idle.measure(stack, model, pool(sockets + 50), sockets=sockets), 300)
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        print(stack.server_log_tail(), flush=True)
+    finally:
+        stack.stop()
     return out

@@ -94,6 +94,17 @@ def table(results: dict) -> str:
                     f"  writes ({label}): {w['rows_per_1k_tokens']} rows inserted per 1k tokens, "
                     f"~{w['row_writes_per_1k_tokens']} row writes incl. updates   (target {TARGETS['rows']})"
                 )
+    relay_idle = results.get("reference_idle")
+    if relay_idle:
+        i = relay_idle.get("idle")
+        lines.append(f"\n== {relay_idle['label']} ==")
+        if i:
+            lines.append(
+                f"  idle: {i['sockets']} sockets ({i['failed']} failed): {i['kib_per_socket']} KiB each "
+                f"(RSS {i['rss_before_mib']} -> {i['rss_after_mib']} MiB), idle CPU {i['idle_cpu_pct']}% of a core"
+            )
+        else:
+            lines.append(f"  idle: {relay_idle.get('error')}")
     ref = results.get("reference")
     if ref:
         lines.append(f"\n== {ref['label']} ==")

@@ -15,13 +15,14 @@ import time
 from typing import Any
 
 import orjson
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.db import DatabaseError
 
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_for_user
+from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime import run_actions, sockets
 from chat.realtime.client_frames import (
@@ -33,6 +34,7 @@ from chat.realtime.client_frames import (
     parse_frame,
     seq_field,
 )
+from chat.realtime.credentials import SignedIn, signed_in
 from chat.realtime.revocation import session_is_current, user_group
 from chat.runtime import doorbell
 from chat.runtime.doorbell import conversation_group
@@ -66,6 +68,25 @@ SESSION_RECHECK_SECONDS = 5.0
 _catching_up: set[asyncio.Task] = set()
 
 
+def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
+    """Who the handshake signs in as and, if anyone, their conversation (None: not theirs or
+    gone): one trip to the ORM thread for both. The conversation's own columns only (a run start
+    reads its agent afresh): every idle socket holds it, and the query needs no join."""
+    signed = signed_in(scope)
+    if signed is None:
+        return None, None
+    return signed, conversation_owned(user=signed.user, conversation_id=conversation_id)
+
+
+def _history_page(*, conversation_id, after: int) -> tuple[list[dict[str, Any]], tuple[Any, list[str]] | None]:
+    """A page of the history after `after` and, once it is the last page, the run under way
+    (run_in_progress); None while more pages follow."""
+    frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
+    if len(frames) == EVENT_PAGE:
+        return frames, None
+    return frames, run_in_progress(conversation_id=conversation_id)
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     conversation = None
     group = None
@@ -79,66 +100,78 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        try:
+            # Trip one to the ORM thread: who signs in, and their conversation.
+            signed, conversation = await database_sync_to_async(_handshake)(self.scope, conversation_id)
+        except Exception:
+            await self._try_again_later()
+            return
+        if signed is None:
             await self.accept()
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
-        self.user = user
-        # A token's socket is signed in by the token alone (chat.web.bearer), never by a cookie.
-        self.token_id = self.scope.get("api_token_id")
-        session = self.scope.get("session")
-        self.session_key = session.session_key if session is not None and self.token_id is None else None
-        self.session_checked_at = time.monotonic()  # the auth middleware has just checked it
+        self.user = signed.user
+        self.token_id, self.session_key = signed.token_id, signed.session_key
+        self.session_checked_at = time.monotonic()  # the handshake has just checked it
         limit = settings.AGENT_MAX_SOCKETS_PER_USER
-        if limit and sockets.user_sockets(user.pk) >= limit:
+        if limit and sockets.user_sockets(self.user.pk) >= limit:
             await self.accept()
             await self.close(code=CLOSE_TOO_MANY_SOCKETS)
             return
-        sockets.count_in(user.pk)
+        sockets.count_in(self.user.pk)
         self.counted = True
         try:
-            await self._join()
+            await self._join(conversation)
         except asyncio.CancelledError:
             self._uncount()  # a connect that raised is followed by no disconnect
             raise
         except Exception:
-            # The database or the layer failed under the connect (an outage, a restart): a code
-            # the page reconnects on, not Channels' 1011 and a traceback per socket.
-            logger.warning("a socket could not connect; closed with %s", CLOSE_TRY_AGAIN, exc_info=True)
             self._uncount()
-            if not self.accepted:
-                await self.accept()
-            await self.close(code=CLOSE_TRY_AGAIN)
+            await self._try_again_later()
+
+    async def _try_again_later(self) -> None:
+        # The database or the layer failed under the connect (an outage, a restart): a code
+        # the page reconnects on, not Channels' 1011 and a traceback per socket.
+        logger.warning("a socket could not connect; closed with %s", CLOSE_TRY_AGAIN, exc_info=True)
+        if not self.accepted:
+            await self.accept()
+        await self.close(code=CLOSE_TRY_AGAIN)
 
     async def accept(self, subprotocol=None, headers=None) -> None:
         await super().accept(subprotocol, headers)
         self.accepted = True
 
-    async def _join(self) -> None:
+    async def _join(self, conversation) -> None:
         # Joined before anything else, so that a session ending from here on reaches it.
         self.user_group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)
-        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation = await database_sync_to_async(conversation_for_user)(
-            user=self.user, conversation_id=conversation_id
-        )
-        if self.conversation is None:
+        if conversation is None:
             await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        self.conversation = conversation
         # An `after` past the end (a stale or forged client) would hide the next events as
         # "already sent"; clamped, the client just gets everything from the real end on.
-        self.last_seq = min(after_param(self.scope.get("query_string", b"")), self.conversation.last_seq)
-        self.group = conversation_group(self.conversation.pk)
+        self.last_seq = min(after_param(self.scope.get("query_string", b"")), conversation.last_seq)
+        self.group = conversation_group(conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         self._sending = asyncio.Lock()
         doorbell.watch(self._layer_back)
         await self.accept()
         await get_registry().ensure_started()
         async with self._sending:
-            await self._send_from_database()
-        run, pending = await database_sync_to_async(run_in_progress)(conversation_id=self.conversation.pk)
+            # Trip two (one more per page of a history longer than one): the history after
+            # `after`, then whether a run is under way, read after the history as before.
+            while True:
+                frames, state = await database_sync_to_async(_history_page)(
+                    conversation_id=conversation.pk, after=self.last_seq
+                )
+                for frame in frames:
+                    await self._send_frame(frame)
+                if state is not None:
+                    break
+        run, pending = state
         await self._send_json(
             {
                 "type": "sync",
@@ -252,13 +285,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # hops queued every run start behind them (C = 200: first text 2 s later). A client
         # frame's hop queued behind the run starts just the same, and made 200 messages sent
         # at once reach the registry in dribs: the run starts close stale connections
-        # themselves, once per group, on the thread where they query (registry).
+        # themselves, once per group, on the thread where they query (registry). The connect's
+        # hop queued a reconnect storm's handshakes a turn more: every trip to the ORM thread
+        # (database_sync_to_async) closes stale connections anyway, so no handler needs it.
         if message["type"] == "chat.events":
             await self.chat_events(message)
         elif message["type"] == "websocket.receive":
             await self.websocket_receive(message)
         else:
-            await super().dispatch(message)
+            handler = getattr(self, get_handler_name(message), None)
+            if handler is None:
+                raise ValueError(f"No handler for message type {message['type']}")
+            await handler(message)
 
     async def chat_events(self, message: dict[str, Any]) -> None:
         if self.revoked:

@@ -96,16 +96,20 @@ def _has_bearer(scope) -> bool:
 class OriginValidator:
     """ASGI middleware: a WebSocket handshake from any other origin is refused (HTTP 403)."""
 
+    # A plain call handing back the inner application's coroutine (chat.runtime.lifecycle): no
+    # frame of this check lives as long as each socket.
+    _asgi_single_callable = True
+
     def __init__(self, application):
         self.application = application
 
-    async def __call__(self, scope, receive, send):
+    def __call__(self, scope, receive, send):
         # A handshake with `Authorization: Bearer` is a program's, not a page's: browsers cannot
         # set that header on a WebSocket, and such a handshake never signs in with the cookie
-        # (chat.web.bearer), so there is no session for another site to ride.
+        # (chat.realtime.credentials), so there is no session for another site to ride.
         if scope["type"] == "websocket" and not _has_bearer(scope) and not origin_allowed(scope):
-            return await WebsocketDenier()(scope, receive, send)
-        return await self.application(scope, receive, send)
+            return WebsocketDenier()(scope, receive, send)
+        return self.application(scope, receive, send)
 
 
 @register()

@@ -75,31 +75,38 @@ def token_revoked(*, user_id, token_id) -> None:
 
 
 def session_is_current(*, session_key: str | None, user_id) -> bool:
-    """Whether this session would still sign this user in over HTTP: it exists, has not
-    expired, names this user, the user can still authenticate (the backend refuses inactive
-    and deleted users) and the session's auth hash matches the user's current password.
+    """Whether this session would still sign this user in over HTTP (session_user)."""
+    user = session_user(session_key=session_key, user_id=user_id)
+    return user is not None
+
+
+def session_user(*, session_key: str | None, user_id=None):
+    """The user this session would sign in over HTTP, or None: it exists, has not expired,
+    names a user (`user_id` when given), the user can still authenticate (the backend refuses
+    inactive and deleted users) and the session's auth hash matches the user's current password.
 
     The checks of Django's `auth.get_user`, without its side effects: that one flushes a
     stale session or moves a fallback-verified one to a new key, and a key rotated here
     would never reach the browser's cookie."""
     if not session_key:
-        return False
-    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()  # {} if gone
+        return None
+    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()  # {} if gone or expired
     try:
         session_user_id = auth.get_user_model()._meta.pk.to_python(data[auth.SESSION_KEY])
         backend_path = data[auth.BACKEND_SESSION_KEY]
     except (KeyError, ValidationError):
-        return False
-    if session_user_id != user_id or backend_path not in settings.AUTHENTICATION_BACKENDS:
-        return False
+        return None
+    if (user_id is not None and session_user_id != user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return None
     user = auth.load_backend(backend_path).get_user(session_user_id)
     if user is None:
-        return False
+        return None
     session_hash = data.get(auth.HASH_SESSION_KEY) or ""
-    return any(
+    verified = any(
         constant_time_compare(session_hash, known)
         for known in (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
     )
+    return user if verified else None
 
 
 # -- the triggers ------------------------------------------------------------------------

@@ -17,13 +17,17 @@ _kicked: weakref.WeakSet = weakref.WeakSet()
 
 
 class RunRegistryStarter:
+    # A plain call handing back the inner application's coroutine rather than awaiting it: no
+    # frame of this wrapper lives as long as each connection (an idle socket's memory).
+    _asgi_single_callable = True
+
     def __init__(self, app):
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    def __call__(self, scope, receive, send):
         if scope["type"] in ("http", "websocket"):
             registry = get_registry()
             if registry not in _kicked:
                 _kicked.add(registry)
                 asyncio.ensure_future(registry.ensure_started())
-        return await self.app(scope, receive, send)
+        return self.app(scope, receive, send)

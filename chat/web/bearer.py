@@ -5,8 +5,6 @@ is ignored and only a session signs in."""
 
 from __future__ import annotations
 
-from channels.db import database_sync_to_async
-from django.contrib.auth.models import AnonymousUser
 from django.http import JsonResponse
 
 from agentsite.loop_middleware import DualMiddleware, request_db
@@ -77,33 +75,20 @@ def _sign_in(request, value: str) -> JsonResponse | None:
     return None
 
 
-def _socket_credential(scope) -> tuple[object, object]:
-    """(user, token) of a handshake's bearer token; (AnonymousUser, None) for a bad one."""
+def socket_bearer(scope) -> str | None:
+    """The bearer token a WebSocket handshake presents, if any."""
     headers = dict(scope.get("headers") or [])
-    value = bearer_value(headers.get(b"authorization", b"").decode("latin-1"))
-    if value is None:
-        return None, None
+    return bearer_value(headers.get(b"authorization", b"").decode("latin-1"))
+
+
+def socket_token_user(scope, value: str):
+    """(user, token) of a handshake's bearer token; (None, None) for a bad one, counted as a
+    failed attempt of its address as over HTTP (chat.realtime.credentials signs sockets in)."""
     address = socket_client_address(scope)
     if token_attempts_refused(address):
-        return AnonymousUser(), None
+        return None, None
     user, token = token_user(value)
     if user is None:
         token_attempt_failed(address)
-        return AnonymousUser(), None
+        return None, None
     return user, token
-
-
-class BearerSocketMiddleware:
-    """Inside Channels' AuthMiddlewareStack: a handshake with a bearer token is its token's
-    user's (a bad token: anonymous, so the consumer closes with 4401); the consumer keeps the
-    token's id to re-check it and to close when it is revoked."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "websocket":
-            user, token = await database_sync_to_async(_socket_credential)(scope)
-            if user is not None:
-                scope = {**scope, "user": user, "api_token_id": token.pk if token is not None else None}
-        return await self.app(scope, receive, send)

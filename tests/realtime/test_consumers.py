@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import OperationalError
 
 from chat.conversations.services import conversation_create, conversation_delete
@@ -527,24 +527,105 @@ async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, regis
 
 
 async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
-    from chat.conversations.selectors import conversation_for_user
+    from chat.eventlog.reads import events_after
     from chat.realtime import consumers, sockets
     from tests.asgi_socket import Socket
 
     settings.AGENT_MAX_SOCKETS_PER_USER = 1
-    real = conversation_for_user
+    real = events_after  # read after the socket is counted
 
     def broken(**kwargs):
         raise OperationalError("the database went away for a moment")
 
-    monkeypatch.setattr(consumers, "conversation_for_user", broken)
+    monkeypatch.setattr(consumers, "events_after", broken)
     failed = Socket(conversation.owner, conversation.pk)
     # Closed with the code the page reconnects on, not by an exception (Channels' 1011).
     assert await failed.connect() == (True, None)
     assert await failed.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
-    monkeypatch.setattr(consumers, "conversation_for_user", real)
+    monkeypatch.setattr(consumers, "events_after", real)
     assert sockets.user_sockets(conversation.owner.pk) == 0
+    monkeypatch.setattr(consumers, "conversation_owned", broken)  # the sign-in's trip fails alike
+    early = Socket(conversation.owner, conversation.pk)
+    assert await early.connect() == (True, None)
+    assert await early.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
+    monkeypatch.undo()
     socket = Socket(conversation.owner, conversation.pk)
     await socket.connect()
     assert (await socket.history())[-1]["type"] == "sync"
     await socket.close()
+
+
+# --- the handshake's trips to the ORM thread ------------------------------------------
+
+
+@pytest.fixture
+def orm_trips(monkeypatch):
+    """The functions each trip to the one ORM thread (sync_to_async, database_sync_to_async) ran."""
+    trips: list[str] = []
+    call = SyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        trips.append(getattr(self.func, "__name__", repr(self.func)))
+        return await call(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    return trips
+
+
+async def test_a_handshake_takes_two_trips_to_the_orm_thread(conversation, registry, orm_trips):
+    """Sign-in and conversation in one, history and run state in the other, by session or by
+    token: in a reconnect storm every trip more is a turn more in the ORM thread's queue for
+    every socket."""
+    from chat.web.tokens import token_create
+    from tests.asgi_socket import Socket
+
+    warm = Socket(conversation.owner, conversation.pk)  # the registry starts with the first socket
+    await warm.connect()
+    await warm.history()
+    run, first = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    _, value = await sync_to_async(token_create)(user=conversation.owner, name="bot")
+    session = Socket(conversation.owner, conversation.pk, after=0)
+    token = Socket(None, conversation.pk, after=0, origin=None, token=value)
+    for socket in (session, token):
+        orm_trips.clear()
+        await socket.connect()
+        frames = await socket.history()
+        assert [t for t in orm_trips if t != "session_cookie"] == ["_handshake", "_history_page"]
+        sync = {"type": "sync", "lastSeq": first[-1]["seq"], "running": True, "runId": str(run.pk)}
+        assert frames == [*first, {**sync, "pendingApprovals": []}]
+    for socket in (warm, session, token):
+        await socket.close()
+
+
+async def test_an_expired_session_or_a_deactivated_user_is_closed_4401(conversation, registry):
+    """Deactivated with a queryset update (no signal, no push): the handshake's own check refuses."""
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from agentsite.asgi import application
+    from chat.models import UserSession
+    from tests.asgi_socket import session_cookie
+
+    owner = conversation.owner
+
+    async def close_code(cookie: str):
+        headers = [
+            (b"host", b"localhost"),
+            (b"origin", b"http://localhost"),
+            (b"cookie", f"sessionid={cookie}".encode()),
+        ]
+        comm = WebsocketCommunicator(application, f"/ws/chat/{conversation.pk}/", headers=headers)
+        await comm.connect(timeout=5)
+        out = await comm.receive_output(timeout=2)
+        await comm.disconnect()
+        return out.get("code") if out["type"] == "websocket.close" else out["type"]
+
+    live, stale = await sync_to_async(session_cookie)(owner), await sync_to_async(session_cookie)(owner)
+    assert await close_code(live) == "websocket.send"  # signed in: its sync comes
+    await sync_to_async(UserSession.objects.filter(session_key=stale).update)(expire_date=timezone.now())
+    assert await close_code(stale) == 4401
+    await sync_to_async(get_user_model().objects.filter(pk=owner.pk).update)(is_active=False)
+    assert await close_code(live) == 4401
