@@ -291,6 +291,9 @@ AGENT_VISION = env_bool("AGENT_VISION", False)
 AGENT_IMAGE_MAX_PIXELS = os.environ.get("AGENT_IMAGE_MAX_PIXELS", "1568x1568")
 # Open WebSockets one user may hold in one server process (0: no cap); over it: close 4429.
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
+# Seconds between the process's full garbage collections (agentsite.collector); 0: none but
+# Python's own, which with agentsite.asgi's thresholds come hours apart.
+GC_FULL_COLLECTION_SECONDS = env_number("GC_FULL_COLLECTION_SECONDS", "60", float)
 AGENT_SYSTEM_PROMPT = os.environ.get(
     "AGENT_SYSTEM_PROMPT",
     "You are a helpful assistant. Use the tools you are given when they help, and answer in the language of the user.",
