@@ -260,7 +260,7 @@ def _storm_rows(sockets: int, s: dict) -> list[list[str]]:
     errors = ", ".join(f"{k} {n:,}" for k, n in s["errors"].items()) or "none"
     per_reconnect = s["queries_per_reconnect"]
     return [
-        ["reconnect storm: every socket at once with `after`, until its `sync`", synced],
+        ["reconnect storm: every socket with `after` after the page's first wait, until its `sync`", synced],
         ["synced by then", ", ".join(f"{t}: {n:,}" for t, n in s["synced_by"].items())],
         ["handshake attempts per socket", f"{attempts}; failed attempts {s['failed_attempts']:,} ({errors})"],
         [

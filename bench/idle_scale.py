@@ -12,8 +12,9 @@ per conversation, each conversation with a finished run of a few events. Measure
   each ping re-checks the session when the last check is over 5 s old, answers `pong` and reads
   the conversation's tail (chat/realtime/consumers.py), so the queries per ping too;
 - the reconnect storm: the server is stopped (SIGTERM) and started again on its port; once it
-  answers, every socket reconnects at once with `?after=<the last seq it saw>`, and one whose
-  handshake fails retries on the page's backoff (0.5, 1, 2, 4, 8, 15 s, +-20%). Per socket the
+  answers, every socket reconnects with `?after=<the last seq it saw>` after the page's first
+  wait (0.25-2.25 s at random: every page dropped at the same moment), and one whose handshake
+  fails retries on the page's backoff (1, 2, 4, 8, 15 s, +-20%). Per socket the
   time from the storm's start to its `sync`; the queries per reconnect; the CPU it took.
 
 The client is this one asyncio process (RLIMIT_NOFILE raised to its hard limit, which the servers
@@ -50,7 +51,10 @@ CONNECT_AT_ONCE = 50
 QUIET_SECONDS = 20
 IDLE_SECONDS = 60
 PING_EVERY = 20.0  # static/chat/socket.js PING_EVERY_MS
-BACKOFF = (0.5, 1, 2, 4, 8, 15)  # static/chat/socket.js BACKOFF_MS, each with +-20% jitter
+# static/chat/socket.js reconnectDelayMs: the first reconnect spread over FIRST_RETRY, later ones
+# on BACKOFF_MS, each +-20%.
+FIRST_RETRY = (0.25, 2.25)
+BACKOFF = (1, 2, 4, 8, 15)
 STORM_DEADLINE = 300
 SYNCED_BY = (5, 10, 30, 60, 120, 300)
 PING = json.dumps({"type": "ping"})
@@ -126,8 +130,9 @@ async def _ping(held: list[Held], stop: asyncio.Event) -> int:
 
 
 async def _reconnect(stack: Stack, held: Held, started: float, deadline: float) -> None:
-    """As the page does: try at once, and after each failure wait its backoff."""
+    """As the page does: its first wait, and after each failure its backoff."""
     attempt, errors = 0, []
+    await asyncio.sleep(random.uniform(*FIRST_RETRY))
     while True:
         attempt += 1
         try:
