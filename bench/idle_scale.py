@@ -14,7 +14,7 @@ per conversation, each conversation with a finished run of a few events. Measure
 - the reconnect storm: the server is stopped (SIGTERM) and started again on its port; once it
   answers, every socket reconnects with `?after=<the last seq it saw>` after the page's first
   wait (0.25-2.25 s at random: every page dropped at the same moment), and one whose handshake
-  fails retries on the page's backoff (1, 2, 4, 8, 15 s, +-20%). Per socket the
+  fails retries on the page's backoff (1, 2, 4, 8, 15 s, +-50%). Per socket the
   time from the storm's start to its `sync`; the queries per reconnect; the CPU it took.
 
 The client is this one asyncio process (RLIMIT_NOFILE raised to its hard limit, which the servers
@@ -52,7 +52,7 @@ QUIET_SECONDS = 20
 IDLE_SECONDS = 60
 PING_EVERY = 20.0  # static/chat/socket.js PING_EVERY_MS
 # static/chat/socket.js reconnectDelayMs: the first reconnect spread over FIRST_RETRY, later ones
-# on BACKOFF_MS, each +-20%.
+# on BACKOFF_MS, each +-50%.
 FIRST_RETRY = (0.25, 2.25)
 BACKOFF = (1, 2, 4, 8, 15)
 STORM_DEADLINE = 300
@@ -139,7 +139,7 @@ async def _reconnect(stack: Stack, held: Held, started: float, deadline: float) 
             replayed = await _connect(stack, held)
         except Exception as exc:
             errors.append(_error(exc))
-            wait = BACKOFF[min(attempt - 1, len(BACKOFF) - 1)] * random.uniform(0.8, 1.2)
+            wait = BACKOFF[min(attempt - 1, len(BACKOFF) - 1)] * random.uniform(0.5, 1.5)
             if time.monotonic() + wait > deadline:
                 held.storm = {"attempts": attempt, "errors": errors}
                 return

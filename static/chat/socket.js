@@ -1,7 +1,8 @@
 // One conversation's WebSocket (docs/protocol.md, "The WebSocket"): connects with ?after=<last seq>,
 // reconnects with backoff when it drops, and notices a dead connection by pinging.
 
-// The waits of the second reconnect attempt on, +-20%.
+// The waits of the second reconnect attempt on, +-50%: handshakes that failed together (a server
+// swamped by a restart's reconnects) must not come back together either.
 const BACKOFF_MS = [1000, 2000, 4000, 8000, 15000];
 // The first reconnect after a drop, spread over this window: when a server restarts, every page
 // of it drops at the same moment, and at 500 ms +-20% thousands of handshakes landed within
@@ -18,7 +19,7 @@ export const CLOSE_NOT_FOUND = 4404;
 export function reconnectDelayMs(attempt, random = Math.random) {
   if (attempt === 0) return Math.round(FIRST_RETRY_MIN_MS + random() * FIRST_RETRY_SPREAD_MS);
   const base = BACKOFF_MS[Math.min(attempt - 1, BACKOFF_MS.length - 1)];
-  return Math.round(base * (0.8 + random() * 0.4));
+  return Math.round(base * (0.5 + random()));
 }
 
 export class ChatSocket {
