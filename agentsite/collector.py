@@ -8,7 +8,7 @@ young collection and died later (requests, sockets, runs) piled up in the oldest
 and pymalloc's arenas grew with them and never came back. In the soak (bench/soak.py, two
 daphnes under mixed load) a process read with `sys._debugmallocstats()` every minute went
 from 93 to 101 arenas of 1 MiB in 9 minutes, none ever freed; with a full collection every
-minute it stayed at 96 for as long.
+minute it stayed at 96 for as long (docs/performance.md, "Soak").
 
 A full collection walks only the objects not frozen (some 15,000 in a busy process), a few
 milliseconds a minute. It runs on the loop rather than on a thread of its own so that the

@@ -211,7 +211,7 @@ def test_a_streaming_answer_is_announced_once_politely_when_finished(user_page, 
     replies.set(message, text_reply(f"**{words[:4]}** {words[5:]}", piece=5))
     send(page, message)
     answer = last_turn(page).locator(".answer")
-    expect(answer).to_contain_text("w000")
+    expect(answer).to_contain_text("w00")  # the first text frame may hold one piece: "**w00"
 
     # Streaming: the answer is marked busy and is no live region; nothing has said any of it.
     expect(answer).to_have_attribute("aria-busy", "true")
