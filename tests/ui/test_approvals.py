@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -20,13 +18,6 @@ from tests.ui.conftest import PageWatch, sign_up
 from .test_timeline import assert_clean, conversation_id, last_turn, send, unique
 
 pytestmark = pytest.mark.browser
-
-SHOTS = Path("/work/shots")
-
-
-def keep(path: Path, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(path, SHOTS / f"h-approvals-{name}.png")
 
 
 def live(page) -> None:
@@ -52,7 +43,7 @@ def test_approve_from_one_tab_updates_the_other_and_a_reload_still_answers(user_
     expect(args).to_have_text(json.dumps({"command": command}, indent=2))
     assert args.locator("b").count() == 0
     expect(last_turn(page).locator(".timeline-summary")).to_contain_text("Waiting for your approval")
-    keep(shot(page, "approval-card"), "card")
+    shot(page, "approval-card")
 
     # A reload shows the same pending card, still answerable.
     page.reload()
@@ -71,7 +62,7 @@ def test_approve_from_one_tab_updates_the_other_and_a_reload_still_answers(user_
     tool = last_turn(page).locator("li.tl-tool")
     expect(tool).to_have_attribute("data-status", re.compile("done|failed"))
     last_turn(page).locator(".timeline-summary").click()  # the finished timeline is folded: open it
-    keep(shot(page, "approval-approved"), "approved")
+    shot(page, "approval-approved")
     assert_clean(page)
 
 
@@ -82,7 +73,7 @@ def test_deny_with_a_reason(user_page, replies, shot):
     send(page, message)
     expect(card(page)).to_have_attribute("data-state", "pending")
     page.fill("li.tl-approval input.approval-reason", "too dangerous")
-    keep(shot(page, "approval-deny-reason"), "deny-reason")
+    shot(page, "approval-deny-reason")
     page.click("li.tl-approval button[data-action=deny]")
     expect(card(page)).to_have_attribute("data-state", "denied")
     expect(card(page).locator(".approval-outcome")).to_have_text("Denied: too dangerous")
@@ -95,7 +86,7 @@ def test_deny_with_a_reason(user_page, replies, shot):
     tool.locator("summary").click()
     expect(tool.locator(".tool-pre.is-error")).to_contain_text("denied by the user: too dangerous")
     expect(tool.locator(".tool-pre").first).to_contain_text("rm -rf ./*")  # the request's arguments
-    keep(shot(page, "approval-denied"), "denied")
+    shot(page, "approval-denied")
     assert_clean(page)
 
 
@@ -108,7 +99,7 @@ def test_the_card_in_chinese(new_context, ui_server, replies, shot):
     send(page, message)
     expect(card(page).locator("button[data-action=approve]")).to_have_text("批准")
     expect(card(page).locator("button[data-action=deny]")).to_have_text("拒绝")
-    keep(shot(page, "approval-card-zh"), "card-zh")
+    shot(page, "approval-card-zh")
     page.click("li.tl-approval button[data-action=deny]")
     expect(card(page).locator(".approval-outcome")).to_have_text("已拒绝")
     assert_clean(page)

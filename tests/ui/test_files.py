@@ -9,13 +9,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui.conftest import PageWatch, sign_up
+from tests.ui.conftest import SCREENSHOTS, PageWatch, sign_up
 from tests.ui.test_timeline import assert_clean, conversation_id, send, unique
 
 pytestmark = pytest.mark.browser
 
 CSV = b"region,amount\nnorth,10\nsouth,32\n"
-SHOTS = "/work/shots"
 
 
 @pytest.fixture
@@ -28,7 +27,8 @@ def demo_page(new_context, demo_server):
 
 
 def save(page, name: str) -> None:
-    page.screenshot(path=f"{SHOTS}/h-files-{name}.png", animations="disabled")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"files-{name}.png"), animations="disabled")
 
 
 def test_paperclip_chip_message_answer_and_files_panel(demo_page):

@@ -1,5 +1,7 @@
 """The run inspector in a real browser: a real run (a retry, a failed tool call) on its run page,
-and the dashboard; no console errors (a CSP violation would be one). Screenshots for docs/using.md."""
+and the dashboard; no console errors (a CSP violation would be one). Screenshots in artifacts/screenshots
+(docs/using.md's are copies of inspector-run.png and inspector-dashboard.png, taken by hand: a
+test run never rewrites a tracked file)."""
 
 from __future__ import annotations
 
@@ -125,7 +127,7 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     expect(replay.locator("li.tl-error")).to_have_count(1)
     expect(replay.locator(".bubble")).to_have_text(message)
     page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(ROOT / "docs" / "inspector-run.png"), full_page=True, animations="disabled")
+    shot(page, "inspector-run", full_page=True)
     page.set_viewport_size({"width": 1280, "height": 800})
     shot(page, "inspector-run-1280", full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
@@ -136,5 +138,5 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     expect(page.locator(".chart")).to_have_count(4)
     expect(page.locator("dl.figures")).to_contain_text("Failure rate")
     expect(page.locator(".chart rect.k-failed").first).to_be_visible()
-    page.screenshot(path=str(ROOT / "docs" / "inspector-dashboard.png"), full_page=True, animations="disabled")
+    shot(page, "inspector-dashboard", full_page=True)
     assert_clean(page)
