@@ -11,6 +11,9 @@ Each member gets its own copy, as with Channels, but made by an orjson round
 trip (1.1 us for a doorbell) instead of copy.deepcopy (6.5 us); a message that
 JSON cannot give back equal (tuples, bytes, non-str keys, big ints, NaN) is
 deep-copied as before.
+
+Each channel's queue is a Mailbox (chat/realtime/mailbox.py), not an asyncio.Queue: every idle
+socket waits on one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from copy import deepcopy
 import orjson
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer as _ChannelsInMemoryLayer
+
+from chat.realtime.mailbox import Mailbox
 
 CLEAN_INTERVAL = 1.0
 
@@ -41,19 +46,50 @@ class InMemoryChannelLayer(_ChannelsInMemoryLayer):
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)
         assert "__asgi_channel__" not in message
-        queue = self.channels.get(channel)
-        if queue is None:
-            queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
         try:
-            queue.put_nowait((time.time() + self.expiry, _copy(message)))
+            self._mailbox(channel).put_nowait((time.time() + self.expiry, _copy(message)))
         except asyncio.QueueFull:
             raise ChannelFull(channel) from None
+
+    async def receive(self, channel):
+        """As Channels': the first message of the channel; the channel's queue goes once empty."""
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        queue = self._mailbox(channel)
+        try:
+            _, message = await queue.get()
+        finally:
+            if queue.empty():
+                self.channels.pop(channel, None)
+        return message
+
+    def _mailbox(self, channel) -> Mailbox:
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = Mailbox(maxsize=self.get_capacity(channel))
+        return queue
 
     def _clean_expired(self):
         now = time.monotonic()
         if now - self._cleaned_at >= CLEAN_INTERVAL:
             self._cleaned_at = now
-            super()._clean_expired()
+            self._expire()
+
+    def _expire(self) -> None:
+        """Channels' scan, on Mailboxes: an expired message goes, and takes its channel out of
+        every group; a membership older than group_expiry ends."""
+        now = time.time()
+        for channel, queue in list(self.channels.items()):
+            while not queue.empty() and queue.first()[0] < now:
+                queue.get_nowait()
+                self._remove_from_groups(channel)
+                if queue.empty():
+                    self.channels.pop(channel, None)
+        joined_before = int(now) - self.group_expiry
+        for members in self.groups.values():
+            for name, joined in list(members.items()):
+                if joined and joined < joined_before:
+                    members.pop(name, None)
 
     async def group_send(self, group, message):
         assert isinstance(message, dict), "Message is not a dict"

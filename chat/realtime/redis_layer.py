@@ -21,6 +21,8 @@ from channels_redis.pubsub import RedisPubSubLoopLayer
 from channels_redis.utils import _wrap_close
 from redis.exceptions import RedisError
 
+from chat.realtime.mailbox import Mailbox
+
 logger = logging.getLogger(__name__)
 
 # What the client raises when it cannot reach its server (refused, reset, timed out).
@@ -54,7 +56,7 @@ class _OwingLoopLayer(RedisPubSubLoopLayer):
             self._owed.add(name)
 
     async def _subscribe_to_channel(self, channel):
-        self.channels[channel] = asyncio.Queue()
+        self.channels[channel] = Mailbox()  # not an asyncio.Queue: every idle socket holds one
         await self._subscribe(channel)
 
     async def group_add(self, group, channel):

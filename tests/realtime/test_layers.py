@@ -46,7 +46,7 @@ async def test_expired_messages_still_go_and_drop_their_channel_from_groups(monk
 async def test_the_expiry_scan_runs_at_most_once_an_interval(monkeypatch):
     layer = layers.InMemoryChannelLayer()
     scans = []
-    monkeypatch.setattr(layers._ChannelsInMemoryLayer, "_clean_expired", lambda self: scans.append(1))
+    monkeypatch.setattr(layers.InMemoryChannelLayer, "_expire", lambda self: scans.append(1))
     name = await layer.new_channel()
     await layer.group_add("g", name)
     for _ in range(50):
