@@ -194,6 +194,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if self.user_group:
             await self.channel_layer.group_discard(self.user_group, self.channel_name)
+        # Channels ends the channel by cancelling its receive, after this; a receive that had
+        # just returned (a doorbell at the moment of the close) is not cancelled, and its
+        # channel stayed subscribed for the life of the process.
+        await self.channel_layer.discard_channel(self.channel_name)
 
     async def session_revoked(self, message: dict[str, Any]) -> None:
         """chat.realtime.revocation: the user's session ended (this one, or every one of the user)."""

@@ -63,6 +63,10 @@ class InMemoryChannelLayer(_ChannelsInMemoryLayer):
                 self.channels.pop(channel, None)
         return message
 
+    async def discard_channel(self, channel: str) -> None:
+        """The end of a channel (as the Redis layer's, chat/realtime/redis_layer.py): its queue goes."""
+        self.channels.pop(channel, None)
+
     def _mailbox(self, channel) -> Mailbox:
         queue = self.channels.get(channel)
         if queue is None:

@@ -86,6 +86,21 @@ class _OwingLoopLayer(RedisPubSubLoopLayer):
             # connection and delivers to a group with no member, which drops it.
             logger.info("Redis does not answer: %s stays subscribed", group_channel)
 
+    async def discard_channel(self, channel: str) -> None:
+        """The end of a channel of this process: its queue and its subscription go. Channels'
+        consumers end theirs by cancelling a receive, which is the only place channels-redis
+        unsubscribes; a stream or a probe whose last receive returned left both behind, one
+        SUBSCRIBE and one queue for every SSE stream, completion and /healthz, for good."""
+        if self.channels.pop(channel, None) is None:
+            return
+        if channel in self._owed:
+            self._owed.discard(channel)  # never subscribed: nothing to undo
+            return
+        try:
+            await self._get_shard(channel).unsubscribe(channel)
+        except REDIS_AWAY:
+            logger.info("Redis does not answer: %s stays subscribed", channel)
+
     def owes(self) -> bool:
         return bool(self._owed)
 

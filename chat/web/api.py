@@ -359,6 +359,9 @@ async def _writer_check() -> None:
 async def _layer_roundtrip() -> None:
     layer = get_channel_layer()
     channel = await layer.new_channel("healthz.")
-    async with asyncio.timeout(2):
-        await layer.send(channel, {"type": "healthz"})
-        await layer.receive(channel)
+    try:
+        async with asyncio.timeout(2):
+            await layer.send(channel, {"type": "healthz"})
+            await layer.receive(channel)
+    finally:
+        await layer.discard_channel(channel)  # else each probe left a subscription behind (Redis)

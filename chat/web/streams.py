@@ -121,6 +121,9 @@ class Stream:
                     await self.layer.group_discard(group, self.channel)
                 except Exception:  # the layer is down: its groups expire by themselves
                     logger.info("could not leave %s", group, exc_info=True)
+            # No consumer's cancelled receive ends this channel: without this, every stream
+            # left its queue and (on Redis) its subscription in the process for good.
+            await self.layer.discard_channel(self.channel)
 
     def _sync(self, run, pending: list[str]) -> dict[str, Any]:
         return {
@@ -134,27 +137,37 @@ class Stream:
     async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
         checked_at = kept_at = time.monotonic()
         tick = min(KEEPALIVE_SECONDS, SESSION_RECHECK_SECONDS)
-        while not self.done:
-            try:
-                message = await asyncio.wait_for(self.layer.receive(self.channel), tick)
-            except TimeoutError:
+        # One receive waits across the ticks: the Redis layer unsubscribes a channel whose
+        # receive is cancelled, so a receive timed out at each tick dropped the channel until
+        # the next one subscribed again, and the doorbells of that moment with it.
+        receiving: asyncio.Future | None = None
+        try:
+            while not self.done:
+                if receiving is None:
+                    receiving = asyncio.ensure_future(self.layer.receive(self.channel))
+                await asyncio.wait((receiving,), timeout=tick)
                 message = None
-            now = time.monotonic()
-            if message is not None and message.get("type") == REVOKED:
-                if self._revokes(message):
-                    return
-            elif message is not None and message.get("type") == "chat.events":
-                for chunk in await self._batch(message["events"]):
-                    yield chunk
-            if now - checked_at >= SESSION_RECHECK_SECONDS:
-                if not await self._credential_holds():
-                    return
-                checked_at = now
-                for chunk in await self._from_database():  # what the layer may have lost
-                    yield chunk
-            if now - kept_at >= KEEPALIVE_SECONDS and not self.done:
-                kept_at = now
-                yield KEEPALIVE
+                if receiving.done():
+                    message, receiving = receiving.result(), None
+                now = time.monotonic()
+                if message is not None and message.get("type") == REVOKED:
+                    if self._revokes(message):
+                        return
+                elif message is not None and message.get("type") == "chat.events":
+                    for chunk in await self._batch(message["events"]):
+                        yield chunk
+                if now - checked_at >= SESSION_RECHECK_SECONDS:
+                    if not await self._credential_holds():
+                        return
+                    checked_at = now
+                    for chunk in await self._from_database():  # what the layer may have lost
+                        yield chunk
+                if now - kept_at >= KEEPALIVE_SECONDS and not self.done:
+                    kept_at = now
+                    yield KEEPALIVE
+        finally:
+            if receiving is not None:
+                receiving.cancel()
 
     def _revokes(self, message: dict[str, Any]) -> bool:
         token_id, session_key = message.get("token_id"), message.get("session_key")

@@ -6,10 +6,14 @@ before its run starts: nothing read back, a lost batch read by its gap, nothing 
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
+import redis.asyncio
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from chat.eventlog.reads import events_after
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.web.sessions)
@@ -263,3 +267,93 @@ async def test_revoking_the_token_ends_a_streamed_completion(make_user, registry
     await stream.close()
     assert b'"error"' in body and b"[DONE]" not in body
     assert len(answer_of(body)) < len("a slow answer of many pieces")
+
+
+# -- the layer's channels: one receive across the ticks, nothing left behind ------------------
+
+
+class Channels:
+    """The channels the streams and /healthz make, and whether the layer still holds each: in its
+    table of channels and, on Redis, as a subscription of the server (PUBSUB NUMSUB)."""
+
+    def __init__(self, monkeypatch):
+        self.made: list[str] = []
+        self.layer = get_channel_layer()
+        real_new = self.layer.new_channel
+
+        async def new_channel(prefix="specific."):
+            name = await real_new(prefix)
+            if prefix in ("sse.", "healthz."):  # not the run registry's, which lives with the process
+                self.made.append(name)
+            return name
+
+        monkeypatch.setattr(self.layer, "new_channel", new_channel)
+
+    async def held(self) -> list[str]:
+        subscribed = set()
+        if settings.REDIS_URL:
+            client = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+            try:
+                counts = await client.pubsub_numsub(*self.made) if self.made else []
+            finally:
+                await client.aclose()
+            subscribed = {name.decode() for name, count in counts if count}
+        return [name for name in self.made if name in self.layer.channels or name in subscribed]
+
+    async def left(self, timeout: float = 3.0) -> bool:
+        """True once no channel made is held (the stream's end runs as the request winds down)."""
+        async with asyncio.timeout(timeout):
+            while await self.held():
+                await asyncio.sleep(0.05)
+        return True
+
+
+async def test_an_open_stream_keeps_one_receive_across_its_ticks_and_leaves_no_channel(
+    conversation, short_intervals, registry, monkeypatch
+):
+    channels = Channels(monkeypatch)
+    layer = channels.layer
+    real_receive, receives = layer.receive, []
+
+    async def receive(channel):
+        receives.append(channel)
+        return await real_receive(channel)
+
+    monkeypatch.setattr(layer, "receive", receive)
+    key = await sync_to_async(session_cookie)(conversation.owner)
+    stream = RawStream(f"/api/conversations/{conversation.pk}/stream/", [(b"cookie", f"sessionid={key}".encode())])
+    await stream.open()
+    assert (await stream.chunk()).startswith(b"event: sync")
+    for _ in range(3):
+        assert await stream.chunk() == b": keep-alive\n\n"
+    # Three ticks, one receive still waiting (a receive per tick unsubscribed at each on Redis).
+    assert len(channels.made) == 1 and [name for name in receives if name in channels.made] == channels.made
+    assert await channels.held() == channels.made
+    await stream.close()
+    assert await channels.left()
+
+
+async def test_finished_completions_and_probes_leave_no_channel_behind(make_user, registry, llm_settings, monkeypatch):
+    """A streamed completion ends on its `complete`, its last receive returned, not cancelled:
+    its channel stayed in the process (and subscribed, on Redis) for good. So did each
+    /healthz's."""
+    channels = Channels(monkeypatch)
+    user = await sync_to_async(make_user)("alice")
+    _, value = await sync_to_async(token_create)(user=user, name="script")
+    for streamed in (True, False):
+        llm_settings.script(text_reply("one two three", piece=3, delay=0.01))
+        call = completion(value, "count", stream=streamed)
+        assert (await call.open())["status"] == 200
+        body = await call.rest()
+        await call.close()
+        if streamed:
+            assert answer_of(body) == "one two three"
+        else:
+            assert orjson.loads(body)["choices"][0]["message"]["content"] == "one two three"
+    for _ in range(2):
+        probe = RawStream("/healthz", [])
+        assert (await probe.open())["status"] == 200
+        await probe.rest()
+        await probe.close()
+    assert len(channels.made) == 4 and sum("healthz." in name for name in channels.made) == 2
+    assert await channels.left()
