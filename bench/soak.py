@@ -15,7 +15,8 @@ that its hundred database connections never starve the machine's shared server, 
   with `Last-Event-ID` (bench/soak_streams.py).
 
 Every 10 s, per process: RSS, open file descriptors, the database's connections (all processes'
-together, from pg_stat_activity) and the event-loop lag, measured as the round trip of a `ping`
+together, from pg_stat_activity), Redis's channels with a subscriber (PUBSUB CHANNELS) and the
+event-loop lag, measured as the round trip of a `ping`
 on an idle socket of that process (the pong waits for the loop like everything else). At the
 end: the figures, their slopes per hour (least squares over the run's second half, after the
 warm-up), and the errors. Exit status 1 when any operation failed, never because of a timing.
@@ -42,6 +43,7 @@ from typing import Any
 import httpx
 import httpx2
 import psycopg
+import redis.asyncio as aioredis
 import websockets
 
 from .procs import raise_fd_limit, rss_bytes
@@ -310,6 +312,7 @@ class Soak:
         for ws in idle:
             await until_sync(ws)
         database = self.stack.env["DATABASE_URL"].rsplit("/", 1)[1]
+        redis = aioredis.Redis.from_url(self.stack.redis_url)
         try:
             while self.going:
                 sample: dict[str, Any] = {"t": round(time.monotonic() - self.started, 1)}
@@ -324,6 +327,9 @@ class Soak:
                 with psycopg.connect(self.stack.pg_admin_url) as conn:
                     row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database])
                     sample["db_connections"] = row.fetchone()[0]
+                # Every socket, stream and probe subscribes to a channel of its own: these go with
+                # them (a channel left behind was the soak's RSS growth, 7f55ec7).
+                sample["redis_channels"] = len(await redis.pubsub_channels())
                 self.samples.append(sample)
                 print(f"[soak] {json.dumps(sample)} ok={sum(self.done.values())} errors={sum(self.errors.values())}")
                 await asyncio.sleep(SAMPLE_SECONDS)
@@ -331,6 +337,7 @@ class Soak:
             for ws in idle:
                 await ws.close()
             await user.aclose()
+            await redis.aclose()
 
     async def run(self) -> None:
         await asyncio.gather(
