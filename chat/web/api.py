@@ -45,6 +45,7 @@ from chat.eventlog.reads import events_after, events_for_export
 from chat.inspector import trace as run_traces
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
 from chat.ops import metrics as metrics_series
+from chat.realtime.ending import end_channel
 from chat.runtime.writer import get_writer
 from chat.web.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
 
@@ -364,4 +365,4 @@ async def _layer_roundtrip() -> None:
             await layer.send(channel, {"type": "healthz"})
             await layer.receive(channel)
     finally:
-        await layer.discard_channel(channel)  # else each probe left a subscription behind (Redis)
+        await end_channel(layer, channel)  # else each probe left a subscription behind (Redis)

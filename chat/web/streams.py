@@ -35,6 +35,7 @@ from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
+from chat.realtime.ending import end_channel
 from chat.realtime.revocation import REVOKED, session_is_current, user_group
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
@@ -116,14 +117,9 @@ class Stream:
             async for chunk in self._live():
                 yield chunk
         finally:
-            for group in self.groups:
-                try:
-                    await self.layer.group_discard(group, self.channel)
-                except Exception:  # the layer is down: its groups expire by themselves
-                    logger.info("could not leave %s", group, exc_info=True)
             # No consumer's cancelled receive ends this channel: without this, every stream
             # left its queue and (on Redis) its subscription in the process for good.
-            await self.layer.discard_channel(self.channel)
+            await end_channel(self.layer, self.channel, self.groups)
 
     def _sync(self, run, pending: list[str]) -> dict[str, Any]:
         return {

@@ -274,7 +274,7 @@ async def test_revoking_the_token_ends_a_streamed_completion(make_user, registry
 
 class Channels:
     """The channels the streams and /healthz make, and whether the layer still holds each: in its
-    table of channels and, on Redis, as a subscription of the server (PUBSUB NUMSUB)."""
+    table of channels, in a group, and on Redis as a subscription of the server (PUBSUB NUMSUB)."""
 
     def __init__(self, monkeypatch):
         self.made: list[str] = []
@@ -298,7 +298,8 @@ class Channels:
             finally:
                 await client.aclose()
             subscribed = {name.decode() for name, count in counts if count}
-        return [name for name in self.made if name in self.layer.channels or name in subscribed]
+        joined = {name for members in self.layer.groups.values() for name in members}
+        return [name for name in self.made if name in self.layer.channels or name in subscribed or name in joined]
 
     async def left(self, timeout: float = 3.0) -> bool:
         """True once no channel made is held (the stream's end runs as the request winds down)."""
@@ -356,4 +357,36 @@ async def test_finished_completions_and_probes_leave_no_channel_behind(make_user
         await probe.rest()
         await probe.close()
     assert len(channels.made) == 4 and sum("healthz." in name for name in channels.made) == 2
+    assert await channels.left()
+
+
+async def test_a_client_closing_as_its_stream_ends_does_not_keep_the_channel(
+    conversation, registry, llm_settings, monkeypatch
+):
+    """A client that read `complete` closes at once, and Django cancels the request while the
+    stream leaves its groups: the leaving must not stop there (the soak's clients do this)."""
+    channels = Channels(monkeypatch)
+    layer = channels.layer
+    real_discard = layer.group_discard
+    leaving = asyncio.Event()
+
+    async def slow_group_discard(group, channel):
+        if channel in channels.made:
+            leaving.set()
+            await asyncio.sleep(0.3)
+        await real_discard(group, channel)
+
+    monkeypatch.setattr(layer, "group_discard", slow_group_discard)
+    llm_settings.script(text_reply("one two three", piece=3, delay=0.01))
+    key = await sync_to_async(session_cookie)(conversation.owner)
+    stream = RawStream(
+        f"/api/conversations/{conversation.pk}/stream/?until=complete", [(b"cookie", f"sessionid={key}".encode())]
+    )
+    await stream.open()
+    assert (await stream.chunk()).startswith(b"event: sync")
+    await registry.start(conversation=conversation, user=conversation.owner, content="count")
+    while b"event: complete" not in await stream.chunk():
+        pass
+    await asyncio.wait_for(leaving.wait(), 2)
+    await stream.close()  # the disconnect cancels the request in the middle of its leaving
     assert await channels.left()

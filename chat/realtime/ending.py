@@ -1,0 +1,39 @@
+"""Ending a channel that is no consumer's: its groups left, then the channel itself, to the end.
+
+A request's channel (an SSE stream's, a completion's, a health probe's) is ended in the
+request's own cleanup, and Django cancels a request when its client goes. A client that closes
+as its stream ends (the usual way: it read `complete`) cancelled that cleanup at its first
+await, and the channel stayed joined and subscribed for the life of the process (the soak: 19
+channels of ended streams on Redis after 7 minutes). The leaving runs as a task of its own: a
+cancelled request stops waiting for it, not the leaving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+logger = logging.getLogger(__name__)
+
+# The endings under way (a task nobody holds may be collected before it ends).
+_ending: set[asyncio.Task] = set()
+
+
+async def end_channel(layer, channel: str, groups: Iterable[str] = ()) -> None:
+    task = asyncio.ensure_future(_end(layer, channel, tuple(groups)))
+    _ending.add(task)
+    task.add_done_callback(_ending.discard)
+    await asyncio.shield(task)
+
+
+async def _end(layer, channel: str, groups: tuple[str, ...]) -> None:
+    for group in groups:
+        try:
+            await layer.group_discard(group, channel)
+        except Exception:  # the layer is down: its groups expire by themselves
+            logger.info("could not leave %s", group, exc_info=True)
+    try:
+        await layer.discard_channel(channel)
+    except Exception:
+        logger.info("could not end channel %s", channel, exc_info=True)
