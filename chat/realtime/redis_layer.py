@@ -76,30 +76,26 @@ class _OwingLoopLayer(RedisPubSubLoopLayer):
         if members:
             return
         del self.groups[group_channel]
-        if group_channel in self._owed:
-            self._owed.discard(group_channel)  # never subscribed: nothing to undo
-            return
-        try:
-            await self._get_shard(group_channel).unsubscribe(group_channel)
-        except REDIS_AWAY:
-            # A socket closing while Redis is away: the subscription comes back with the
-            # connection and delivers to a group with no member, which drops it.
-            logger.info("Redis does not answer: %s stays subscribed", group_channel)
+        await self._unsubscribe(group_channel)
 
     async def discard_channel(self, channel: str) -> None:
         """The end of a channel of this process: its queue and its subscription go. Channels'
         consumers end theirs by cancelling a receive, which is the only place channels-redis
         unsubscribes; a stream or a probe whose last receive returned left both behind, one
         SUBSCRIBE and one queue for every SSE stream, completion and /healthz, for good."""
-        if self.channels.pop(channel, None) is None:
-            return
-        if channel in self._owed:
-            self._owed.discard(channel)  # never subscribed: nothing to undo
+        if self.channels.pop(channel, None) is not None:
+            await self._unsubscribe(channel)
+
+    async def _unsubscribe(self, name: str) -> None:
+        if name in self._owed:
+            self._owed.discard(name)  # never subscribed: nothing to undo
             return
         try:
-            await self._get_shard(channel).unsubscribe(channel)
+            await self._get_shard(name).unsubscribe(name)
         except REDIS_AWAY:
-            logger.info("Redis does not answer: %s stays subscribed", channel)
+            # Left while Redis is away: the subscription comes back with the connection and
+            # delivers to no member (a group without one, a channel without its queue): dropped.
+            logger.info("Redis does not answer: %s stays subscribed", name)
 
     def owes(self) -> bool:
         return bool(self._owed)

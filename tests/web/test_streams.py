@@ -86,6 +86,18 @@ async def test_the_stream_of_another_user_is_a_404(conversation, make_user, regi
     await stream.close()
 
 
+async def run_under_stream(conversation, registry) -> RawStream:
+    """The owner's stream of the conversation (until=complete), past its `sync`, and a run started."""
+    key = await sync_to_async(session_cookie)(conversation.owner)
+    stream = RawStream(
+        f"/api/conversations/{conversation.pk}/stream/?until=complete", [(b"cookie", f"sessionid={key}".encode())]
+    )
+    await stream.open()
+    assert (await stream.chunk()).startswith(b"event: sync")
+    await registry.start(conversation=conversation, user=conversation.owner, content="count")
+    return stream
+
+
 async def test_batches_the_layer_lost_are_read_from_the_database(
     conversation, registry, llm_settings, monkeypatch, short_intervals
 ):
@@ -104,13 +116,7 @@ async def test_batches_the_layer_lost_are_read_from_the_database(
 
     monkeypatch.setattr(layer, "group_send", lossy_group_send)
     llm_settings.script(text_reply("one two three four five six seven", piece=2, delay=0.01))
-    key = await sync_to_async(session_cookie)(conversation.owner)
-    stream = RawStream(
-        f"/api/conversations/{conversation.pk}/stream/?until=complete", [(b"cookie", f"sessionid={key}".encode())]
-    )
-    await stream.open()
-    assert (await stream.chunk()).startswith(b"event: sync")
-    await registry.start(conversation=conversation, user=conversation.owner, content="count")
+    stream = await run_under_stream(conversation, registry)
     body = b""
     while (chunk := await stream.chunk()) is not None:
         body += chunk
@@ -378,13 +384,7 @@ async def test_a_client_closing_as_its_stream_ends_does_not_keep_the_channel(
 
     monkeypatch.setattr(layer, "group_discard", slow_group_discard)
     llm_settings.script(text_reply("one two three", piece=3, delay=0.01))
-    key = await sync_to_async(session_cookie)(conversation.owner)
-    stream = RawStream(
-        f"/api/conversations/{conversation.pk}/stream/?until=complete", [(b"cookie", f"sessionid={key}".encode())]
-    )
-    await stream.open()
-    assert (await stream.chunk()).startswith(b"event: sync")
-    await registry.start(conversation=conversation, user=conversation.owner, content="count")
+    stream = await run_under_stream(conversation, registry)
     while b"event: complete" not in await stream.chunk():
         pass
     await asyncio.wait_for(leaving.wait(), 2)
