@@ -64,6 +64,8 @@ CLOSE_TRY_AGAIN = 1013
 # and the usual connect-then-message costs none (the handshake has just checked).
 SESSION_RECHECK_SECONDS = 5.0
 
+PONG = {"type": "pong"}
+
 # The catch-ups under way (a task nobody holds may be collected before it ends).
 _catching_up: set[asyncio.Task] = set()
 
@@ -214,16 +216,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.revoked = True
             await self.close(code=CLOSE_NOT_LOGGED_IN)
 
-    async def _session_still_valid(self) -> bool:
-        if time.monotonic() - self.session_checked_at < SESSION_RECHECK_SECONDS:
-            return True
+    def _recheck_due(self) -> bool:
+        return time.monotonic() - self.session_checked_at >= SESSION_RECHECK_SECONDS
+
+    def _credential_is_current(self) -> bool:
+        """On the ORM thread: whether the socket's token or session still signs its user in."""
         if self.token_id is not None:
-            valid = await database_sync_to_async(token_is_current)(token_id=self.token_id, user_id=self.user.pk)
-        else:
-            valid = await database_sync_to_async(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+            return token_is_current(token_id=self.token_id, user_id=self.user.pk)
+        return session_is_current(session_key=self.session_key, user_id=self.user.pk)
+
+    def _checked(self, valid: bool) -> bool:
         if valid:
             self.session_checked_at = time.monotonic()
         return valid
+
+    async def _session_still_valid(self) -> bool:
+        if not self._recheck_due():
+            return True
+        return self._checked(await database_sync_to_async(self._credential_is_current)())
 
     # -- client -> server --------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -233,6 +243,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             frame = parse_frame(text_data)
             kind = frame["type"]
+            if kind == "ping":
+                await self._ping()
+                return
             if not await self._session_still_valid():
                 await self._revoke()
                 return
@@ -254,21 +267,50 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     decision=decision,
                     reply_to=self.channel_name,
                 )
-            elif kind == "ping":
-                await self._send_json({"type": "pong"})
-                # A cheap catch-up: if the layer dropped the tail of a run, the next ping finds it.
-                await self._catch_up()
         except ProtocolError as exc:
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
         except DatabaseError:
             # The database is down or restarting: the socket stays, the frame is refused (nothing
-            # of it was stored), and a ping is answered all the same (the socket is alive).
+            # of it was stored; a ping is answered all the same, _ping).
             logger.warning("a %s frame failed on the database", kind, exc_info=True)
-            if kind == "ping":
-                await self._send_json({"type": "pong"})
-                return
             exc = run_actions.database_unavailable()
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+
+    async def _ping(self) -> None:
+        """`pong`, and a cheap catch-up: if the layer dropped the tail of a run, the next ping
+        finds it. A page pings every 20 s, past the re-check window, so most pings re-check the
+        credential too: both in one trip to the ORM thread (10,000 idle sockets ping 500 times a
+        second, and each trip is a hop to the thread and back on a loop they share). A ping
+        with nothing to check is answered at once, not behind a busy ORM thread; one that
+        re-checks is answered once the credential holds (a revoked one gets the close instead)."""
+        assert self._sending is not None  # a socket with a conversation has joined
+        recheck = self._recheck_due()
+        if not recheck:
+            await self._send_json(PONG)
+        async with self._sending:
+            try:
+                valid, frames = await database_sync_to_async(self._ping_reads)(recheck=recheck, after=self.last_seq)
+            except DatabaseError:
+                # The database is away: the socket is alive all the same; the credential is
+                # re-checked by the next frame, the tail read by the next ping or doorbell.
+                logger.warning("a ping could not read the database", exc_info=True)
+                if recheck:
+                    await self._send_json(PONG)
+                return
+            if recheck:
+                if not self._checked(valid):
+                    await self._revoke()
+                    return
+                await self._send_json(PONG)
+            for frame in frames:
+                await self._send_frame(frame)
+        if len(frames) == EVENT_PAGE:
+            await self._catch_up()  # a longer tail: the rest page by page
+
+    def _ping_reads(self, *, recheck: bool, after: int) -> tuple[bool, list[dict[str, Any]]]:
+        if recheck and not self._credential_is_current():
+            return False, []
+        return True, events_after(conversation_id=self.conversation.pk, after=after, limit=EVENT_PAGE)
 
     async def _start_run(
         self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None

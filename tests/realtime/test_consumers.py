@@ -382,6 +382,57 @@ async def test_ping_catches_up_a_lost_tail(conversation, registry):
     await socket.close()
 
 
+async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(conversation, registry, monkeypatch):
+    """A page's pings (20 s apart) are all past the 5 s window: the credential's re-check and the
+    tail's read go in one trip; a ping inside the window answers before its trip."""
+    from chat.realtime import consumers
+    from tests.asgi_socket import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    trips = []
+    real = consumers.database_sync_to_async
+
+    def counting(func):
+        trips.append(getattr(func, "__name__", repr(func)))
+        return real(func)
+
+    monkeypatch.setattr(consumers, "database_sync_to_async", counting)
+    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    run, frames = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    await socket.send({"type": "ping"})
+    assert await socket.recv() == {"type": "pong"}
+    assert await socket.recv() == frames[0]  # the tail, read in the same trip as the re-check
+    assert trips == ["_ping_reads"]
+    await socket.close()
+
+
+async def test_a_rechecking_ping_while_the_database_fails_is_answered_once(conversation, registry, monkeypatch):
+    from chat.realtime import consumers
+    from tests.asgi_socket import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+
+    def down(**kwargs):
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(consumers, "session_is_current", down)
+    await socket.send({"type": "ping"})
+    assert await socket.recv() == {"type": "pong"}
+    assert await socket.silent()  # one pong, no error frame, no close
+    monkeypatch.undo()
+    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    await socket.send({"type": "ping"})  # the check is still owed, and passes now
+    assert await socket.recv() == {"type": "pong"}
+    await socket.close()
+
+
 async def test_memory_carries_earlier_turns(conversation, registry, llm_settings):
     from tests.asgi_socket import Socket
 
