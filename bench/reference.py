@@ -20,6 +20,8 @@ from . import concurrency, firsttext, idle
 from .pool import Pool
 from .server import ROOT, VENV_BIN, FakeModel, free_port, wait_http
 
+RELAY_APP = "bench.reference_relay:application"
+
 
 @dataclass
 class RelayStack:
@@ -42,13 +44,16 @@ class RelayStack:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DJANGO_"))}
         env.update(OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="x", PYTHONUNBUFFERED="1")
         port = free_port()
-        cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0"]
-        cmd.append("bench.reference_relay:application")
         with open(os.path.join(self._tmp, "relay.log"), "w") as log:  # the child keeps its own descriptor
-            self.servers.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+            self.servers.append(
+                subprocess.Popen(self._command(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            )
         self.ports.append(port)
         wait_http(self.base(0) + "/", process=self.servers[0])
         return self
+
+    def _command(self, port: int) -> list[str]:
+        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0", RELAY_APP]
 
     def stop(self) -> None:
         for process in self.servers:

@@ -6,10 +6,12 @@ opens SOCKETS idle, authenticated sockets on conversations of their own and hold
 snapshots before and after are compared by the line that allocated, and the lines that grew
 most are printed as bytes per socket, beside the RSS the process gained per socket. What the
 tracer sees is Python's heap; the rest of RSS (the allocator's slack, C buffers) is the gap
-between its total and the RSS figure.
+between its total and the RSS figure. `--relay` measures the reference relay's sockets
+(bench/reference_relay.py) the same way, to compare line by line with the project's.
 
 python -m bench.socket_memory                  # 500 sockets
 python -m bench.socket_memory --sockets 2000 --top 40
+python -m bench.socket_memory --relay          # the relay's
 """
 
 from __future__ import annotations
@@ -25,15 +27,24 @@ from pathlib import Path
 
 from daphne.cli import CommandLineInterface
 
-from . import clients
+from . import clients, reference
 from .pool import Pool
 from .procs import raise_fd_limit, rss_bytes
+from .reference import RELAY_APP, RelayStack
 from .server import FakeModel, Stack
 
 FRAMES = 12
+PROJECT_APP = "agentsite.asgi:application"
 
 
-def serve(port: str, directory: str) -> None:
+class TracedRelay(RelayStack):
+    """The reference relay (bench/reference_relay.py) served by the traced daphne, for `--relay`."""
+
+    def _command(self, port: int) -> list[str]:
+        return [sys.executable, "-m", "bench.socket_memory", "--serve", str(port), self._tmp, RELAY_APP]
+
+
+def serve(port: str, directory: str, app: str = PROJECT_APP) -> None:
     """The traced daphne: a snapshot to <directory>/snapshot-<n>.bin at each SIGUSR1.
 
     Tracing starts at the first snapshot, not before the application loads: only what is
@@ -53,11 +64,11 @@ def serve(port: str, directory: str) -> None:
     # Tracing slows every allocation several times: a handshake may take longer than daphne's 5 s
     # connect timeout, which would drop it without an HTTP answer.
     sys.argv = ["daphne", "-b", "127.0.0.1", "-p", port, "-v", "0", "--websocket_connect_timeout", "120"]
-    sys.argv.append("agentsite.asgi:application")
+    sys.argv.append(app)
     CommandLineInterface.entrypoint()
 
 
-async def _snapshot(stack: Stack, n: int) -> tracemalloc.Snapshot:
+async def _snapshot(stack: Stack | RelayStack, n: int) -> tracemalloc.Snapshot:
     os.kill(stack.pids[0], signal.SIGUSR1)
     path = Path(stack._tmp) / f"snapshot-{n}.bin"
     deadline = time.monotonic() + 120
@@ -78,7 +89,7 @@ def _where(trace: tracemalloc.StatisticDiff) -> str:
     return name(frame) if frame is inner else f"{name(frame)} -> {name(inner)}"
 
 
-async def measure(stack: Stack, pool: Pool, sockets: int, top: int) -> None:
+async def measure(stack: Stack | RelayStack, pool: Pool, sockets: int, top: int) -> None:
     warm = [(await clients.connect(stack.base(), c, s))[0] for s, c in pool.take(20)]
     await clients.close_all(warm)
     await asyncio.sleep(1)
@@ -113,18 +124,26 @@ async def measure(stack: Stack, pool: Pool, sockets: int, top: int) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        serve(sys.argv[2], sys.argv[3])
+        serve(*sys.argv[2:5])
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.socket_memory", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sockets", type=int, default=500)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--relay", action="store_true", help="the reference relay's sockets instead of the project's")
     args = parser.parse_args()
     raise_fd_limit()
     model = FakeModel()
-    stack = Stack(name="socket-memory", server="daphne-traced")
+    stack: Stack | TracedRelay
+    if args.relay:
+        stack = TracedRelay()
+    else:
+        stack = Stack(name="socket-memory", server="daphne-traced")
     try:
         stack.start(model)
-        pool = Pool(stack.seed(op="users", count=100, conversations=-(-(args.sockets + 20) // 100)))
+        if isinstance(stack, TracedRelay):
+            pool = reference.pool(args.sockets + 20)
+        else:
+            pool = Pool(stack.seed(op="users", count=100, conversations=-(-(args.sockets + 20) // 100)))
         asyncio.run(measure(stack, pool, args.sockets, args.top))
     finally:
         stack.stop()
