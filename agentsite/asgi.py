@@ -18,20 +18,24 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
     if settings.CHECK_BEFORE_SERVING:
         startup.check_before_serving()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402 - needs the app registry loaded
-
-from chat.realtime.origins import OriginValidator  # noqa: E402
-from chat.realtime.routing import websocket_urlpatterns  # noqa: E402
+from chat.realtime.origins import OriginValidator  # noqa: E402 - needs the app registry loaded
+from chat.realtime.routing import SocketRouter, websocket_urlpatterns  # noqa: E402
 from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
 
-application = RunRegistryStarter(
-    ProtocolTypeRouter(
-        {
-            "http": django_asgi_app,
-            "websocket": OriginValidator(URLRouter(websocket_urlpatterns)),
-        }
-    )
-)
+websocket_app = OriginValidator(SocketRouter(websocket_urlpatterns))
+
+
+def by_protocol(scope, receive, send):
+    """Channels' ProtocolTypeRouter as a plain call: that one awaited the next application, so
+    its frame lived as long as each socket; this hands back the next one's coroutine."""
+    if scope["type"] == "http":
+        return django_asgi_app(scope, receive, send)
+    if scope["type"] == "websocket":
+        return websocket_app(scope, receive, send)
+    raise ValueError(f"No application configured for scope type {scope['type']!r}")
+
+
+application = RunRegistryStarter(by_protocol)
 if settings.GC_FULL_COLLECTION_SECONDS > 0:
     application = FullCollections(application, every=settings.GC_FULL_COLLECTION_SECONDS)
 

@@ -101,8 +101,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
     session_checked_at = 0.0
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
 
+    def __init__(self, conversation_id=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.conversation_id = conversation_id  # from its path (chat.realtime.routing)
+
     async def connect(self) -> None:
-        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        conversation_id = self.conversation_id
         try:
             # Trip one to the ORM thread: who signs in, and their conversation.
             signed, conversation = await database_sync_to_async(_handshake)(self.scope, conversation_id)
