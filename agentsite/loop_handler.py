@@ -10,32 +10,80 @@ GIL while the loop is busy.
 
 Here both run inline. Their receivers act on the calling thread's own state: Django's (the
 query log and old connections of the thread, the caches, the urlconf) find nothing to do on
-the loop's thread, which never holds a database connection, nor on a request's thread, which is
-new for each request (the thread's connection was never closed by them either: CONN_MAX_AGE
-keeps it). A receiver that queried would fail loudly on the loop (Django's async-unsafe guard),
-not block it. A request whose middleware or view does block still gets its thread as in
-Django: the ThreadSensitiveContext is kept.
+the loop's thread, which never holds a database connection; the request's thread gets Django's
+end-of-request check of its connection when it is taken back (RequestThreads). A receiver that queried would fail loudly on the loop (Django's async-unsafe guard),
+not block it. A request whose middleware or view does block still gets a thread of its own for
+that work, as in Django, but one lent by RequestThreads, not made for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.db import close_old_connections, connections
 from django.urls import set_script_prefix
+
+# Threads kept between requests (more are made for a burst and ended after it).
+KEPT_REQUEST_THREADS = 8
+
+
+class RequestThreads:
+    """Threads lent to requests for their blocking work (a sync view, a middleware hook that may
+    query), one request at a time each, as Django's thread of its own per request would be.
+
+    Django made a new thread for every request, whose first query opened a new database
+    connection (on PostgreSQL a new backend process: 1,000 GETs of the conversation list opened
+    1,000 sessions, 18 ms a request), and since nothing closed it on that thread, it was left to
+    the garbage collector with the thread. A kept thread keeps its connection (CONN_MAX_AGE) for
+    the next request, after Django's end-of-request check run on that thread (a broken or too old
+    connection is closed; the next use checks its health, CONN_HEALTH_CHECKS). A thread made for a
+    burst closes its connection before it ends."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.idle: list[ThreadPoolExecutor] = []
+
+    def lend(self, context: ThreadSensitiveContext) -> ThreadPoolExecutor:
+        """A thread for the thread-sensitive calls made in `context` (the request's). Set as
+        ThreadSensitiveContext would set the one it makes: asgiref's `executor=` would also make
+        a run started by the request (a task that outlives it) fail its later thread-sensitive
+        calls, where with Django's own thread they get a thread of their own."""
+        thread = self.idle.pop() if self.idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        SyncToAsync.context_to_thread_executor[context] = thread
+        return thread
+
+    def take_back(self, context: ThreadSensitiveContext, thread: ThreadPoolExecutor) -> None:
+        SyncToAsync.context_to_thread_executor.pop(context, None)  # not the context's to shut down
+        # Queued on the thread itself, after the request's own work: nothing here waits for it.
+        if len(self.idle) < self.keep:
+            thread.submit(close_old_connections)
+            self.idle.append(thread)
+        else:
+            thread.submit(connections.close_all)
+            thread.shutdown(wait=False)
+
+
+request_threads = RequestThreads(KEPT_REQUEST_THREADS)
 
 
 class LoopASGIHandler(ASGIHandler):
-    """ASGIHandler.handle with the two signals' calls on the loop; the rest as Django's."""
+    """ASGIHandler.handle with the two signals' calls on the loop, and a lent thread for the
+    request's thread-sensitive work; the rest as Django's."""
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        async with ThreadSensitiveContext():
-            await self.handle(scope, receive, send)
+        async with ThreadSensitiveContext() as context:
+            thread = request_threads.lend(context)
+            try:
+                await self.handle(scope, receive, send)
+            finally:
+                request_threads.take_back(context, thread)
 
     async def handle(self, scope, receive, send):
         try:

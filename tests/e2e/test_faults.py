@@ -333,6 +333,8 @@ async def test_postgres_restarted_mid_run_with_connections_left_by_earlier_runs(
         await sock.message(warm)
         await sock.until_complete()
         await sock.close()
+        # A blocking view: the request thread it ran on is kept, with the connection it used.
+        assert (await client.api("GET", "/api/conversations/", server=server)).status_code == 200
     conversation = await client.create_conversation()
     # One watcher pings often, so that pings land on connections the restart broke.
     sockets = await watchers(client, conversation, pair, ping_every=0.5)
@@ -344,6 +346,11 @@ async def test_postgres_restarted_mid_run_with_connections_left_by_earlier_runs(
     postgres.restart()
     back = time.monotonic()
     healthy = await pair.healthy_after(back)
+    # The kept request threads' connections are broken: the first blocking view checks its
+    # thread's connection and opens a new one, not a 500.
+    for server in pair.servers:
+        listed = await client.api("GET", "/api/conversations/", server=server)
+        assert listed.status_code == 200, (listed.status_code, pair.story())
     done = [await sock.until_complete(run_id) for sock in sockets]
     stored = await check_delivery(client, conversation, sockets, run_id)
     # The writer's retry on a new connection: the run went on, nothing lost.

@@ -15,7 +15,7 @@ import threading
 
 import orjson
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.handlers.asgi import ASGIHandler
@@ -214,3 +214,53 @@ async def test_a_streamed_completion_costs_two_queries_besides_its_start(registr
     status, content = await _answered("/v1/chat/completions", value, body)
     assert status == 200 and content.endswith(b"data: [DONE]\n\n")
     assert (trips.trips, len(trips.queries)) == (2, 2), trips.queries
+
+
+async def test_blocking_views_run_on_a_kept_thread_that_keeps_its_connection(registry, monkeypatch):
+    """Django made a thread for every request, whose first query opened a database connection of
+    its own, left to the garbage collector (on PostgreSQL a backend process per request)."""
+    user = await sync_to_async(_user)()
+    _, value = await sync_to_async(token_create)(user=user, name="t")
+    seen: list[tuple[str, int]] = []
+    real_execute = CursorWrapper._execute
+
+    def execute(cursor, sql, *args):
+        if '"chat_conversation"' in sql:  # the view's own query
+            seen.append((threading.current_thread().name, id(cursor.db.connection)))
+        return real_execute(cursor, sql, *args)
+
+    monkeypatch.setattr(CursorWrapper, "_execute", execute)
+    for _ in range(5):
+        status, _ = await _answered("/api/conversations/", value)  # a sync view
+        assert status == 200
+    names = {name for name, _ in seen}
+    assert names and all(name.startswith("request_") for name in names), names  # lent threads
+    assert len(names) == 1  # one after the other: the same kept thread each time
+    assert len({connection for _, connection in seen}) == 1  # and its one connection
+
+
+def test_threads_beyond_those_kept_close_their_connection_and_end():
+    from django.db import connection, connections
+
+    from agentsite.loop_handler import RequestThreads
+
+    threads = RequestThreads(keep=2)
+    contexts = [ThreadSensitiveContext() for _ in range(4)]
+    lent = [threads.lend(context) for context in contexts]
+    opened = []
+
+    def open_one():
+        connection.ensure_connection()
+        opened.append(connections["default"])  # this thread's own wrapper (not the proxy)
+
+    for thread in lent:
+        thread.submit(open_one).result()
+    for context, thread in zip(contexts, lent):
+        threads.take_back(context, thread)
+    for thread in lent:
+        thread.submit(lambda: None).result() if thread in threads.idle else thread.shutdown(wait=True)
+    assert threads.idle == lent[:2]
+    assert [wrapper.connection is None for wrapper in opened] == [False, False, True, True]
+    for thread in threads.idle:
+        thread.submit(lambda: connection.close()).result()
+        thread.shutdown()
