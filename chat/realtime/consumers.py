@@ -97,7 +97,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     token_id = None
     counted = False
     revoked = False
-    accepted = False
     session_checked_at = 0.0
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
 
@@ -106,6 +105,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.conversation_id = conversation_id  # from its path (chat.realtime.routing)
 
     async def connect(self) -> None:
+        # Accepted before anything else. A restarted server's pages all reconnect at once and
+        # their sign-ins queue on the ORM thread; daphne refuses (403) or drops a handshake not
+        # accepted within its connect timeout (5 s), and the page tries again: at 10,000 sockets
+        # the retries kept the queue full, and after 300 s 8,138 had not synced. Accepted, a
+        # socket waits its turn; a refusal below was already an accept then a close with its
+        # code, nothing sent before it.
+        await self.accept()
         conversation_id = self.conversation_id
         try:
             # Trip one to the ORM thread: who signs in, and their conversation.
@@ -114,7 +120,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._try_again_later()
             return
         if signed is None:
-            await self.accept()
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
         self.user = signed.user
@@ -122,7 +127,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.session_checked_at = time.monotonic()  # the handshake has just checked it
         limit = settings.AGENT_MAX_SOCKETS_PER_USER
         if limit and sockets.user_sockets(self.user.pk) >= limit:
-            await self.accept()
             await self.close(code=CLOSE_TOO_MANY_SOCKETS)
             return
         sockets.count_in(self.user.pk)
@@ -140,20 +144,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # The database or the layer failed under the connect (an outage, a restart): a code
         # the page reconnects on, not Channels' 1011 and a traceback per socket.
         logger.warning("a socket could not connect; closed with %s", CLOSE_TRY_AGAIN, exc_info=True)
-        if not self.accepted:
-            await self.accept()
         await self.close(code=CLOSE_TRY_AGAIN)
-
-    async def accept(self, subprotocol=None, headers=None) -> None:
-        await super().accept(subprotocol, headers)
-        self.accepted = True
 
     async def _join(self, conversation) -> None:
         # Joined before anything else, so that a session ending from here on reaches it.
         self.user_group = user_group(self.user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         if conversation is None:
-            await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation = conversation
@@ -164,7 +161,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         self._sending = asyncio.Lock()
         doorbell.watch(self._layer_back)
-        await self.accept()
         await get_registry().ensure_started()
         async with self._sending:
             # Trip two (one more per page of a history longer than one): the history after

@@ -366,6 +366,39 @@ async def test_a_frame_is_not_held_behind_a_busy_orm_thread(conversation, regist
     await socket.close()
 
 
+async def test_a_socket_is_accepted_before_its_sign_in_reaches_the_orm_thread(conversation, registry):
+    """A restarted server's pages reconnect at once and their sign-ins queue on the ORM thread:
+    the handshake is answered at once (daphne drops one not accepted within 5 s, and the page's
+    retry joins the queue again), and the socket waits its turn for `sync`."""
+    import threading
+
+    from channels.testing import WebsocketCommunicator
+
+    from agentsite.asgi import application
+    from tests.asgi_socket import session_cookie
+
+    cookie = await sync_to_async(session_cookie)(conversation.owner)
+    headers = [(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", f"sessionid={cookie}".encode())]
+    comm = WebsocketCommunicator(application, f"/ws/chat/{conversation.pk}/", headers=headers)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(10)
+
+    blocker = asyncio.ensure_future(sync_to_async(hold)())  # the thread every ORM call shares
+    try:
+        assert await asyncio.to_thread(held.wait, 5)
+        connected, _ = await comm.connect(timeout=5)
+        assert connected and not release.is_set()  # accepted while the thread was still held
+        assert await comm.receive_nothing(timeout=0.2)  # nothing before the sign-in
+    finally:
+        release.set()
+        await blocker
+    assert (await comm.receive_json_from(timeout=5))["type"] == "sync"
+    await comm.disconnect()
+
+
 async def test_ping_catches_up_a_lost_tail(conversation, registry):
     from tests.asgi_socket import Socket
 
