@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import gc
 
+from asgiref.sync import markcoroutinefunction
+
 FULL_EVERY_SECONDS = 60.0
 
 
@@ -34,6 +36,7 @@ class FullCollections:
         self.every = every
         self.started = False
 
+    @markcoroutinefunction  # an ASGI 3 application to servers that ask (uvicorn took it for ASGI 2)
     def __call__(self, scope, receive, send):
         if not self.started:
             self.started = True

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import weakref
 
+from asgiref.sync import markcoroutinefunction
+
 from chat.runtime.registry import get_registry
 
 _kicked: weakref.WeakSet = weakref.WeakSet()
@@ -24,6 +26,7 @@ class RunRegistryStarter:
     def __init__(self, app):
         self.app = app
 
+    @markcoroutinefunction  # an ASGI 3 application to servers that ask (uvicorn took it for ASGI 2)
     def __call__(self, scope, receive, send):
         if scope["type"] in ("http", "websocket"):
             registry = get_registry()

@@ -82,3 +82,13 @@ def test_no_router_frame_waits_above_the_consumer(routes):
     handed.close()
     with pytest.raises(ValueError, match="lifespan"):
         by_protocol({"type": "lifespan"}, None, None)
+
+
+def test_servers_that_ask_see_an_asgi3_application():
+    """uvicorn asks whether the application's __call__ is a coroutine function: the plain-call
+    wrappers (no frame per connection) were taken for ASGI 2 and every connection failed."""
+    from uvicorn.config import Config
+
+    config = Config(app=application)
+    config.load()
+    assert config.interface == "asgi3"
