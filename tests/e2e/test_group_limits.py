@@ -62,7 +62,8 @@ async def test_the_groups_limits_set_in_the_admin_refuse_the_next_start(group_se
     http = await bearer(owner)
     conversation = await owner.create_conversation()
     messages = f"/api/conversations/{conversation}/messages/"
-    stream = f"/api/conversations/{conversation}/stream/?until=complete"
+    # Each run read to its own end: a stream without `after` ends at the first run's `complete`.
+    stream = f"/api/conversations/{conversation}/stream/?until=complete&after="
     for message in ("one", "three"):
         replies.set(
             message,
@@ -70,16 +71,18 @@ async def test_the_groups_limits_set_in_the_admin_refuse_the_next_start(group_se
         )
 
     await post_limits(staff, group_id, quota="", rate="1", initial=0)
-    assert (await http.post(messages, json={"content": "one"})).status_code == 202
-    await read_sse(http, stream)
+    started = await http.post(messages, json={"content": "one"})
+    assert started.status_code == 202
+    await read_sse(http, stream + str(started.json()["seq"]))
     r = await http.post(messages, json={"content": "two"})
     assert (r.status_code, r.json()["error"]["code"]) == (429, "RATE_LIMITED")
     assert "at most 1 messages" in r.json()["error"]["detail"]
 
     # Lifted in the admin (0: unlimited), with a quota above the 10 tokens spent: the next start goes.
     await post_limits(staff, group_id, quota="100", rate="0", initial=1)
-    assert (await http.post(messages, json={"content": "three"})).status_code == 202
-    await read_sse(http, stream)
+    started = await http.post(messages, json={"content": "three"})
+    assert started.status_code == 202
+    await read_sse(http, stream + str(started.json()["seq"]))
     usage = (await owner.api("GET", "/api/usage/")).json()
     assert (usage["today"]["totalTokens"], usage["dailyTokenQuota"]) == (20, 100)
 
