@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from contextlib import asynccontextmanager
 
 import pytest
 from asgiref.sync import SyncToAsync, sync_to_async
@@ -337,32 +339,38 @@ async def test_a_gap_in_the_doorbell_is_filled_from_the_database(conversation, r
     await socket.close()
 
 
-async def test_a_frame_is_not_held_behind_a_busy_orm_thread(conversation, registry):
-    """Channels hops to the ORM thread before every client frame (to close stale connections);
-    ours go straight to their handler, so that a burst of messages is not queued frame by frame
-    behind the run starts that thread is storing (the starts close stale connections themselves)."""
-    import threading
-
-    from tests.asgi_socket import Socket
-
-    socket = Socket(conversation.owner, conversation.pk)
-    await socket.connect()
-    await socket.history()
+@asynccontextmanager
+async def orm_thread_held():
+    """The thread every ORM call shares, held until the block ends; yields the release event
+    (set once the block has ended)."""
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         held.set()
         release.wait(10)
 
-    blocker = asyncio.ensure_future(sync_to_async(hold)())  # the thread every ORM call shares
+    blocker = asyncio.ensure_future(sync_to_async(hold)())
     try:
         assert await asyncio.to_thread(held.wait, 5)
-        await socket.send({"type": "ping"})
-        assert await socket.recv(timeout=3) == {"type": "pong"}
-        assert not release.is_set()  # answered while the thread was still held
+        yield release
     finally:
         release.set()
         await blocker
+
+
+async def test_a_frame_is_not_held_behind_a_busy_orm_thread(conversation, registry):
+    """Channels hops to the ORM thread before every client frame (to close stale connections);
+    ours go straight to their handler, so that a burst of messages is not queued frame by frame
+    behind the run starts that thread is storing (the starts close stale connections themselves)."""
+    from tests.asgi_socket import Socket
+
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    async with orm_thread_held() as release:
+        await socket.send({"type": "ping"})
+        assert await socket.recv(timeout=3) == {"type": "pong"}
+        assert not release.is_set()  # answered while the thread was still held
     await socket.close()
 
 
@@ -370,8 +378,6 @@ async def test_a_socket_is_accepted_before_its_sign_in_reaches_the_orm_thread(co
     """A restarted server's pages reconnect at once and their sign-ins queue on the ORM thread:
     the handshake is answered at once (daphne drops one not accepted within 5 s, and the page's
     retry joins the queue again), and the socket waits its turn for `sync`."""
-    import threading
-
     from channels.testing import WebsocketCommunicator
 
     from agentsite.asgi import application
@@ -380,21 +386,10 @@ async def test_a_socket_is_accepted_before_its_sign_in_reaches_the_orm_thread(co
     cookie = await sync_to_async(session_cookie)(conversation.owner)
     headers = [(b"host", b"localhost"), (b"origin", b"http://localhost"), (b"cookie", f"sessionid={cookie}".encode())]
     comm = WebsocketCommunicator(application, f"/ws/chat/{conversation.pk}/", headers=headers)
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        held.set()
-        release.wait(10)
-
-    blocker = asyncio.ensure_future(sync_to_async(hold)())  # the thread every ORM call shares
-    try:
-        assert await asyncio.to_thread(held.wait, 5)
+    async with orm_thread_held() as release:
         connected, _ = await comm.connect(timeout=5)
         assert connected and not release.is_set()  # accepted while the thread was still held
         assert await comm.receive_nothing(timeout=0.2)  # nothing before the sign-in
-    finally:
-        release.set()
-        await blocker
     assert (await comm.receive_json_from(timeout=5))["type"] == "sync"
     await comm.disconnect()
 
