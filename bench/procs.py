@@ -23,6 +23,24 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def rss_by_kind(pid: int) -> dict[str, int]:
+    """Resident bytes of the process by kind of mapping (/proc/PID/smaps): `heap` is malloc's
+    main heap (the [heap] mapping), `anon` every other private anonymous mapping (pymalloc's
+    arenas, glibc's thread arenas, thread stacks, large allocations), `file` what is mapped
+    from files (code and libraries). A growth of RSS shows in one of them."""
+    kinds = {"heap": 0, "anon": 0, "file": 0}
+    kind = "file"
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=6)
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line: range perms offset dev inode [path]
+                path = head[5].strip() if len(head) > 5 else ""
+                kind = "heap" if path == "[heap]" else ("file" if path.startswith("/") else "anon")
+            elif head[0] == "Rss:":
+                kinds[kind] += int(head[1]) * 1024
+    return kinds
+
+
 def self_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime

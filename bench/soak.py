@@ -14,7 +14,8 @@ that its hundred database connections never starve the machine's shared server, 
 - SSE streams: runs started over HTTP and read over the stream, every other one cut and read on
   with `Last-Event-ID` (bench/soak_streams.py).
 
-Every 10 s, per process: RSS, open file descriptors, the database's connections (all processes'
+Every 10 s, per process: RSS (and its part in malloc's main heap, in other anonymous mappings
+and in files' mappings, from /proc/PID/smaps), open file descriptors, the database's connections (all processes'
 together, from pg_stat_activity), Redis's channels with a subscriber (PUBSUB CHANNELS) and the
 event-loop lag, measured as the round trip of a `ping`
 on an idle socket of that process (the pong waits for the loop like everything else). At the
@@ -46,7 +47,7 @@ import psycopg
 import redis.asyncio as aioredis
 import websockets
 
-from .procs import raise_fd_limit, rss_bytes
+from .procs import raise_fd_limit, rss_by_kind, rss_bytes
 from .server import Stack
 from .soak_streams import streamed_run
 
@@ -318,6 +319,8 @@ class Soak:
                 sample: dict[str, Any] = {"t": round(time.monotonic() - self.started, 1)}
                 for i, (pid, ws) in enumerate(zip(self.stack.pids, idle)):
                     sample[f"rss_mb_{i}"] = round(rss_bytes(pid) / 2**20, 1)
+                    for kind, size in rss_by_kind(pid).items():
+                        sample[f"{kind}_mb_{i}"] = round(size / 2**20, 1)
                     sample[f"fds_{i}"] = len(os.listdir(f"/proc/{pid}/fd"))
                     sent = time.perf_counter()
                     await ws.send(json.dumps({"type": "ping"}))
@@ -351,13 +354,29 @@ class Soak:
         )
 
 
+WINDOW_SECONDS = 600
+
+
 def slope_per_hour(samples: list[dict], key: str) -> float:
     """Least-squares slope of `key` over the second half of the run (the first is warm-up)."""
-    half = samples[len(samples) // 2 :]
-    if len(half) < 2:
+    return least_squares_per_hour(samples[len(samples) // 2 :], key)
+
+
+def window_slopes(samples: list[dict], key: str) -> list[float]:
+    """The slope of `key` in each whole 10-minute window: whether a growth slows, keeps on or
+    stops shows only window by window."""
+    windows: dict[int, list[dict]] = {}
+    for sample in samples:
+        windows.setdefault(int(sample["t"] // WINDOW_SECONDS), []).append(sample)
+    whole = 0.9 * WINDOW_SECONDS / SAMPLE_SECONDS  # samples of a window not cut by the end
+    return [round(least_squares_per_hour(part, key), 1) for _, part in sorted(windows.items()) if len(part) >= whole]
+
+
+def least_squares_per_hour(samples: list[dict], key: str) -> float:
+    if len(samples) < 2:
         return 0.0
-    ts = [s["t"] / 3600 for s in half]
-    ys = [s[key] for s in half]
+    ts = [s["t"] / 3600 for s in samples]
+    ys = [s[key] for s in samples]
     mt, my = sum(ts) / len(ts), sum(ys) / len(ys)
     var = sum((t - mt) ** 2 for t in ts)
     return sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / var if var else 0.0
@@ -372,6 +391,7 @@ def summary(soak: Soak, duration: float) -> dict[str, Any]:
             "last": samples[-1][key],
             "max": max(s[key] for s in samples),
             "slope_per_hour": round(slope_per_hour(samples, key), 2),
+            "window_slopes_per_hour": window_slopes(samples, key),
         }
         for key in keys
     }
@@ -449,6 +469,10 @@ def main() -> int:
     print("[soak] figure: first / last / max, slope per hour (second half)")
     for key, fig in result["figures"].items():
         print(f"[soak]   {key}: {fig['first']} / {fig['last']} / {fig['max']}, {fig['slope_per_hour']:+}/h")
+    print(f"[soak] memory's slope per hour in each {WINDOW_SECONDS // 60}-minute window")
+    for key, fig in result["figures"].items():
+        if key.endswith(("_mb_0", "_mb_1")):
+            print(f"[soak]   {key}: {' '.join(f'{v:+}' for v in fig['window_slopes_per_hour'])}")
     if result["errors"]:
         print(f"[soak] ERRORS {result['errors']}")
         for line in result["first_errors"]:
