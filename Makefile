@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx axe oidc-provider realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean
+.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx axe oidc-provider realmodel-server
+install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider realmodel-server
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
 # with the machine's gcc and cmake (about 7 minutes on 2 cores), once, into LLM_WHEELS (above),
@@ -65,6 +65,15 @@ browser:
 
 # axe-core from the npm registry, which the browser tests inject into chromium (tests/ui/axe.py): installed
 # from tests/ui/package-lock.json into tests/ui/node_modules (git-ignored), again only when the lock changes.
+# The server's allocator (docs/deployment.md, "Memory"): with glibc's malloc a long-running
+# daphne's heap kept growing by fragmentation (the soak: +11 MB an hour after two hours), with
+# jemalloc it stays flat. `make run` uses it when it is there; the soak and its test need it.
+jemalloc:
+	@$(PYTHON) -c "import ctypes.util, sys; sys.exit(not ctypes.util.find_library('jemalloc'))" || { \
+	  echo "installing Debian's libjemalloc2, the server's allocator"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libjemalloc2 >/dev/null; }
+
 AXE := tests/ui/node_modules/axe-core/axe.min.js
 
 axe: $(AXE)
@@ -107,7 +116,9 @@ nginx:
 
 run: install .secret_key
 	$(PY) manage.py migrate --noinput
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
+	@lib=$$($(PY) -c "import ctypes.util; print(ctypes.util.find_library('jemalloc') or '')"); \
+	[ -n "$$lib" ] || echo "serving with glibc's malloc: 'apt-get install libjemalloc2' keeps a long-running server's memory flat (docs/deployment.md)"; \
+	LD_PRELOAD=$$lib exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
 
 # Everything on SQLite + the in-memory layer, then the tests marked `services` again on
 # PostgreSQL + Redis, with the `multiprocess` ones (several daphnes) that need them.

@@ -176,3 +176,15 @@ def test_headers_from_anyone_else_are_dropped(settings, trusted):
         settings, trusted, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.7", HTTP_X_FORWARDED_PROTO="https"
     )
     assert seen == {"address": "127.0.0.1", "secure": False, "forwarded": False}
+
+
+def test_the_service_unit_preloads_an_allocator_the_loader_finds():
+    # deploy/agentsite@.service names jemalloc by its soname, for any architecture's library
+    # folder: a name the loader cannot find would be skipped with a warning on every start.
+    unit = (ROOT / "deploy" / "agentsite@.service").read_text()
+    preload = re.search(r"^Environment=LD_PRELOAD=(\S+)$", unit, re.MULTILINE)
+    assert preload, "the unit sets no LD_PRELOAD"
+    maps = run([sys.executable, "-c", "print(open('/proc/self/maps').read())"], bare_env(LD_PRELOAD=preload.group(1)))
+    assert maps.returncode == 0
+    assert "cannot be preloaded" not in maps.stderr
+    assert re.search(r"/libjemalloc\.so\.2$", maps.stdout, re.MULTILINE)

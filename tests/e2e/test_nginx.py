@@ -184,8 +184,15 @@ def client_tls(tls) -> ssl.SSLContext:
 
 @pytest.fixture(scope="module")
 def proxy_env():
+    # The daphnes run with the unit's own Environment= settings (its allocator), as deployed.
+    unit = (ROOT / "deploy" / "agentsite@.service").read_text()
+    deployed = dict(re.findall(r"^Environment=(\w+)=(.*)$", unit, re.MULTILINE))
     return dict(
-        HTTPS="true", TRUSTED_PROXIES="127.0.0.1", LOGIN_FAILURE_LIMIT=str(FAILURE_LIMIT), SIGNUP_RATE_LIMIT="2"
+        deployed,
+        HTTPS="true",
+        TRUSTED_PROXIES="127.0.0.1",
+        LOGIN_FAILURE_LIMIT=str(FAILURE_LIMIT),
+        SIGNUP_RATE_LIMIT="2",
     )
 
 
@@ -193,6 +200,8 @@ def proxy_env():
 def nginx(databases, make_server, proxy_env, tls, client_tls, e2e_llm):
     database = databases.new()
     daphnes = [make_server(database, name=f"behind-nginx-{n}", **proxy_env) for n in (1, 2)]
+    for daphne in daphnes:  # the unit's allocator was found and loaded (make install-test installs it)
+        assert re.search(r"/libjemalloc\.so\.2$", Path(f"/proc/{daphne.proc.pid}/maps").read_text(), re.M)
     directory = Path(tempfile.mkdtemp(prefix="agentsite-nginx-"))
     os.chmod(directory, 0o755)
     static_root = directory / "static"
