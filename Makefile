@@ -63,17 +63,17 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
 
-# axe-core from the npm registry, which the browser tests inject into chromium (tests/ui/axe.py): installed
-# from tests/ui/package-lock.json into tests/ui/node_modules (git-ignored), again only when the lock changes.
-# The server's allocator (docs/deployment.md, "Memory"): with glibc's malloc a long-running
-# daphne's heap kept growing by fragmentation (the soak: +11 MB an hour after two hours), with
-# jemalloc it stays flat. `make run` uses it when it is there; the soak and its test need it.
+# The server's allocator (docs/deployment.md, "Memory"): with glibc's malloc a daphne's heap
+# grew for hours by fragmentation before it levelled off (make bench-soak); with jemalloc it
+# grows a quarter as much. `make run` uses it when it is there; the soak and its test need it.
 jemalloc:
 	@$(PYTHON) -c "import ctypes.util, sys; sys.exit(not ctypes.util.find_library('jemalloc'))" || { \
 	  echo "installing Debian's libjemalloc2, the server's allocator"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libjemalloc2 >/dev/null; }
 
+# axe-core from the npm registry, which the browser tests inject into chromium (tests/ui/axe.py): installed
+# from tests/ui/package-lock.json into tests/ui/node_modules (git-ignored), again only when the lock changes.
 AXE := tests/ui/node_modules/axe-core/axe.min.js
 
 axe: $(AXE)
@@ -145,7 +145,7 @@ bench-idle10k: install-test
 
 # docs/performance.md's tables from the results the last runs wrote (each table names its run),
 # and their sources kept in bench/results/docs/ (`python -m bench.docs --check` compares).
-BENCH_RESULTS ?= $(wildcard bench/results/latest.json bench/results/idle10k.json)
+BENCH_RESULTS ?= $(wildcard bench/results/latest.json bench/results/idle10k.json bench/results/soak.json)
 bench-docs: install-test
 	$(PY) -m bench.docs $(BENCH_RESULTS)
 

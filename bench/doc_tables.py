@@ -337,6 +337,86 @@ def render_model_tls(source: dict) -> list[str]:
     )
 
 
+# -- soak: two daphnes under mixed load, sampled (bench/soak.py) --------------------------------
+
+# A figure of each process (key_0, key_1) and its label; memory has a slope per 10-minute window.
+SOAK_PER_PROCESS = {
+    "rss_mb": "RSS, MB",
+    "heap_mb": "of it malloc's main heap ([heap]), MB",
+    "anon_mb": "of it other anonymous mappings, MB",
+    "file_mb": "of it files' mappings, MB",
+    "fds": "open fds",
+    "lag_ms": "event-loop lag (a ping's round trip), ms",
+}
+SOAK_SHARED = {"db_connections": "database connections (both)", "redis_channels": "Redis channels subscribed"}
+
+
+def take_soak(results: dict) -> dict | None:
+    if "samples" not in results or "figures" not in results:
+        return None
+    keep = ("duration_s", "allocator", "process_env", "operations", "errors", "figures")
+    return {"soak": {key: results[key] for key in keep if key in results}}
+
+
+def _signed(value: float) -> str:
+    return f"{value + 0.0:+g}"  # + 0.0: a slope that rounded to -0.0 reads +0
+
+
+def _both(fig: tuple[dict, dict], key: str, signed: bool = False) -> str:
+    a, b = (f[key] for f in fig)
+    return f"{_signed(a)} / {_signed(b)}" if signed else f"{a:g} / {b:g}"
+
+
+def _windows(fig: tuple[dict, dict]) -> str:
+    a, b = (f.get("window_slopes_per_hour", []) for f in fig)
+    return ", ".join(f"{_signed(x)} / {_signed(y)}" for x, y in zip(a, b)) or "-"
+
+
+def render_soak(source: dict) -> list[str]:
+    soak = source["soak"]
+    figures = soak["figures"]
+    rows = []
+    for key, label in SOAK_PER_PROCESS.items():
+        if f"{key}_0" not in figures:
+            continue
+        fig = (figures[f"{key}_0"], figures[f"{key}_1"])
+        slopes = _windows(fig) if key.endswith("_mb") else "-"
+        rows.append(
+            [
+                label,
+                _both(fig, "first"),
+                _both(fig, "last"),
+                _both(fig, "max"),
+                _both(fig, "slope_per_hour", True),
+                slopes,
+            ]
+        )
+    for key, label in SOAK_SHARED.items():
+        if key in figures:
+            f = figures[key]
+            rows.append(
+                [label, f"{f['first']:g}", f"{f['last']:g}", f"{f['max']:g}", _signed(f["slope_per_hour"]), "-"]
+            )
+    head = [
+        "figure (process A / B)",
+        "first",
+        "last",
+        "max",
+        "slope per hour, second half",
+        "slope per hour, each 10 minutes",
+    ]
+    operations = soak["operations"]
+    done = ", ".join(f"{name} {count:,}" for name, count in sorted(operations.items(), key=lambda kv: -kv[1]))
+    errors = soak["errors"]
+    setting = "; ".join(soak.get("process_env", [])) or "none"
+    return _table(head, rows) + [
+        "",
+        f"{soak['duration_s']:g} s of load; allocator {soak.get('allocator', 'glibc')}, per-process settings: "
+        f"{setting}. Operations: {sum(operations.values()):,} ({done}). "
+        + (f"Errors: {', '.join(f'{k} {v}' for k, v in errors.items())}." if errors else "Errors: none."),
+    ]
+
+
 @dataclass(frozen=True)
 class Block:
     take: Callable[[dict], dict | None]
@@ -349,4 +429,5 @@ BLOCKS: dict[str, Block] = {
     "doors": Block(take_doors, render_doors),
     "idle10k": Block(take_idle10k, render_idle10k),
     "model-tls": Block(take_model_tls, render_model_tls),
+    "soak": Block(take_soak, render_soak),
 }

@@ -10,6 +10,7 @@ the doc, so that the doc can be checked against them:
 
 python -m bench.docs bench/results/latest.json     # after `make bench`
 python -m bench.docs bench/results/idle10k.json    # after `make bench-idle10k`
+python -m bench.docs bench/results/soak.json       # after `make bench-soak`
 python -m bench.docs --check                        # exit 1 when the doc is not what its sources make
 """
 

@@ -1,6 +1,7 @@
 """`python -m bench.soak` (`make bench-soak`): mixed load on two daphnes for an hour, sampled.
 
-Not a test: a long run that shows whether anything grows. Two daphnes on a PostgreSQL cluster
+Not a test: a long run that shows whether anything grows. Two daphnes (on jemalloc, as
+deployed) on a PostgreSQL cluster
 and a redis-server of the soak's own (tests/e2e/owned.py, on free ports, thrown away after), so
 that its hundred database connections never starve the machine's shared server, take at once:
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes.util
 import json
 import os
 import random
@@ -48,6 +50,7 @@ import redis.asyncio as aioredis
 import websockets
 
 from .procs import raise_fd_limit, rss_by_kind, rss_bytes
+from .runinfo import RunInfo
 from .server import Stack
 from .soak_streams import streamed_run
 
@@ -62,6 +65,9 @@ STORM_EVERY = 30
 SIGNIN_EVERY = 5
 PASSWORD = "soak-Pass-w0rd-long"  # noqa: S105 - a bench account
 RESULTS = Path(__file__).parent / "results"
+# The daphnes' allocator, as deployed (docs/deployment.md, "Memory"; `make install-test` installs
+# it): with glibc's malloc their heap grew for hours by fragmentation. None: glibc's.
+JEMALLOC = ctypes.util.find_library("jemalloc")
 # Sign-ups and sign-ins at most two at a time: each hashes a password (PBKDF2, on purpose slow).
 _hashing = asyncio.Semaphore(2)
 
@@ -382,7 +388,7 @@ def least_squares_per_hour(samples: list[dict], key: str) -> float:
     return sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / var if var else 0.0
 
 
-def summary(soak: Soak, duration: float) -> dict[str, Any]:
+def summary(soak: Soak, duration: float, settings: list[str]) -> dict[str, Any]:
     samples = soak.samples
     keys = [k for k in samples[0] if k != "t"] if samples else []
     figures = {
@@ -397,6 +403,8 @@ def summary(soak: Soak, duration: float) -> dict[str, Any]:
     }
     return {
         "duration_s": duration,
+        "allocator": JEMALLOC or "glibc",
+        "process_env": settings,
         "operations": dict(soak.done),
         "errors": dict(soak.errors),
         "first_errors": soak.first_errors,
@@ -427,10 +435,12 @@ def main() -> int:
         default=[],
         metavar="INDEX:NAME=VALUE",
         help="a setting of one daphne only (0 or 1), to compare two under the same load, e.g. "
-        "1:LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+        "1:LD_PRELOAD= (glibc's malloc for the second)",
     )
     args = parser.parse_args()
     raise_fd_limit()
+    print(f"[soak] allocator: {JEMALLOC or 'glibc malloc (no libjemalloc2 found)'}, as deployed")
+    info = RunInfo().start()
     model = FakeLLM().start()
     model.responder = respond
     postgres, redis = OwnedPostgres(), OwnedRedis()
@@ -447,6 +457,7 @@ def main() -> int:
             "AGENT_APPROVAL_TOOLS": "calculator",
             "SIGNUP_RATE_LIMIT": "0",
             "AGENT_MAX_SOCKETS_PER_USER": "0",
+            "LD_PRELOAD": JEMALLOC or "",
         },
         process_env=process_env(args.process_env),
     )
@@ -454,7 +465,7 @@ def main() -> int:
         stack.start(model)
         soak = Soak(stack, args.duration)
         asyncio.run(soak.run())
-        result = summary(soak, args.duration)
+        result = summary(soak, args.duration, args.process_env)
         for index, process in enumerate(stack.servers):
             if process.poll() is not None:
                 result["errors"][f"daphne {index} exited"] = 1
@@ -463,6 +474,7 @@ def main() -> int:
         model.stop()
         postgres.destroy()
         redis.destroy()
+    result["run"] = info.finish()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"\n[soak] {args.duration:g} s: operations {result['operations']}")

@@ -225,3 +225,44 @@ def test_a_storm_in_which_no_socket_got_its_sync_says_so():
     assert f"| none of {source['idle10k']['sockets']:,} within {storm['deadline_s']} s |" in table
     assert "| synced by then | 5 s: 0, 300 s: 0 |" in table
     assert f"| server CPU in the storm | {storm['server_cpu_s']:g} s; the client {storm['client_cpu_s']:g} s |" in table
+
+
+def _soak_figure(first, last, slope, windows=None):
+    figure = {"first": first, "last": last, "max": last, "slope_per_hour": slope}
+    if windows is not None:
+        figure["window_slopes_per_hour"] = windows
+    return figure
+
+
+SOAK = {
+    "run": RUN,
+    "duration_s": 1800,
+    "allocator": "libjemalloc.so.2",
+    "process_env": ["1:LD_PRELOAD="],
+    "operations": {"run (text)": 1200, "sign-in": 40},
+    "errors": {},
+    "figures": {
+        "rss_mb_0": _soak_figure(160.5, 170.0, 2.0, [30.0, 1.5]),
+        "rss_mb_1": _soak_figure(161.0, 190.0, 12.5, [35.0, 12.0]),
+        "lag_ms_0": _soak_figure(2.0, 3.0, 0.1),
+        "lag_ms_1": _soak_figure(2.5, 4.0, -0.2),
+        "db_connections": _soak_figure(8, 16, 0.0),
+    },
+    "samples": [{"t": 0.0}],
+}
+
+
+def test_a_soak_makes_its_table_with_each_windows_slope_and_leaves_its_samples_out():
+    sources = docs.take(SOAK)
+    assert set(sources) == {"soak"}
+    assert "samples" not in sources["soak"]["soak"]
+    table = docs.render("soak", sources["soak"]).splitlines()
+    assert table[3] == "| RSS, MB | 160.5 / 161 | 170 / 190 | 170 / 190 | +2 / +12.5 | +30 / +35, +1.5 / +12 |"
+    assert table[4] == "| event-loop lag (a ping's round trip), ms | 2 / 2.5 | 3 / 4 | 3 / 4 | +0.1 / -0.2 | - |"
+    assert table[5] == "| database connections (both) | 8 | 16 | 16 | +0 | - |"
+    assert table[7] == (
+        "1800 s of load; allocator libjemalloc.so.2, per-process settings: 1:LD_PRELOAD=. "
+        "Operations: 1,240 (run (text) 1,200, sign-in 40). Errors: none."
+    )
+    failed = docs.render("soak", docs.take({**SOAK, "errors": {"storm reconnect": 3}})["soak"])
+    assert "Errors: storm reconnect 3." in failed
