@@ -1,9 +1,9 @@
 """`python -m bench.soak` (`make bench-soak`): mixed load on two daphnes for an hour, sampled.
 
 Not a test: a long run that shows whether anything grows. Two daphnes (on jemalloc, as
-deployed) on a PostgreSQL cluster
-and a redis-server of the soak's own (tests/e2e/owned.py, on free ports, thrown away after), so
-that its hundred database connections never starve the machine's shared server, take at once:
+deployed) on a PostgreSQL cluster and a redis-server of the soak's own (tests/e2e/owned.py, on
+free ports, thrown away after), so that its hundred database connections never starve the
+machine's shared server, take at once:
 
 - sign-ins: a new account through the sign-up form, then a sign-in with it, every 5 s;
 - runs: RUNNERS users each running one conversation in turn, text answers, runs with a tool
