@@ -484,7 +484,8 @@ def main() -> int:
     print(f"[soak] memory's slope per hour in each {WINDOW_SECONDS // 60}-minute window")
     for key, fig in result["figures"].items():
         if key.endswith(("_mb_0", "_mb_1")):
-            print(f"[soak]   {key}: {' '.join(f'{v:+}' for v in fig['window_slopes_per_hour'])}")
+            slopes = fig["window_slopes_per_hour"]
+            print(f"[soak]   {key}: {' '.join(f'{v:+}' for v in slopes) or 'none (no whole window)'}")
     if result["errors"]:
         print(f"[soak] ERRORS {result['errors']}")
         for line in result["first_errors"]:
