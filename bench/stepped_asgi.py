@@ -21,7 +21,7 @@ from collections import defaultdict
 from agentsite.asgi import application as project
 from chat.agent import llm
 from chat.realtime import run_actions
-from chat.runtime import execution, registry, sink
+from chat.runtime import execution, head_start, registry, sink
 
 from .burst_trace import STEPS_PATH
 
@@ -77,6 +77,15 @@ def _wrap_execute():
         return await original(handle, **kwargs)
 
     registry.execute = execute
+
+    original_begin = head_start.begin
+
+    def begin(handle, **kwargs):
+        # A head start's agent begins inside the start (its task copies this context).
+        _conversation.set(str(handle.conversation_id))
+        return original_begin(handle, **kwargs)
+
+    head_start.begin = begin
 
 
 def _wrap_publish():

@@ -55,6 +55,7 @@ class ChatModel:
         think_tags: Sequence[tuple[str, str]] = DEFAULT_TAGS,
         start_in_thinking: bool = False,
         timeout: float | None = None,
+        hold: asyncio.Event | None = None,
     ):
         # Every retry must be a visible error event, so the SDK must not retry on its own
         # (a client made that way is used as it is: with_options copies the client per run).
@@ -65,6 +66,11 @@ class ChatModel:
         self.start_in_thinking = start_in_thinking
         self.timeout = timeout
         self._usage_supported = True
+        # A run whose start is still being stored sends its request at once, then reads nothing
+        # of the answer (nor its failure) until this is set: the model's time to first token
+        # overlaps the start's writes, and no delta, tool call or retry of a run that may yet be
+        # refused comes before. A refused run is cancelled while it waits here.
+        self.hold = hold
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ThinkingEvent | TextEvent | ModelTurn]:
         """Yield thinking/text deltas, then exactly one ModelTurn; or raise ModelCallError."""
@@ -73,14 +79,17 @@ class ChatModel:
             async with asyncio.timeout(self.timeout):
                 async with self._open(request) as response:
                     responded = True
+                    await self._held()
                     async for item in self._read(sse_batches(response)):
                         yield item
         except ModelCallError as exc:
             exc.redact_secrets([self.client.api_key])
             raise
         except TimeoutError:
+            await self._held()
             raise timed_out(base_url=self.client.base_url, timeout=self.timeout, responded=responded) from None
         except Exception as exc:  # HTTP statuses, and transport errors of several exception types
+            await self._held()
             raise from_exception(
                 exc,
                 model=self.model,
@@ -88,6 +97,10 @@ class ChatModel:
                 secrets=[self.client.api_key],
                 responded=responded,
             ) from None
+
+    async def _held(self) -> None:
+        if self.hold is not None:
+            await self.hold.wait()
 
     @contextlib.asynccontextmanager
     async def _open(self, request: ModelRequest):

@@ -170,11 +170,11 @@ class AgentRun:
 
     # -- consumer side --------------------------------------------------------
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
-        self._start()
+        self.start()
         return self
 
     async def __anext__(self) -> AgentEvent:
-        self._start()  # anext(run) calls __anext__ without __aiter__
+        self.start()  # anext(run) calls __anext__ without __aiter__
         item = await self._queue.get()
         if item is _END:
             self._queue.put_nowait(_END)  # later calls also end
@@ -192,8 +192,8 @@ class AgentRun:
 
         A server shutting down passes status/code `interrupted`/`INTERRUPTED`.
         """
-        self._start()
-        assert self._task is not None  # _start() made it
+        self.start()
+        assert self._task is not None  # start() made it
         if not self._task.done():
             self._cancel_reason = (status, ErrorEvent(code, message, ""))
             self._task.cancel()
@@ -203,7 +203,8 @@ class AgentRun:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Begin now rather than at the first read of its events (which starts it too)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drive(), name="agent-run")
             self._task.add_done_callback(self._on_task_done)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
@@ -74,10 +75,14 @@ async def close_client() -> None:
         await client.close()
 
 
-def build_chat_model(config: AgentConfig | None = None) -> ChatModel:
+def build_chat_model(config: AgentConfig | None = None, *, hold: asyncio.Event | None = None) -> ChatModel:
     config = config or profiles.default_config()
     return ChatModel(
-        client=client_for(config), model=config.model, options=config.options, timeout=settings.AGENT_LLM_TIMEOUT
+        client=client_for(config),
+        model=config.model,
+        options=config.options,
+        timeout=settings.AGENT_LLM_TIMEOUT,
+        hold=hold,
     )
 
 
@@ -134,11 +139,12 @@ def build_agent(
     config: AgentConfig | None = None,
     observers: list[ModelCallObserver] | None = None,
     answers: Answers | None = None,
+    hold: asyncio.Event | None = None,
 ) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
     are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
     (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
-    question) no call waits."""
+    question) no call waits. `hold`: the model's answers are read once it is set (ChatModel)."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -147,7 +153,7 @@ def build_agent(
     elif settings.AGENT_MCP_CONFIG and config.mcp_tools:
         sources = [mcp_source(config.mcp_tools)]
     return Agent(
-        build_chat_model(config),
+        build_chat_model(config, hold=hold),
         tools=build_registry(names, timeouts=tool_timeouts()),
         tool_sources=sources,
         system_prompt=system_prompt(names, base=config.system_prompt, skills=config.skills),

@@ -5,6 +5,7 @@ that arrive together are stored together (runs_start)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -143,12 +144,13 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
                 (
                     index,
                     Run(
+                        id=start.run_id or uuid.uuid4(),
                         conversation_id=key,
                         user=start.user,
                         agent=profile,
                         model=profile.model if profile is not None else start.model,
                         worker=start.worker,
-                        started_at=now,
+                        started_at=start.began_at or now,
                         heartbeat_at=now,
                     ),
                 )
@@ -247,7 +249,7 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
         key, seq = _conversation_key(start.conversation.pk), start.named_seq
         if seq is None:
             out.append(
-                _user_message(
+                user_message_payload(
                     start.content, parent_seq=newest.get(key), attachments=start.attachments, history=start.history
                 )
             )
@@ -256,14 +258,14 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
         if named_payload is None:
             out.append(NotAUserMessage(f"seq {seq} is not a user_message of this conversation"))
         elif start.parent_seq is not None:
-            out.append(_user_message(start.content, parent_seq=seq, attachments=start.attachments))
+            out.append(user_message_payload(start.content, parent_seq=seq, attachments=start.attachments))
         else:
             # An edit or regenerate takes the place of the named message: it follows the same
             # turn, with the same files attached.
             version = {"edits": seq} if start.edits is not None else {"regenerates": seq}
             content = start.content if start.edits is not None else named_payload.get("content", "")
             out.append(
-                _user_message(
+                user_message_payload(
                     content,
                     parent_seq=_parent_of(key, seq, named_payload),
                     attachments=named_payload.get("attachments") or (),
@@ -273,7 +275,7 @@ def _turns_of(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
     return out
 
 
-def _user_message(
+def user_message_payload(
     content: str,
     *,
     parent_seq: int | None,
@@ -281,6 +283,8 @@ def _user_message(
     history: Sequence[dict[str, Any]] = (),
     **version: int,
 ) -> dict[str, Any]:
+    """A start's user_message payload, before the agent that answers it is named (_with_agent);
+    a head start predicts its run's memory from it (chat.runtime.head_start)."""
     message = {**UserMessageEvent(content).to_dict(), "parentSeq": parent_seq, **version}
     if attachments:
         message["attachments"] = list(attachments)

@@ -4,6 +4,7 @@ dataclasses, so that the runtime and the event log share shapes without sharing 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -95,6 +96,10 @@ class RunStart:
     history: tuple[dict[str, Any], ...] = ()
     # An OpenAI-compatible request's temperature and max_tokens (None: the agent's own options).
     options: ModelOptions | None = None
+    # The Run's id, chosen before it is stored (a head start's: chat.runtime.head_start); None: a new one.
+    run_id: uuid.UUID | None = None
+    # When a head start began the run, before it was stored: its started_at (None: when stored).
+    began_at: datetime | None = None
 
     @property
     def named_seq(self) -> int | None:

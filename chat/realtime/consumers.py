@@ -316,7 +316,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
     ) -> None:
         await run_actions.run_start(
-            conversation=self.conversation, user=self.user, content=content, attachments=attachments, **version
+            conversation=self.conversation,
+            user=self.user,
+            content=content,
+            attachments=attachments,
+            first=self.last_seq == 0,  # this socket has seen no event of the conversation
+            **version,
         )
 
     async def approval_refused(self, message: dict[str, Any]) -> None:

@@ -55,11 +55,13 @@ async def run_start(
     attachments: tuple[dict[str, Any], ...] = (),
     history: tuple[dict[str, Any], ...] = (),
     options: ModelOptions | None = None,
+    first: bool = False,
     **version: int | None,
 ) -> tuple[Run, int]:
     """The run and the seq of its user_message. `history`: the earlier messages of an
     OpenAI-compatible request, recorded on the user_message; `options`: its temperature and
-    max_tokens for the run's model calls (None: the agent's own)."""
+    max_tokens for the run's model calls (None: the agent's own); `first`: the caller saw no
+    event in the conversation (chat.runtime.head_start)."""
     try:
         return await get_registry().start(
             conversation=conversation,
@@ -68,6 +70,7 @@ async def run_start(
             attachments=attachments,
             history=history,
             options=options,
+            first=first,
             **version,
         )
     except NotAUserMessage as exc:

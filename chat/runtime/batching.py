@@ -40,6 +40,11 @@ class Batcher(Generic[T, R]):
         self._waiting: list[tuple[T, asyncio.Future | None]] = []
         self._task: asyncio.Task | None = None
 
+    @property
+    def idle(self) -> bool:
+        """No round is being processed or waiting: an item submitted now goes in a round at once."""
+        return self._task is None
+
     def submit(self, item: T) -> asyncio.Future:
         """Queue the item; a future of its result. Items submitted without an await between
         them share a round."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -63,6 +63,15 @@ class RunHandle:
     task: asyncio.Task | None = None
     stop_reason: StopReason | None = None
     lost: bool = False  # its writes failed on the database: its process hands it over (registry)
+    sink: EventSink = field(init=False)  # where the agent's events go to be stored and published
+
+    def __post_init__(self) -> None:
+        self.sink = EventSink(
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000,
+            max_flush_seconds=settings.AGENT_STREAM_FLUSH_MAX_MS / 1000,
+        )
 
     def stop(self, reason: StopReason) -> None:
         """End the run with its closing events (a tool_end for each open call, the error, complete)."""
@@ -82,27 +91,37 @@ class RunHandle:
             self.task.cancel()
 
 
-async def execute(handle: RunHandle, *, memory: list[dict], announce: list[EventFrame]) -> None:
-    """Run the agent on `memory` (chat.eventlog.memory: the chat messages it starts from), after publishing
-    `announce` (the frames that started or resumed the run, stored before anything the agent says)."""
-    run_id, conversation_id = handle.run_id, handle.conversation_id
-    sink = EventSink(
-        conversation_id=conversation_id,
-        run_id=run_id,
-        flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000,
-        max_flush_seconds=settings.AGENT_STREAM_FLUSH_MAX_MS / 1000,
+def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None = None) -> None:
+    """Build the run's agent and start it on `memory` (chat.eventlog.memory: the chat messages it
+    starts from); its events wait in the agent run until execute reads them. `hold`: its model
+    reads no answer until it is set (a run started while its start is being stored: registry)."""
+    context = build.tool_context(
+        conversation_id=str(handle.conversation_id),
+        user_id=str(handle.user_id),
+        run_id=str(handle.run_id),
+        config=handle.config,
     )
+    agent = build.build_agent(
+        config=handle.config, observers=[handle.sink.add_model_call], answers=handle.answers, hold=hold
+    )
+    handle.agent_run = agent_run = agent.stream(memory, context=context)
+    handle.sink.offers = agent_run.offers
+    agent_run.start()
+
+
+async def execute(handle: RunHandle, *, memory: list[dict], announce: list[EventFrame]) -> None:
+    """Run the agent on `memory` (begun already, or now), after publishing `announce` (the frames
+    that started or resumed the run, stored before anything the agent says)."""
+    run_id, conversation_id, sink = handle.run_id, handle.conversation_id, handle.sink
     await publish(conversation_id, announce)
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
-        context = build.tool_context(
-            conversation_id=str(conversation_id), user_id=str(handle.user_id), run_id=str(run_id), config=handle.config
-        )
-        agent = build.build_agent(config=handle.config, observers=[sink.add_model_call], answers=handle.answers)
-        handle.agent_run = agent_run = agent.stream(memory, context=context)
-        sink.offers = agent_run.offers
+        if handle.agent_run is None:
+            begin(handle, memory=memory)
         if handle.stop_reason is not None:
             handle.stop(handle.stop_reason)
+        agent_run = handle.agent_run
+        assert agent_run is not None  # begun
         async for event in agent_run:
             data, outcome = event.to_dict(), _outcome(agent_run) if isinstance(event, CompleteEvent) else None
             if trace is not None:

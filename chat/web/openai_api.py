@@ -162,6 +162,7 @@ async def chat_completions(request):
                 attachments=openai_images.attachments_of(call.images, attached),
                 history=openai_images.recorded_history(call.history, attached),
                 options=call.options,
+                first=True,  # its conversation was made for it
             )
         except ProtocolError:
             await request_db(_discard)(conversation)

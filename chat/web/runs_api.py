@@ -91,7 +91,12 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         content, parent_seq = message_content(frame), seq_field(frame, "parentSeq", optional=True)
         attachments = await run_actions.message_attachments(frame, conversation_id=conversation.pk)
         run, seq = await run_actions.run_start(
-            conversation=conversation, user=user, content=content, parent_seq=parent_seq, attachments=attachments
+            conversation=conversation,
+            user=user,
+            content=content,
+            parent_seq=parent_seq,
+            attachments=attachments,
+            first=conversation.last_seq == 0,  # read with the request
         )
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)

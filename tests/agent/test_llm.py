@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -12,6 +13,7 @@ from chat.agent.chunks import STREAM_DONE
 from chat.agent.events import TextEvent
 from chat.agent.llm import ModelCallError
 from chat.agent.turns import ModelRequest, ModelTurn, ToolCall, Usage
+from tests.fakellm import text_reply
 
 from .helpers import sample_tools
 
@@ -492,3 +494,56 @@ async def test_vllm_reasoning_then_tool_call_in_one_turn(fake_llm, chat_model):
     assert turn.thinking == "The user wants 6 times 7."
     assert turn.tool_calls == (ToolCall("chatcmpl-tool-9a1", "mul", '{"a": 6, "b": 7}'),)
     assert turn.finish_reason == "tool_calls"
+
+
+async def _until(condition, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_held_model_sends_its_request_and_reads_nothing_until_released(fake_llm, client):
+    fake_llm.script(text_reply("held words", piece=4))
+    hold = asyncio.Event()
+    model = ChatModel(client=client, model="fake-model", hold=hold)
+    items: list = []
+
+    async def read() -> None:
+        async for item in model.stream(request()):
+            items.append(item)
+
+    reader = asyncio.create_task(read())
+    await _until(lambda: len(fake_llm.requests) == 1)  # the request went out at once
+    await fake_llm.endings(1)  # and the whole answer was sent
+    await asyncio.sleep(0.05)
+    assert items == []  # none of it read
+    hold.set()
+    await asyncio.wait_for(reader, 5)
+    assert "".join(i.content for i in items if isinstance(i, TextEvent)) == "held words"
+
+
+async def test_a_held_model_s_failure_comes_only_once_released(fake_llm, client):
+    fake_llm.script({"status": 500, "body": {"error": {"message": "boom"}}})
+    hold = asyncio.Event()
+    model = ChatModel(client=client, model="fake-model", hold=hold)
+    reader = asyncio.create_task(stream(model))
+    await _until(lambda: len(fake_llm.requests) == 1)
+    await asyncio.sleep(0.05)
+    assert not reader.done()  # the agent would retry at once: not before the run is stored
+    hold.set()
+    with pytest.raises(ModelCallError) as failure:
+        await asyncio.wait_for(reader, 5)
+    assert failure.value.status == 500
+
+
+async def test_a_held_model_cancelled_while_held_closes_its_response(fake_llm, client):
+    fake_llm.script(text_reply("never read " * 50, piece=2, delay=0.02))
+    model = ChatModel(client=client, model="fake-model", hold=asyncio.Event())
+    reader = asyncio.create_task(stream(model))
+    await _until(lambda: len(fake_llm.requests) == 1)
+    reader.cancel()  # a refused start
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    assert await fake_llm.endings(1) == ["aborted"]  # the connection was closed mid-answer
