@@ -15,6 +15,9 @@ from chat.exceptions import RateLimited, RunInProgress
 from chat.models import AgentProfile, Event, ModelCall, Run
 from chat.runtime import registry as registry_module
 from chat.runtime.registry import RunRegistry
+from chat.web.tokens import token_create
+from tests.asgi_http import RawStream
+from tests.asgi_socket import Socket
 from tests.fakellm import text_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -160,3 +163,42 @@ async def test_a_conversation_with_an_agent_profile_gets_no_head_start(conversat
     await registry.wait_idle()
     assert trips == [0]  # its profile is read, and checked, with the start
     assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
+
+
+async def test_a_socket_asks_for_a_head_start_until_it_has_seen_an_event(conversation, registry, llm_settings, trips):
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "remember 7"})
+    first = await socket.run_to_end()
+    await socket.send({"type": "message", "content": "which number?"})
+    second = await socket.run_to_end()
+    await socket.close()
+    # A new socket on the conversation catches up on its events first.
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "again?"})
+    await socket.run_to_end()
+    await socket.close()
+    assert trips == [1, 0, 0]
+    assert first[0]["seq"] == 1 and first[-1]["status"] == second[-1]["status"] == "succeeded"
+    remembered = [m["content"] for m in llm_settings.requests[1]["messages"] if m["role"] == "user"]
+    assert remembered == ["remember 7", "which number?"]
+
+
+async def test_the_http_door_asks_for_a_head_start_for_an_empty_conversation(
+    conversation, registry, llm_settings, trips
+):
+    _, value = await sync_to_async(token_create)(user=conversation.owner, name="t")
+    for content in ("one", "two"):
+        request = RawStream(
+            f"/api/conversations/{conversation.pk}/messages/",
+            [(b"authorization", f"Bearer {value}".encode())],
+            body={"content": content},
+        )
+        assert (await request.open())["status"] == 202
+        await request.rest()
+        await request.close()
+        await registry.wait_idle()
+    assert trips == [1, 0]
