@@ -20,6 +20,7 @@ refused messages must not become a stream of model requests.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ from chat.eventlog.starts import user_message_payload
 from chat.eventlog.types import RunStart
 from chat.runtime.approvals import RunAnswers
 from chat.runtime.execution import RunHandle, begin
+
+logger = logging.getLogger(__name__)
 
 # How long a refused start keeps its user from head starts in this process.
 REFUSAL_MEMORY_SECONDS = 60.0
@@ -83,7 +86,11 @@ class HeadStarts:
             run_id=run_id, conversation_id=conversation.pk, user_id=user.pk, resumes=0, config=config, answers=answers
         )
         head = HeadStart(handle, memory)
-        begin(handle, memory=memory, hold=head.hold)
+        try:
+            begin(handle, memory=memory, hold=head.hold)
+        except Exception:  # the run starts as any other, and fails there as it would have
+            logger.exception("a head start could not begin run %s", run_id)
+            return False
         self._pending[run_id] = head
         return True
 

@@ -10,6 +10,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
+from chat.agents import build
 from chat.conversations.services import conversation_create
 from chat.exceptions import RateLimited, RunInProgress
 from chat.models import AgentProfile, Event, ModelCall, Run
@@ -202,3 +203,17 @@ async def test_the_http_door_asks_for_a_head_start_for_an_empty_conversation(
         await request.close()
         await registry.wait_idle()
     assert trips == [1, 0]
+
+
+async def test_an_agent_that_cannot_be_built_fails_its_run_as_without_a_head_start(
+    conversation, registry, llm_settings, monkeypatch
+):
+    def broken(**kwargs):
+        raise RuntimeError("a broken tool registry")
+
+    monkeypatch.setattr(build, "build_agent", broken)
+    run, seq = await registry.start(conversation=conversation, user=conversation.owner, content="hi", first=True)
+    await registry.wait_idle()
+    payloads = await sync_to_async(_payloads)(run.pk)
+    assert seq == 1 and [p["type"] for p in payloads] == ["user_message", "error", "complete"]
+    assert payloads[-1]["status"] == "interrupted" and llm_settings.requests == []
