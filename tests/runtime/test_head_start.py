@@ -217,3 +217,26 @@ async def test_an_agent_that_cannot_be_built_fails_its_run_as_without_a_head_sta
     payloads = await sync_to_async(_payloads)(run.pk)
     assert seq == 1 and [p["type"] for p in payloads] == ["user_message", "error", "complete"]
     assert payloads[-1]["status"] == "interrupted" and llm_settings.requests == []
+
+
+async def test_an_attempt_that_dies_before_its_start_is_stored_is_retried_with_nothing_to_discard(
+    conversation, registry, llm_settings, trips, monkeypatch
+):
+    dying = {"chunks": [{"delta": {"content": p}} for p in ("Partial ", "words")], "truncate_after": 2}
+    llm_settings.script(dying, text_reply("The full answer."))
+    trip = registry_module._start_with_memory
+
+    def after_the_attempt_died(starts):
+        deadline = time.monotonic() + 5.0
+        while "truncated" not in llm_settings.stream_endings and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return trip(starts)
+
+    monkeypatch.setattr(registry_module, "_start_with_memory", after_the_attempt_died)
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="flaky", first=True)
+    await registry.wait_idle()
+    payloads = await sync_to_async(_payloads)(run.pk)
+    errors = [p for p in payloads if p["type"] == "error"]
+    # Died while held: aiohttp reads a body that failed as its failure, not the bytes before it.
+    assert trips == [1] and len(errors) == 1 and "discards" not in errors[0]
+    assert _texts(payloads) == "The full answer." and payloads[-1]["status"] == "succeeded"

@@ -42,6 +42,13 @@ def test_a_run_that_recovered_reads_as_recovered_and_its_discarded_text_leaves_t
         "chunks": [{"delta": {"content": piece}} for piece in ("Partial ", "words ", "of a ", "dying stream")],
         "truncate_after": 4,
     }
+    # A later message of the conversation, whose attempts are read as they come: a first
+    # message's request may go out while its start is stored (chat/runtime/head_start.py), and
+    # an attempt that dies before the start is stored is never read, so nothing is discarded.
+    earlier = unique("Hello first")
+    replies.set(earlier, text_reply("Hello."))
+    send(page, earlier)
+    expect(last_turn(page).locator(".answer")).to_have_text("Hello.", timeout=15000)
     replies.set(message, broken_stream, FAILING, text_reply("The full answer.", piece=5))
     send(page, message)
     turn = last_turn(page)
