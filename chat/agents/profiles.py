@@ -167,6 +167,13 @@ def config_for(profile: AgentProfile | None) -> AgentConfig:
     return profile_config(profile) if profile is not None else default_config()
 
 
+def start_config(profile: AgentProfile | None, *, source: str, options: ModelOptions | None) -> AgentConfig:
+    """The configuration of a run as it starts: its profile's (the environment's for None), for its
+    conversation's source, with its request's options when it set any."""
+    config = for_source(config_for(profile), source=source)
+    return with_request_options(config, options) if options is not None else config
+
+
 # -- what a profile's fields may hold -------------------------------------------------------
 def tool_problem(name: str) -> str | None:
     if name in BUILTIN_TOOLS:

@@ -77,9 +77,7 @@ class HeadStarts:
             return False
         if conversation.agent_id is not None:  # its profile is read, and checked, with the start
             return False
-        config = profiles.for_source(profiles.default_config(), source=conversation.source)
-        if options is not None:
-            config = profiles.with_request_options(config, options)
+        config = profiles.start_config(None, source=conversation.source, options=options)
         turn = user_message_payload(content, parent_seq=None, attachments=attachments, history=history_messages)
         memory = history.run_messages([turn])
         handle = RunHandle(
@@ -98,7 +96,7 @@ class HeadStarts:
         """The start's outcome: its begun run's handle, now reading its model's answer, when the
         start was stored with the memory and agent predicted; else None (its head start, if it
         had one, cancelled). `result`: the start's (run, frames, memory, config) or exception."""
-        head = self._pending.pop(start.run_id, None) if start.run_id is not None else None
+        head = self._take(start)
         if isinstance(result, Exception):
             self._refuse(start.user.pk)
             if head is not None:
@@ -116,9 +114,12 @@ class HeadStarts:
     def drop(self, starts: list[RunStart]) -> None:
         """Cancel the head starts of starts that got no outcome (their group's trip failed)."""
         for start in starts:
-            head = self._pending.pop(start.run_id, None) if start.run_id is not None else None
+            head = self._take(start)
             if head is not None:
                 head.cancel()
+
+    def _take(self, start: RunStart) -> HeadStart | None:
+        return self._pending.pop(start.run_id, None) if start.run_id is not None else None
 
     def _refuse(self, user_pk) -> None:
         now = asyncio.get_running_loop().time()

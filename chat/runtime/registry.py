@@ -328,9 +328,7 @@ def _start_with_memory(
         run, frames = result
         key = run.conversation_id
         messages = memories[key] if key in memories else history.run_messages(frames)
-        config = profiles.for_source(profiles.config_for(run.agent), source=start.conversation.source)
-        if start.options is not None:
-            config = profiles.with_request_options(config, start.options)
+        config = profiles.start_config(run.agent, source=start.conversation.source, options=start.options)
         out.append((run, frames, messages, config))
     return out
 
