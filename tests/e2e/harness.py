@@ -27,6 +27,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# The server as `make run` and deploy/ start it: daphne with the project's connection queue.
+SERVE = [str(BIN / "python"), "-m", "agentsite.serve"]
 PASSWORD = "e2e-Pass-w0rd-long"  # noqa: S105 - a test account
 
 
@@ -106,7 +108,7 @@ class Server:
         self.port = free_port()
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), "agentsite.asgi:application"],
+            [*SERVE, "-b", "127.0.0.1", "-p", str(self.port), "agentsite.asgi:application"],
             cwd=ROOT,
             env=self.env,
             stdout=log,

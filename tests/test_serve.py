@@ -1,0 +1,31 @@
+"""`python -m agentsite.serve` (agentsite/serve.py): daphne with a Mailbox as each connection's queue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentsite.serve import MailboxServer, ServeCommand
+from chat.realtime.mailbox import Mailbox
+
+
+async def test_each_connection_gets_a_mailbox_that_its_application_reads():
+    got: list[dict] = []
+
+    async def app(scope, receive, send):
+        got.append(await receive())
+        got.append(await receive())
+
+    server = MailboxServer(application=app, endpoints=["tcp:port=0:interface=127.0.0.1"])  # not listened on
+    server.connections = {}  # as run() starts it, without listening
+    protocol = object()
+    server.protocol_connected(protocol)
+    queue = server.create_application(protocol, {"type": "websocket"})
+    assert isinstance(queue, Mailbox)
+    queue.put_nowait({"type": "websocket.connect"})
+    queue.put_nowait({"type": "websocket.disconnect", "code": 1000})
+    await asyncio.wait_for(server.connections[protocol]["application_instance"], 5)
+    assert got == [{"type": "websocket.connect"}, {"type": "websocket.disconnect", "code": 1000}]
+
+
+def test_the_command_line_is_daphnes_with_the_mailbox_server():
+    assert ServeCommand.server_class is MailboxServer
