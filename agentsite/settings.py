@@ -238,6 +238,13 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
 # Channel layer: the doorbell that tells sockets a new event row exists.
+# One process's (no REDIS_URL): one doorbell per flush window per stream; a reader that falls
+# this far behind refills from the database, so dropping is safe. The sockets' channel
+# (chat/realtime/hub.py) takes every doorbell of the process, and is emptied at once.
+IN_MEMORY_CHANNEL_LAYER = {
+    "BACKEND": "chat.realtime.layers.InMemoryChannelLayer",
+    "CONFIG": {"capacity": 1000, "expiry": 60, "channel_capacity": {"sockets.*": 100_000}},
+}
 REDIS_URL = env_optional("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -251,14 +258,7 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "chat.realtime.layers.InMemoryChannelLayer",
-            # One doorbell per flush window per socket; a consumer that falls this
-            # far behind refills from the database, so dropping is safe.
-            "CONFIG": {"capacity": 1000, "expiry": 60},
-        }
-    }
+    CHANNEL_LAYERS = {"default": IN_MEMORY_CHANNEL_LAYER}
 
 # --- The agent ----------------------------------------------------------------
 OPENAI_API_KEY = env_optional("OPENAI_API_KEY")

@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -35,8 +34,8 @@ from chat.realtime.client_frames import (
     seq_field,
 )
 from chat.realtime.credentials import SignedIn, signed_in
+from chat.realtime.hub import HubConsumer
 from chat.realtime.revocation import session_is_current, user_group
-from chat.runtime import doorbell
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 from chat.web.tokens import token_is_current
@@ -89,11 +88,12 @@ def _history_page(*, conversation_id, after: int) -> tuple[list[dict[str, Any]],
     return frames, run_in_progress(conversation_id=conversation_id)
 
 
-class ChatConsumer(AsyncWebsocketConsumer):
+class ChatConsumer(HubConsumer):
+    """A socket. Its layer messages (doorbells, revocations) come through the process's hub
+    (HubConsumer), handled once the connect has sent `sync`."""
+
     conversation = None
-    group = None
     last_seq = 0
-    user_group = None
     token_id = None
     counted = False
     revoked = False
@@ -148,8 +148,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _join(self, conversation) -> None:
         # Joined before anything else, so that a session ending from here on reaches it.
-        self.user_group = user_group(self.user.pk)
-        await self.channel_layer.group_add(self.user_group, self.channel_name)
+        await self.join(user_group(self.user.pk))
         if conversation is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -157,10 +156,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # An `after` past the end (a stale or forged client) would hide the next events as
         # "already sent"; clamped, the client just gets everything from the real end on.
         self.last_seq = min(after_param(self.scope.get("query_string", b"")), conversation.last_seq)
-        self.group = conversation_group(conversation.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         self._sending = asyncio.Lock()
-        doorbell.watch(self._layer_back)
+        await self.join(conversation_group(conversation.pk))
         await get_registry().ensure_started()
         async with self._sending:
             # Trip two (one more per page of a history longer than one): the history after
@@ -183,6 +180,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 "pendingApprovals": pending,
             }
         )
+        self.go_live()
 
     def _uncount(self) -> None:
         if self.counted:
@@ -191,15 +189,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._uncount()
-        doorbell.unwatch(self._layer_back)
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-        if self.user_group:
-            await self.channel_layer.group_discard(self.user_group, self.channel_name)
-        # Channels ends the channel by cancelling its receive, after this; a receive that had
-        # just returned (a doorbell at the moment of the close) is not cancelled, and its
-        # channel stayed subscribed for the life of the process.
-        await self.channel_layer.discard_channel(self.channel_name)
+        await self.leave_all()
+
+    def layer_back(self) -> None:
+        """The hub: the channel layer came back after an outage, or a publish of this process
+        failed: what the socket missed meanwhile is in the database."""
+        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
+        _catching_up.add(task)
+        task.add_done_callback(_catching_up.discard)
 
     async def session_revoked(self, message: dict[str, Any]) -> None:
         """chat.realtime.revocation: the user's session ended (this one, or every one of the user)."""
@@ -265,7 +262,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     conversation_id=self.conversation.pk,
                     tool_call_id=tool_call_id,
                     decision=decision,
-                    reply_to=self.channel_name,
+                    reply_to=self.address(),
                 )
         except ProtocolError as exc:
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
@@ -364,13 +361,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             for frame in frames:
                 if frame["seq"] > self.last_seq:
                     await self._send_frame(frame)
-
-    def _layer_back(self) -> None:
-        """doorbell: the channel layer came back after an outage, or a publish of this process
-        failed: what the socket missed meanwhile is in the database."""
-        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
-        _catching_up.add(task)
-        task.add_done_callback(_catching_up.discard)
 
     async def _catch_up(self) -> None:
         if self.revoked or self._sending is None:

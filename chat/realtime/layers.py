@@ -42,6 +42,12 @@ def _copy(message: dict) -> dict:
 class InMemoryChannelLayer(_ChannelsInMemoryLayer):
     _cleaned_at = 0.0
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Channels' in-memory layer keeps `channel_capacity` as given, and its get_capacity
+        # expects the compiled form (channels-redis compiles it): any entry raised.
+        self.channel_capacity = self.compile_capacities(self.channel_capacity)
+
     async def send(self, channel, message):
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)

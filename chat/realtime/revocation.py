@@ -56,7 +56,8 @@ def sessions_revoke(*, user_id, session_key: str | None = None) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(user_group(user_id), {"type": REVOKED, "session_key": session_key})
+        group = user_group(user_id)  # named: a process's sockets share one channel (chat.realtime.hub)
+        async_to_sync(layer.group_send)(group, {"type": REVOKED, "session_key": session_key, "group": group})
     except Exception:
         logger.exception("could not push the session revocation of user %s", user_id)
 
@@ -67,8 +68,9 @@ def token_revoked(*, user_id, token_id) -> None:
     if layer is None:
         return
     try:
+        group = user_group(user_id)
         async_to_sync(layer.group_send)(
-            user_group(user_id), {"type": REVOKED, "session_key": None, "token_id": token_id}
+            group, {"type": REVOKED, "session_key": None, "token_id": token_id, "group": group}
         )
     except Exception:
         logger.exception("could not push the revocation of API token %s", token_id)

@@ -98,8 +98,10 @@ async def run_cancel(*, conversation_id) -> bool:
     return await get_registry().cancel(conversation_id=conversation_id)
 
 
-async def run_approve(*, conversation_id, tool_call_id: str, decision: Decision, reply_to: str | None) -> None:
-    """`reply_to`: the socket's channel, told if the answer reaches another process too late
+async def run_approve(
+    *, conversation_id, tool_call_id: str, decision: Decision, reply_to: tuple[str, int] | None
+) -> None:
+    """`reply_to`: the socket's address (chat.realtime.hub), told if the answer reaches another process too late
     (None over HTTP: nobody is left to tell)."""
     try:
         await get_registry().approve(

@@ -71,11 +71,10 @@ async def publish(conversation_id, frames: list[EventFrame]) -> None:
     a socket that has seen everything before them needs no query."""
     if not frames:
         return
-    key = str(conversation_id)
+    key, group = str(conversation_id), conversation_group(conversation_id)
     try:
-        await get_channel_layer().group_send(
-            conversation_group(conversation_id), {"type": "chat.events", "events": frames}
-        )
+        # The group named: a process's sockets share one channel (chat.realtime.hub).
+        await get_channel_layer().group_send(group, {"type": "chat.events", "events": frames, "group": group})
     except Exception:  # the layer is best effort; rung again once it answers (layer_back)
         logger.warning("group_send failed for conversation %s", conversation_id, exc_info=True)
         missed = _missed.get().frames

@@ -249,11 +249,13 @@ class RunRegistry:
                 logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run.pk)
         return True
 
-    async def approve(self, *, conversation_id, tool_call_id: str, decision: Decision, reply_to: str | None) -> None:
+    async def approve(
+        self, *, conversation_id, tool_call_id: str, decision: Decision, reply_to: tuple[str, int] | None
+    ) -> None:
         """Hand the owner's answer to the run that asked, wherever it runs. Raises
         UnknownApproval (no such request in the conversation) or ApprovalClosed
         (answered already, expired, or its run ended); an answer that reaches another process
-        too late is refused there, and `reply_to` (the socket's channel) is told."""
+        too late is refused there, and `reply_to` (the socket's address, chat.realtime.hub) is told."""
         await self.ensure_started()
         state, run = await database_sync_to_async(approval_state)(
             conversation_id=conversation_id, tool_call_id=tool_call_id

@@ -201,8 +201,10 @@ class Supervisor:
         if not message.get("reply_to"):
             return  # answered over HTTP: nobody is left to tell
         try:
+            # The socket's process's channel and the socket's number there (chat.realtime.hub).
+            channel, socket = message["reply_to"]
             await get_channel_layer().send(
-                str(message.get("reply_to", "")), {"type": REFUSED_MESSAGE, "tool_call_id": tool_call_id}
+                str(channel), {"type": REFUSED_MESSAGE, "tool_call_id": tool_call_id, "socket": socket}
             )
         except Exception:  # that socket is gone; nobody is left to tell
             logger.info("could not tell a socket that its approval came too late", exc_info=True)

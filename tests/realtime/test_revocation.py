@@ -112,11 +112,12 @@ async def test_a_revocation_push_for_another_session_leaves_the_socket_open(sock
 
     from chat.realtime.revocation import REVOKED, user_group
 
-    layer = get_channel_layer()
-    await layer.group_send(user_group(conversation.owner.pk), {"type": REVOKED, "session_key": "someone-else"})
+    layer, group = get_channel_layer(), user_group(conversation.owner.pk)
+    # As chat.realtime.revocation pushes it: the group named (chat.realtime.hub)
+    await layer.group_send(group, {"type": REVOKED, "session_key": "someone-else", "group": group})
     await socket.send({"type": "ping"})
     assert await socket.recv() == {"type": "pong"}
-    await layer.group_send(user_group(conversation.owner.pk), {"type": REVOKED, "session_key": socket.session_key})
+    await layer.group_send(group, {"type": REVOKED, "session_key": socket.session_key, "group": group})
     assert await socket.closed_with() == 4401
 
 

@@ -1,0 +1,229 @@
+"""One channel of the layer for all the sockets of a process, its messages fanned out to them here.
+
+Each socket had a channel of its own in the channel layer, joined to its conversation's and its
+user's groups: a name, a queue, a task waiting on that queue for the socket's whole life, a
+watcher for the layer's return and, on Redis, a SUBSCRIBE of its own: ~1.5 KiB of every idle
+socket (`python -m bench.socket_memory`). Here a process has one channel, in each group one of
+its sockets is in. A message that reaches it names its group (the doorbell and the revocation
+pushes say which) or, an approval that came too late, the socket it answers; the hub hands it
+to those sockets in the order it came, and each socket handles it at its own pace
+(ChatConsumer.deliver), so a slow one holds up no other.
+
+A socket is a HubConsumer: it keeps what the hub hands it until it is ready for it (a chat
+socket: once its connect has sent `sync`), then one task handles it in order while there is
+any; an idle socket has neither list nor task.
+
+A socket's join always asks the layer too, even of a group the process is in already: the
+in-memory layer ends a membership after a day, and a join that waited on the layer is one the
+socket can read its history after (register-then-fetch). The group is left when its last
+socket of the process leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any, Protocol
+
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+
+from chat.agent.perloop import PerLoop
+from chat.runtime import doorbell
+
+logger = logging.getLogger(__name__)
+
+# The hub's channel takes every doorbell of the process; its reader empties it at once, so
+# the layer's capacity (settings.CHANNEL_LAYERS) for it is set apart from the other channels'.
+CHANNEL_PREFIX = "sockets."
+# Layer messages a socket keeps while it sends what came before (as the layer's per-channel
+# capacity did): past it a doorbell is dropped, and the next one's seq gap is read from the
+# database.
+INBOX_LIMIT = 1000
+_RETRY_SECONDS = 1.0
+
+
+class Member(Protocol):
+    def deliver(self, message: dict[str, Any]) -> None: ...
+    def layer_back(self) -> None: ...
+
+
+class Hub:
+    def __init__(self, layer) -> None:
+        self.layer = layer
+        self.channel: str | None = None
+        self.members: dict[str, list[Member]] = {}  # a list: most groups have one socket
+        self._addresses: dict[int, Member] = {}
+        self._numbers = itertools.count(1)
+        self._opening: asyncio.Future | None = None
+        self._reader: asyncio.Task | None = None
+
+    async def join(self, group: str, member: Member) -> None:
+        channel = await self._open()
+        sockets = self.members.setdefault(group, [])
+        if member not in sockets:
+            sockets.append(member)
+        try:
+            await self.layer.group_add(group, channel)
+        except BaseException:
+            await self.leave(group, member)
+            raise
+
+    async def leave(self, group: str, member: Member) -> None:
+        sockets = self.members.get(group)
+        if sockets is None or member not in sockets:
+            return
+        sockets.remove(member)
+        if sockets:
+            return
+        del self.members[group]
+        try:
+            await self.layer.group_discard(group, self.channel)
+        except Exception:  # the layer is down: its memberships go with it, or deliver to no socket here
+            logger.info("could not leave %s", group, exc_info=True)
+
+    def address(self, member: Member) -> tuple[str, int]:
+        """Where a message for this socket alone goes: the hub's channel and the socket's number
+        (an approval's answer that another process refuses, chat.runtime.supervision)."""
+        assert self.channel is not None  # a socket that answers has joined
+        for number, known in self._addresses.items():
+            if known is member:
+                return self.channel, number
+        number = next(self._numbers)
+        self._addresses[number] = member
+        return self.channel, number
+
+    def forget(self, member: Member) -> None:
+        for number, known in list(self._addresses.items()):
+            if known is member:
+                del self._addresses[number]
+
+    async def _open(self) -> str:
+        if self.channel is not None:
+            return self.channel
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._new_channel())
+        opening = self._opening
+        try:
+            return await asyncio.shield(opening)
+        except Exception:
+            if self._opening is opening:
+                self._opening = None  # the next join tries again
+            raise
+
+    async def _new_channel(self) -> str:
+        channel = await self.layer.new_channel(CHANNEL_PREFIX)
+        self.channel = channel
+        self._reader = asyncio.create_task(self._read(channel), name="socket-hub")
+        doorbell.watch(self._layer_back)
+        return channel
+
+    async def _read(self, channel: str) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except Exception:
+                logger.warning("the sockets' channel could not be read; trying again", exc_info=True)
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            self.route(message)
+
+    def route(self, message: dict[str, Any]) -> None:
+        number = message.get("socket")
+        if number is not None:
+            member = self._addresses.get(number)
+            if member is not None:
+                member.deliver(message)
+            return
+        for member in tuple(self.members.get(message.get("group", ""), ())):
+            member.deliver(message)
+
+    def _layer_back(self) -> None:
+        """doorbell: the layer came back after an outage; every socket reads what it missed."""
+        unique = {id(member): member for sockets in self.members.values() for member in sockets}
+        for member in unique.values():
+            member.layer_back()
+
+
+_hubs: PerLoop[Hub] = PerLoop(lambda: Hub(get_channel_layer()))
+
+
+def get_hub() -> Hub:
+    return _hubs.get()
+
+
+class HubConsumer(AsyncWebsocketConsumer):
+    """A consumer whose layer messages come from the hub, not from a channel of its own: the
+    same handlers (`dispatch` by message type), no channel, queue or task of its own while idle."""
+
+    groups = ()  # Channels' groups joined for the consumer: none (`join`); no list per socket
+    live = False  # ready: layer messages are handled as they come (go_live)
+    _joined: tuple[str, ...] = ()
+    _inbox: list[dict[str, Any]] | None = None
+    _handling: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        """Channels' AsyncConsumer.__call__ without a channel of the layer (the hub delivers):
+        the socket's own messages, one at a time, with no task beside this one."""
+        self.scope = scope
+        self.base_send = send
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
+        finally:
+            if self._handling is not None:
+                self._handling.cancel()
+            await self.leave_all()  # done by disconnect, unless a handler raised
+
+    async def join(self, group: str) -> None:
+        self._joined += (group,)
+        await get_hub().join(group, self)
+
+    async def leave_all(self) -> None:
+        self.live = False
+        self._inbox = None
+        hub = get_hub()
+        hub.forget(self)
+        joined, self._joined = self._joined, ()
+        for group in joined:
+            await hub.leave(group, self)
+
+    def address(self) -> tuple[str, int]:
+        return get_hub().address(self)
+
+    def go_live(self) -> None:
+        """What came meanwhile, and from now on what comes, is handled."""
+        self.live = True
+        self._handle_inbox()
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        inbox = self._inbox
+        if inbox is None:
+            inbox = self._inbox = []
+        if len(inbox) < INBOX_LIMIT:
+            inbox.append(message)
+        self._handle_inbox()
+
+    def layer_back(self) -> None:
+        """The layer came back after an outage: what the socket missed is in the database."""
+
+    def _handle_inbox(self) -> None:
+        if self.live and self._inbox and self._handling is None:
+            self._handling = asyncio.create_task(self._handle_messages(), name="socket-messages")
+
+    async def _handle_messages(self) -> None:
+        try:
+            while self._inbox:
+                await self.dispatch(self._inbox.pop(0))
+            self._inbox = None  # an idle socket keeps no list
+        except Exception:
+            # As a handler's error ended the consumer under Channels: logged, the socket closed.
+            logger.exception("a socket could not handle a layer message")
+            self.live = False
+            await self.close(code=1011)
+        finally:
+            self._handling = None
