@@ -55,8 +55,10 @@ class Hub:
         self.layer = layer
         self.channel: str | None = None
         self.members: dict[str, list[Member]] = {}  # a list: most groups have one socket
+        # The sockets given a number (those that answered an approval), both ways.
         self._addresses: dict[int, Member] = {}
-        self._numbers = itertools.count(1)
+        self._numbers: dict[Member, int] = {}
+        self._counter = itertools.count(1)
         self._opening: asyncio.Future | None = None
         self._reader: asyncio.Task | None = None
 
@@ -88,17 +90,16 @@ class Hub:
         """Where a message for this socket alone goes: the hub's channel and the socket's number
         (an approval's answer that another process refuses, chat.runtime.supervision)."""
         assert self.channel is not None  # a socket that answers has joined
-        for number, known in self._addresses.items():
-            if known is member:
-                return self.channel, number
-        number = next(self._numbers)
-        self._addresses[number] = member
+        number = self._numbers.get(member)
+        if number is None:
+            number = self._numbers[member] = next(self._counter)
+            self._addresses[number] = member
         return self.channel, number
 
     def forget(self, member: Member) -> None:
-        for number, known in list(self._addresses.items()):
-            if known is member:
-                del self._addresses[number]
+        number = self._numbers.pop(member, None)
+        if number is not None:
+            del self._addresses[number]
 
     async def _open(self) -> str:
         if self.channel is not None:
