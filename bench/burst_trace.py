@@ -12,10 +12,14 @@ send, p50 and p95 over the burst, in the order a run start goes through them:
     request_sent             the model request handed to the SDK
     headers                  the model's response headers
     model_first_token        the fake model wrote token 0 (its stamp)
+    first_delta_submitted    the first text delta handed to the group writer
+    first_delta_round_in     the writer's thread began the round that stores it
+    first_delta_round_out    ... and committed it
     first_delta_published    the first text delta stored and published
     first_text               the first text frame on the client's socket
 
-and the ORM thread's groups (size, start and end from the burst's first send).
+and the ORM thread's groups and the writer's rounds (size, start and end from the burst's first
+send).
 
     python -m bench.burst_trace                 # C=100
     python -m bench.burst_trace --count 200 --rounds 3
@@ -49,6 +53,7 @@ SERVER_STEPS = (
     "request_sent",
     "headers",
 )
+DELTA_STEPS = ("first_delta_submitted", "first_delta_round_in", "first_delta_round_out", "first_delta_published")
 
 
 async def burst(stack: Stack, pool: Pool, count: int) -> tuple[list[tuple[str, clients.Stream]], float]:
@@ -74,13 +79,13 @@ async def burst(stack: Stack, pool: Pool, count: int) -> tuple[list[tuple[str, c
 def table(rounds: list[tuple[list[tuple[str, clients.Stream]], float]], readings: dict) -> str:
     steps = readings["steps"]
     series: dict[str, list[float]] = {
-        name: [] for name in (*SERVER_STEPS, "model_first_token", "first_delta_published", "first_text")
+        name: [] for name in (*SERVER_STEPS, "model_first_token", *DELTA_STEPS, "first_text")
     }
     groups = []
     for runs, first_sent in rounds:
         for conversation, stream in runs:
             marks = steps.get(conversation, {})
-            times = {name: marks.get(name) for name in SERVER_STEPS + ("first_delta_published",)}
+            times = {name: marks.get(name) for name in SERVER_STEPS + DELTA_STEPS}
             times["model_first_token"] = clients.first_token_stamp(stream)
             times["first_text"] = stream.first_text_at
             for name, at in times.items():
@@ -88,18 +93,22 @@ def table(rounds: list[tuple[list[tuple[str, clients.Stream]], float]], readings
                     series[name].append((at - stream.sent_at) * 1000)
         last_text = max(s.first_text_at or s.sent_at for _, s in runs)
         groups.append(
-            [
-                (g["size"], round((g["began"] - first_sent) * 1000), round((g["ended"] - first_sent) * 1000))
-                for g in readings["groups"]
-                if first_sent <= g["began"] <= last_text
-            ]
+            {
+                kind: [
+                    (g["size"], round((g["began"] - first_sent) * 1000), round((g["ended"] - first_sent) * 1000))
+                    for g in readings[kind]
+                    if first_sent <= g["began"] <= last_text
+                ]
+                for kind in ("groups", "rounds")
+            }
         )
     lines = ["step                      p50 ms   p95 ms    n"]
     for name, values in series.items():
         lines.append(f"{name:<24} {percentile(values, 50):>7.1f}  {percentile(values, 95):>7.1f}  {len(values):>4}")
-    for index, round_groups in enumerate(groups, 1):
-        shown = ", ".join(f"{size} runs {began}-{ended} ms" for size, began, ended in round_groups)
-        lines.append(f"round {index}, ORM groups (from the first send): {shown}")
+    for index, burst_groups in enumerate(groups, 1):
+        for kind, label in (("groups", "ORM groups"), ("rounds", "writer rounds")):
+            shown = ", ".join(f"{size} runs {began}-{ended} ms" for size, began, ended in burst_groups[kind])
+            lines.append(f"burst {index}, {label} (from the first send): {shown}")
     return "\n".join(lines)
 
 

@@ -5,8 +5,9 @@ Wrappers around the functions a run start passes through record the wall clock (
 bench's clients and fake model share) per conversation, at: the message handed to the start
 (`received`), the group's trip to the ORM thread (`orm_in`, `orm_out`, with the group's size),
 the run's task (`task`), its user_message published (`user_message_published`), the model
-request sent (`request_sent`) and its response headers (`headers`), and the first delta
-published (`first_delta_published`). `GET /__bench__/steps` answers them. Only this bench
+request sent (`request_sent`) and its response headers (`headers`), the first delta handed to
+the group writer (`first_delta_submitted`), the writer's round that stores it
+(`first_delta_round_in`, `_out`) and the delta published (`first_delta_published`). `GET /__bench__/steps` answers them. Only this bench
 application wraps anything: the project's own server times nothing.
 """
 
@@ -21,19 +22,20 @@ from collections import defaultdict
 from agentsite.asgi import application as project
 from chat.agent import llm
 from chat.realtime import run_actions
-from chat.runtime import execution, head_start, registry, sink
+from chat.runtime import execution, head_start, registry, sink, writer
 
 from .burst_trace import STEPS_PATH
 
 _lock = threading.Lock()
 _steps: dict[str, dict[str, float]] = defaultdict(dict)
 _groups: list[dict] = []
+_rounds: list[dict] = []  # the group writer's rounds
 _conversation: contextvars.ContextVar[str] = contextvars.ContextVar("bench_conversation", default="")
 
 
-def _mark(conversation_id, step: str) -> None:
+def _mark(conversation_id, step: str, *, at: float | None = None) -> None:
     """The step's first time for the conversation (a later run of it does not overwrite it)."""
-    now = time.time()
+    now = time.time() if at is None else at
     with _lock:
         _steps[str(conversation_id)].setdefault(step, now)
 
@@ -119,13 +121,39 @@ def _wrap_post():
     llm.ChatModel._post = post
 
 
-for _install in (_wrap_run_start, _wrap_start_with_memory, _wrap_execute, _wrap_publish, _wrap_post):
+def _wrap_writer():
+    """The first text delta handed to the group writer (`first_delta_submitted`), the round that
+    stores it in the writer's thread (`first_delta_round_in`, `_out`), and every round's size."""
+    original_submit, original_store = writer.GroupWriter.submit, writer._store
+
+    def submit(self, batch):
+        if any(p["type"] == "text" for p in batch.payloads):
+            _mark(batch.conversation_id, "first_delta_submitted")
+        return original_submit(self, batch)
+
+    def store(batches, idle):
+        began = time.time()
+        try:
+            return original_store(batches, idle)
+        finally:
+            ended = time.time()
+            for batch in batches:
+                if any(p["type"] == "text" for p in batch.payloads):
+                    _mark(batch.conversation_id, "first_delta_round_in", at=began)
+                    _mark(batch.conversation_id, "first_delta_round_out", at=ended)
+            with _lock:
+                _rounds.append({"size": len(batches), "began": began, "ended": ended})
+
+    writer.GroupWriter.submit, writer._store = submit, store
+
+
+for _install in (_wrap_run_start, _wrap_start_with_memory, _wrap_execute, _wrap_publish, _wrap_post, _wrap_writer):
     _install()
 
 
 def _readings() -> dict:
     with _lock:
-        return {"steps": dict(_steps), "groups": list(_groups)}
+        return {"steps": dict(_steps), "groups": list(_groups), "rounds": list(_rounds)}
 
 
 async def application(scope, receive, send):
