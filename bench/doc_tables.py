@@ -199,7 +199,12 @@ def render_doors(source: dict) -> list[str]:
     levels = sorted({row["C"] for s in stacks for row in figure(s, "doors.levels")})
     top = levels[-1]
     head = (["stack"] if len(stacks) > 1 else []) + ["door"]
-    head += [f"C={c} first text p50{' / p95' if _has_p95(stacks) else ''} (against the WebSocket)" for c in levels]
+    for c in levels:
+        head += [
+            f"C={c} first text p50{' / p95' if _has_p95(stacks) else ''} (against the WebSocket)",
+            f"C={c} stretch",
+            f"C={c} server CPU per 1k tokens",
+        ]
     head.append(f"answered at C={top} (p50)")
     rows = []
     for s in stacks:
@@ -211,7 +216,9 @@ def render_doors(source: dict) -> list[str]:
             cells.append(DOOR_TITLES[door])
             for c in levels:
                 row, socket = by.get((door, c)), by.get(("websocket", c))
-                cells.append(_door_cell(row, socket))
+                stretch, cpu = (row or {}).get("stretch"), (row or {}).get("server_cpu_per_1k_tokens")
+                cells += [_door_cell(row, socket), "-" if stretch is None else f"{stretch:.2f}"]
+                cells.append("-" if cpu is None else f"{cpu:.3f} s")
             answered = (by.get((door, top)) or {}).get("answered_ms")
             cells.append("-" if answered is None else millis(answered))
             rows.append(cells)

@@ -9,7 +9,10 @@ side by side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Ser
 First text is from sending the message (the frame, the completion request, the POST) to the
 first piece of answer text arriving (a `text` frame, a chunk with `delta.content`, a `text`
 event); for the HTTP doors also when the request was answered (the completion's response
-headers, the POST's 202), which tells the HTTP request's own cost from the run's. Each client is a program of its own with its connection already open (the socket synced,
+headers, the POST's 202), which tells the HTTP request's own cost from the run's. Per level, as
+the concurrency bench measures the WebSocket: the stretch (from the first message sent to the
+last run's end, over the run's nominal length, tokens / rate: `stretch_nominal` there) and the
+servers' CPU per 1,000 tokens streamed, from the moment every client is ready to the last end. Each client is a program of its own with its connection already open (the socket synced,
 the HTTP client warmed by a first request), so only the run's own path is timed. The doors take
 turns, C clients of one door at a time, on fresh conversations.
 """
@@ -20,15 +23,27 @@ import asyncio
 import json
 import secrets
 import time
+from typing import NamedTuple
 
 import httpx2
 
 from . import clients
 from .clients import percentile
+from .procs import CpuMeter
 
-TOKENS = 20
+# A second of streaming per run: long enough for the stretch to show the stream, not only its
+# first text.
+TOKENS = 100
 RATE = 100
 DOORS = ("websocket", "v1", "sse")
+
+
+class DoorRun(NamedTuple):
+    first: float | None  # seconds from the send to the first text
+    problem: str  # "" when the run arrived whole
+    answered: float | None  # the HTTP doors: seconds to the request's answer
+    sent: float  # wall clock of the send
+    done: float | None  # wall clock of the run's end (its last text, `complete`)
 
 
 class Tokens:
@@ -55,7 +70,7 @@ def words_of(text: str) -> list[int]:
     return [int(w.split("@", 1)[0]) for w in text.split()]
 
 
-async def websocket_run(base: str, session: str, conversation: str, ready, go) -> tuple[float | None, str, None]:
+async def websocket_run(base: str, session: str, conversation: str, ready, go) -> DoorRun:
     ws, sync, _ = await clients.connect(base, conversation, session, timeout=120)
     try:
         ready()
@@ -64,10 +79,10 @@ async def websocket_run(base: str, session: str, conversation: str, ready, go) -
     finally:
         await ws.close()
     first = None if stream.first_text_at is None else stream.first_text_at - stream.sent_at
-    return first, clients.check(stream, after_seq=sync["lastSeq"]), None
+    return DoorRun(first, clients.check(stream, after_seq=sync["lastSeq"]), None, stream.sent_at, stream.done_at)
 
 
-async def v1_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str, float | None]:
+async def v1_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
     headers = {"Authorization": f"Bearer {token}"}
     body = {"model": "default", "stream": True, "messages": [{"role": "user", "content": clients.order(TOKENS, RATE)}]}
     async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
@@ -78,22 +93,23 @@ async def v1_run(base: str, token: str, conversation: str, ready, go) -> tuple[f
         async with http.stream("POST", "/v1/chat/completions", json=body) as response:
             answered = time.time() - sent
             if response.status_code != 200:
-                return None, f"HTTP {response.status_code}", answered
+                return DoorRun(None, f"HTTP {response.status_code}", answered, sent, None)
             async for line in response.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
                 if "error" in chunk:
-                    return None, f"error chunk {chunk['error'].get('code')}", answered
+                    return DoorRun(None, f"error chunk {chunk['error'].get('code')}", answered, sent, None)
                 piece = (chunk.get("choices") or [{}])[0].get("delta", {}).get("content") or ""
                 if piece and first is None:
                     first = time.time() - sent
                 text += piece
+        done = time.time()
     problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
-    return first, problem, answered
+    return DoorRun(first, problem, answered, sent, done)
 
 
-async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[float | None, str, float | None]:
+async def sse_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as poster:
         (await poster.get("/api/usage/")).raise_for_status()  # warm: the POST's connection is open
@@ -101,7 +117,7 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[
             path = f"/api/conversations/{conversation}/stream/?until=complete"
             async with reader.stream("GET", path) as response:
                 lines = response.aiter_lines()
-                event, sent, first, text, status, answered = "", 0.0, None, "", "", None
+                event, sent, first, text, status, answered, done = "", 0.0, None, "", "", None, None
                 async for line in lines:
                     if line.startswith("event: "):
                         event = line[7:]
@@ -115,7 +131,7 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[
                 )
                 answered = time.time() - sent
                 if r.status_code != 202:
-                    return None, f"HTTP {r.status_code} on POST", answered
+                    return DoorRun(None, f"HTTP {r.status_code} on POST", answered, sent, None)
                 async for line in lines:
                     if line.startswith("event: "):
                         event = line[7:]
@@ -124,11 +140,12 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> tuple[
                             first = time.time() - sent
                         text += json.loads(line[6:])["content"]
                     elif line.startswith("data: ") and event == "complete":
+                        done = time.time()
                         status = json.loads(line[6:]).get("status", "")
     if status != "succeeded":
-        return first, f"run ended {status or 'without complete'}", answered
+        return DoorRun(first, f"run ended {status or 'without complete'}", answered, sent, done)
     problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
-    return first, problem, answered
+    return DoorRun(first, problem, answered, sent, done)
 
 
 async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict:
@@ -137,10 +154,12 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
     async with httpx2.AsyncClient(timeout=60) as http:
         credentials = [session if door == "websocket" else await tokens.of(http, session) for session, _ in pairs]
     go, ready_count = asyncio.Event(), [0]
+    meter = CpuMeter({f"server{i}": pid for i, pid in enumerate(stack.pids)})
 
     def ready():
         ready_count[0] += 1
         if ready_count[0] == count:
+            meter.start()
             go.set()
 
     run = {"websocket": websocket_run, "v1": v1_run, "sse": sse_run}[door]
@@ -148,10 +167,15 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
         *(run(stack.base(i), cred, conv, ready, go) for i, (cred, (_, conv)) in enumerate(zip(credentials, pairs))),
         return_exceptions=True,
     )
-    firsts = [r[0] * 1000 for r in results if not isinstance(r, BaseException) and r[0] is not None and not r[1]]
-    problems = [repr(r) if isinstance(r, BaseException) else r[1] for r in results]
+    cpu = meter.stop() if go.is_set() else {}
+    runs = [r for r in results if isinstance(r, DoorRun)]
+    whole = [r for r in runs if not r.problem and r.done is not None]
+    firsts = [r.first * 1000 for r in whole if r.first is not None]
+    problems = [repr(r) if isinstance(r, BaseException) else r.problem for r in results]
     problems = [p for p in problems if p]
-    answers = [r[2] * 1000 for r in results if not isinstance(r, BaseException) and r[2] is not None]
+    answers = [r.answered * 1000 for r in runs if r.answered is not None]
+    wall = max(r.done for r in whole) - min(r.sent for r in whole) if whole else None
+    server_cpu = sum(v for name, v in cpu.items() if name.startswith("server"))
     return {
         "door": door,
         "C": count,
@@ -162,6 +186,10 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
         },
         # The HTTP doors: the request's answer (v1: its headers; sse: the POST's 202), p50.
         "answered_ms": round(percentile(answers, 50), 1) if answers else None,
+        # From the first send to the last end, over one run's nominal length (tokens / rate).
+        "stretch": round(wall / (TOKENS / RATE), 2) if wall is not None else None,
+        "cpu_s": cpu,
+        "server_cpu_per_1k_tokens": round(server_cpu / (len(whole) * TOKENS / 1000), 3) if whole and cpu else None,
         "ok": count - len(problems),
         "problems": problems[:5],
     }
@@ -183,16 +211,17 @@ def lines(doors: dict | None) -> list[str]:
     out = [
         f"  doors: first text of a {doors['tokens']}-token run, C clients of one door at once "
         "(ratio: p50 against the WebSocket's at the same C)",
-        "     C  door        first text p50 / p95 ms   ratio   ok        answered p50 ms",
+        "     C  door        first text p50 / p95 ms   ratio   ok        answered p50 ms  stretch  server CPU s/1k tokens",
     ]
     socket = {row["C"]: row["first_text_ms"]["p50"] for row in doors["levels"] if row["door"] == "websocket"}
     for row in doors["levels"]:
         ft, base = row["first_text_ms"], socket.get(row["C"])
         ratio = round(ft["p50"] / base, 2) if base else "-"
-        answered = row.get("answered_ms")
+        answered, stretch, cpu = row.get("answered_ms"), row.get("stretch"), row.get("server_cpu_per_1k_tokens")
         out.append(
             f"  {row['C']:4d}  {row['door']:<10}  {ft['p50']:>9} / {ft['p95']:>9}   {ratio:>5}   "
-            f"{row['ok']}/{row['C']:<7}  {'-' if answered is None else answered}"
+            f"{row['ok']}/{row['C']:<7}  {'-' if answered is None else answered:<15}  "
+            f"{'-' if stretch is None else stretch:<7}  {'-' if cpu is None else cpu}"
         )
         out += [f"        problem: {p}" for p in row["problems"]]
     return out

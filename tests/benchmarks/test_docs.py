@@ -54,9 +54,19 @@ def _stack(name: str, label: str) -> dict:
                     "C": 1,
                     "first_text_ms": {"p50": 16.0, "p95": 18.0},
                     "answered_ms": None,
+                    "stretch": 1.02,
+                    "server_cpu_per_1k_tokens": 0.0812,
                     "ok": 1,
                 },
-                {"door": "v1", "C": 1, "first_text_ms": {"p50": 20.0, "p95": 22.0}, "answered_ms": 9.0, "ok": 1},
+                {
+                    "door": "v1",
+                    "C": 1,
+                    "first_text_ms": {"p50": 20.0, "p95": 22.0},
+                    "answered_ms": 9.0,
+                    "stretch": 1.1,
+                    "server_cpu_per_1k_tokens": 0.124,
+                    "ok": 1,
+                },
             ]
         },
         "idle": {"kib_per_socket": 40.94, "idle_cpu_pct": 0.27},
@@ -137,8 +147,22 @@ def test_the_reference_table_divides_the_project_by_the_relay():
 
 def test_the_doors_table_gives_each_door_against_the_websocket():
     table = docs.render("doors", docs.take(RESULTS)["doors"]).splitlines()
-    assert table[3] == "| WebSocket | 16.0 / 18.0 ms | - |"
-    assert table[4] == "| `/v1` streaming | 20.0 / 22.0 ms (1.25x) | 9.0 ms |"
+    assert table[1] == (
+        "| door | C=1 first text p50 / p95 (against the WebSocket) | C=1 stretch | C=1 server CPU per 1k tokens "
+        "| answered at C=1 (p50) |"
+    )
+    assert table[3] == "| WebSocket | 16.0 / 18.0 ms | 1.02 | 0.081 s | - |"
+    assert table[4] == "| `/v1` streaming | 20.0 / 22.0 ms (1.25x) | 1.10 | 0.124 s | 9.0 ms |"
+
+
+def test_doors_measured_before_their_stretch_and_cpu_show_a_dash():
+    levels = [
+        {k: v for k, v in row.items() if k not in ("stretch", "server_cpu_per_1k_tokens")}
+        for row in RESULTS["stacks"][0]["doors"]["levels"]
+    ]
+    older = {"run": RUN, "stacks": [{"name": "sqlite-daphne", "label": "x", "doors": {"levels": levels}}]}
+    table = docs.render("doors", docs.take(older)["doors"]).splitlines()
+    assert table[4] == "| `/v1` streaming | 20.0 / 22.0 ms (1.25x) | - | - | 9.0 ms |"
 
 
 def test_a_part_of_the_suite_replaces_only_the_blocks_it_has_figures_for():
