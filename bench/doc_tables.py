@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .report import _ratio, _server_cpu_per_1k
+from .procs import server_cpu_per_1k
+from .report import _ratio
 
 STACK_TITLES = {
     "sqlite-daphne": "SQLite + in-memory, 1 daphne",
@@ -148,7 +149,7 @@ def _reference_cells(side: dict) -> list:
         figure(side, "first_text.model_first_token_ms.p50"),
         *[levels[c]["stretch"] if c in levels else None for c in STRETCH_AT],
         *[levels[c]["first_text_ms"]["p95"] if c in levels else None for c in P95_AT],
-        _server_cpu_per_1k(levels[CPU_AT], tokens) if CPU_AT in levels else None,
+        server_cpu_per_1k(levels[CPU_AT], tokens) if CPU_AT in levels else None,
     ]
 
 
@@ -216,9 +217,11 @@ def render_doors(source: dict) -> list[str]:
             cells.append(DOOR_TITLES[door])
             for c in levels:
                 row, socket = by.get((door, c)), by.get(("websocket", c))
-                stretch, cpu = (row or {}).get("stretch"), (row or {}).get("server_cpu_per_1k_tokens")
+                stretch = (row or {}).get("stretch")
                 cells += [_door_cell(row, socket), "-" if stretch is None else f"{stretch:.2f}"]
-                cells.append("-" if cpu is None else f"{cpu:.3f} s")
+                cells.append(
+                    f"{server_cpu_per_1k(row, s['doors']['tokens']):.3f} s" if row and row.get("cpu_s") else "-"
+                )
             answered = (by.get((door, top)) or {}).get("answered_ms")
             cells.append("-" if answered is None else millis(answered))
             rows.append(cells)

@@ -12,8 +12,9 @@ event); for the HTTP doors also when the request was answered (the completion's 
 headers, the POST's 202), which tells the HTTP request's own cost from the run's. Per level, as
 the concurrency bench measures the WebSocket: the stretch (from the first message sent to the
 last run's end, over the run's nominal length, tokens / rate: `stretch_nominal` there) and the
-servers' CPU per 1,000 tokens streamed, from the moment every client is ready to the last end. Each client is a program of its own with its connection already open (the socket synced,
-the HTTP client warmed by a first request), so only the run's own path is timed. The doors take
+servers' CPU per 1,000 tokens streamed, from the moment every client is ready to the last end.
+Each client is a program of its own with its connection already open (the socket synced, the
+HTTP client warmed by a first request), so only the run's own path is timed. The doors take
 turns, C clients of one door at a time, on fresh conversations.
 """
 
@@ -29,7 +30,7 @@ import httpx2
 
 from . import clients
 from .clients import percentile
-from .procs import CpuMeter
+from .procs import CpuMeter, server_cpu_per_1k
 
 # A second of streaming per run: long enough for the stretch to show the stream, not only its
 # first text.
@@ -175,7 +176,6 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
     problems = [p for p in problems if p]
     answers = [r.answered * 1000 for r in runs if r.answered is not None]
     wall = max(r.done for r in whole) - min(r.sent for r in whole) if whole else None
-    server_cpu = sum(v for name, v in cpu.items() if name.startswith("server"))
     return {
         "door": door,
         "C": count,
@@ -188,8 +188,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
         "answered_ms": round(percentile(answers, 50), 1) if answers else None,
         # From the first send to the last end, over one run's nominal length (tokens / rate).
         "stretch": round(wall / (TOKENS / RATE), 2) if wall is not None else None,
-        "cpu_s": cpu,
-        "server_cpu_per_1k_tokens": round(server_cpu / (len(whole) * TOKENS / 1000), 3) if whole and cpu else None,
+        "cpu_s": cpu,  # the servers' CPU per 1,000 tokens: procs.server_cpu_per_1k
         "ok": count - len(problems),
         "problems": problems[:5],
     }
@@ -217,7 +216,8 @@ def lines(doors: dict | None) -> list[str]:
     for row in doors["levels"]:
         ft, base = row["first_text_ms"], socket.get(row["C"])
         ratio = round(ft["p50"] / base, 2) if base else "-"
-        answered, stretch, cpu = row.get("answered_ms"), row.get("stretch"), row.get("server_cpu_per_1k_tokens")
+        answered, stretch = row.get("answered_ms"), row.get("stretch")
+        cpu = server_cpu_per_1k(row, doors["tokens"]) if row.get("cpu_s") else None
         out.append(
             f"  {row['C']:4d}  {row['door']:<10}  {ft['p50']:>9} / {ft['p95']:>9}   {ratio:>5}   "
             f"{row['ok']}/{row['C']:<7}  {'-' if answered is None else answered:<15}  "

@@ -69,6 +69,13 @@ class CpuMeter:
         return self.used
 
 
+def server_cpu_per_1k(level: dict, tokens: int) -> float:
+    """A level's server CPU (CpuMeter's `server*` entries, in its `cpu_s`) per 1,000 tokens of its
+    C runs of `tokens` each."""
+    server = sum(v for k, v in level["cpu_s"].items() if k.startswith("server"))
+    return round(server / (level["C"] * tokens / 1000), 3)
+
+
 def raise_fd_limit() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:

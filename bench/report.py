@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from . import doors
+from .procs import server_cpu_per_1k
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -115,7 +116,7 @@ def table(results: dict) -> str:
             ft = lv["first_text_ms"]
             lines.append(
                 f"  C={lv['C']}: stretch {lv['stretch']}, first text p50/p95 {ft['p50']} / {ft['p95']} ms, "
-                f"server CPU {_server_cpu_per_1k(lv, ref['concurrency']['tokens'])} s per 1k tokens, "
+                f"server CPU {server_cpu_per_1k(lv, ref['concurrency']['tokens'])} s per 1k tokens, "
                 f"ok {lv['ok']}/{lv['C']}"
             )
     lines.append(f"\nsuite time: {results['elapsed_s']} s")
@@ -130,11 +131,6 @@ def _first_text_lines(f: dict | None) -> list[str]:
         f"  one stream at a time ({f['runs']} runs): first text p50/p95 {t['p50']} / {t['p95']} ms, "
         f"the model's first token {m['p50']} / {m['p95']} ms" + (f"  PROBLEMS {f['problems']}" if f["problems"] else "")
     ]
-
-
-def _server_cpu_per_1k(level: dict, tokens: int) -> float:
-    server = sum(v for k, v in level["cpu_s"].items() if k.startswith("server"))
-    return round(server / (level["C"] * tokens / 1000), 3)
 
 
 def _ratio(project, relay) -> str:
@@ -170,9 +166,7 @@ def reference_summary(results: dict) -> str:
             cells += [
                 _ratio(mine and mine["stretch"], theirs["stretch"]),
                 _ratio(mine and mine["first_text_ms"]["p95"], theirs["first_text_ms"]["p95"]),
-                _ratio(
-                    mine and _server_cpu_per_1k(mine, tokens), ref_tokens and _server_cpu_per_1k(theirs, ref_tokens)
-                ),
+                _ratio(mine and server_cpu_per_1k(mine, tokens), ref_tokens and server_cpu_per_1k(theirs, ref_tokens)),
             ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     cells = [f"{ref_first.get('p50', '-')} ms"]
@@ -183,7 +177,7 @@ def reference_summary(results: dict) -> str:
         cells += [
             f"{lv['stretch']}{whole}",
             f"{lv['first_text_ms']['p95']} ms",
-            f"{_server_cpu_per_1k(lv, ref_tokens)} s",
+            f"{server_cpu_per_1k(lv, ref_tokens)} s",
         ]
     lines.append(f"| {ref['label']} (absolute) | " + " | ".join(cells) + " |")
     return "\n".join(lines)

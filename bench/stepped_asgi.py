@@ -7,8 +7,9 @@ bench's clients and fake model share) per conversation, at: the message handed t
 the run's task (`task`), its user_message published (`user_message_published`), the model
 request sent (`request_sent`) and its response headers (`headers`), the first delta handed to
 the group writer (`first_delta_submitted`), the writer's round that stores it
-(`first_delta_round_in`, `_out`) and the delta published (`first_delta_published`). `GET /__bench__/steps` answers them. Only this bench
-application wraps anything: the project's own server times nothing.
+(`first_delta_round_in`, `_out`) and the delta published (`first_delta_published`).
+`GET /__bench__/steps` answers them. Only this bench application wraps anything: the project's
+own server times nothing.
 """
 
 from __future__ import annotations
@@ -126,8 +127,11 @@ def _wrap_writer():
     stores it in the writer's thread (`first_delta_round_in`, `_out`), and every round's size."""
     original_submit, original_store = writer.GroupWriter.submit, writer._store
 
+    def has_text(batch) -> bool:
+        return any(p["type"] == "text" for p in batch.payloads)
+
     def submit(self, batch):
-        if any(p["type"] == "text" for p in batch.payloads):
+        if has_text(batch):
             _mark(batch.conversation_id, "first_delta_submitted")
         return original_submit(self, batch)
 
@@ -138,7 +142,7 @@ def _wrap_writer():
         finally:
             ended = time.time()
             for batch in batches:
-                if any(p["type"] == "text" for p in batch.payloads):
+                if has_text(batch):
                     _mark(batch.conversation_id, "first_delta_round_in", at=began)
                     _mark(batch.conversation_id, "first_delta_round_out", at=ended)
             with _lock:

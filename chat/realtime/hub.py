@@ -3,11 +3,11 @@
 Each socket had a channel of its own in the channel layer, joined to its conversation's and its
 user's groups: a name, a queue, a task waiting on that queue for the socket's whole life, a
 watcher for the layer's return and, on Redis, a SUBSCRIBE of its own: 4.5 KiB of an idle
-socket's Python heap (`python -m bench.socket_memory`, 500 sockets: 26.6 -> 22.1 KiB). Here a process has one channel, in each group one of
-its sockets is in. A message that reaches it names its group (the doorbell and the revocation
-pushes say which) or, an approval that came too late, the socket it answers; the hub hands it
-to those sockets in the order it came, and each socket handles it at its own pace
-(HubConsumer.deliver), so a slow one holds up no other.
+socket's Python heap (`python -m bench.socket_memory`, 500 sockets: 26.6 -> 22.1 KiB). Here a
+process has one channel, in each group one of its sockets is in. A message that reaches it
+names its group (the doorbell and the revocation pushes say which) or, an approval that came
+too late, the socket it answers; the hub hands it to those sockets in the order it came, and
+each socket handles it at its own pace (HubConsumer.deliver), so a slow one holds up no other.
 
 A socket is a HubConsumer: it keeps what the hub hands it until it is ready for it (a chat
 socket: once its connect has sent `sync`), then one task handles it in order while there is

@@ -48,6 +48,7 @@ def _stack(name: str, label: str) -> dict:
             "levels": [_level(50, 1.05, 150, 0.8), _level(200, 1.2, 600, 3.3), _level(400, 1.5, 1250, 4.4)],
         },
         "doors": {
+            "tokens": 100,
             "levels": [
                 {
                     "door": "websocket",
@@ -55,7 +56,7 @@ def _stack(name: str, label: str) -> dict:
                     "first_text_ms": {"p50": 16.0, "p95": 18.0},
                     "answered_ms": None,
                     "stretch": 1.02,
-                    "server_cpu_per_1k_tokens": 0.0812,
+                    "cpu_s": {"server0": 0.00812, "model": 0.01, "client": 0.0},
                     "ok": 1,
                 },
                 {
@@ -64,10 +65,10 @@ def _stack(name: str, label: str) -> dict:
                     "first_text_ms": {"p50": 20.0, "p95": 22.0},
                     "answered_ms": 9.0,
                     "stretch": 1.1,
-                    "server_cpu_per_1k_tokens": 0.124,
+                    "cpu_s": {"server0": 0.0124, "model": 0.01, "client": 0.0},
                     "ok": 1,
                 },
-            ]
+            ],
         },
         "idle": {"kib_per_socket": 40.94, "idle_cpu_pct": 0.27},
         "replay": {"sync_s": 0.318},
@@ -157,10 +158,10 @@ def test_the_doors_table_gives_each_door_against_the_websocket():
 
 def test_doors_measured_before_their_stretch_and_cpu_show_a_dash():
     levels = [
-        {k: v for k, v in row.items() if k not in ("stretch", "server_cpu_per_1k_tokens")}
+        {k: v for k, v in row.items() if k not in ("stretch", "cpu_s")}
         for row in RESULTS["stacks"][0]["doors"]["levels"]
     ]
-    older = {"run": RUN, "stacks": [{"name": "sqlite-daphne", "label": "x", "doors": {"levels": levels}}]}
+    older = {"run": RUN, "stacks": [{"name": "sqlite-daphne", "label": "x", "doors": {"tokens": 20, "levels": levels}}]}
     table = docs.render("doors", docs.take(older)["doors"]).splitlines()
     assert table[4] == "| `/v1` streaming | 20.0 / 22.0 ms (1.25x) | - | - | 9.0 ms |"
 
