@@ -20,6 +20,7 @@ from django.utils import timezone
 from chat.agent.text import clean, clean_value
 from chat.eventlog import memory, search
 from chat.eventlog.frames import EventFrame, event_frame, frame_time
+from chat.eventlog.inserts import insert_rows
 from chat.eventlog.types import EventBatch, RunOutcome, ToolRecordData
 from chat.exceptions import ConversationGone
 from chat.models import (
@@ -29,6 +30,9 @@ from chat.models import (
     Run,
     ToolRecord,
 )
+
+# An Event row's fields as _append_batches gives them (its id is the database's).
+EVENT_COLUMNS = ("conversation_id", "run_id", "seq", "type", "payload", "created_at")
 
 
 def events_append(
@@ -87,7 +91,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     """events_append_many inside the caller's transaction: the one place where payloads
     become Event rows (every other write of events goes through it)."""
     results: list[list[EventFrame] | None] = [None] * len(batches)
-    events: list[Event] = []
+    events: list[tuple] = []  # EVENT_COLUMNS
     now = timezone.now()
     ts = frame_time(now)  # every event of the round shares `now`: formatted once
     counts: dict[Any, int] = {}
@@ -112,17 +116,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         completion = completions.get(str(batch.run_id)) if payloads and payloads[-1]["type"] == "complete" else None
         if completion is not None:
             payloads[-1] = {**payloads[-1], **completion.fields()}
-        events += (
-            Event(
-                conversation_id=batch.conversation_id,
-                run_id=batch.run_id,
-                seq=first + i,
-                type=p["type"],
-                payload=p,
-                created_at=now,
-            )
-            for i, p in enumerate(payloads)
-        )
+        events += ((key, batch.run_id, first + i, p["type"], p, now) for i, p in enumerate(payloads))
         run_id = str(batch.run_id)
         results[index] = [event_frame(p, seq=first + i, run_id=run_id, ts=ts) for i, p in enumerate(payloads)]
         if batch.tool_records:
@@ -138,7 +132,7 @@ def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
             run_fields.setdefault("finished_at", now)
         if run_fields:
             Run.objects.filter(pk=batch.run_id).update(**run_fields)
-    Event.objects.bulk_create(events)
+    insert_rows(Event, EVENT_COLUMNS, events)
     # A run is indexed for search once, with the batch that completes it (`complete` is a
     # run's last event): no work per delta.
     finished = [

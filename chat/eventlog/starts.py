@@ -22,6 +22,7 @@ from chat.agents.limits import limits_for_users
 from chat.agents.selectors import agent_profiles_for_user
 from chat.eventlog.append import _append_batches, _conversation_key
 from chat.eventlog.frames import EventFrame
+from chat.eventlog.inserts import insert_objects
 from chat.eventlog.types import EventBatch, RunStart
 from chat.exceptions import (
     AgentUnavailable,
@@ -156,7 +157,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
                 )
             )
     if accepted:
-        Run.objects.bulk_create([run for _, run in accepted])
+        insert_objects([run for _, run in accepted])
         # The new turn is the one to show (docs/protocol.md, "Versions: edits, regenerated answers and branches": the newest branch by default).
         Conversation.objects.filter(
             pk__in={run.conversation_id for _, run in accepted}, viewed_seq__isnull=False
