@@ -188,7 +188,9 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Runs write from several threads of one process; WAL lets readers go on while
-    # a writer commits, and the busy timeout makes writers queue instead of failing.
+    # a writer commits, and the busy timeout makes writers queue instead of failing
+    # (those of another process: this one's take turns by a lock, agentsite/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "agentsite.sqlite"
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
         "transaction_mode": "IMMEDIATE",
