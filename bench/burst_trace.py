@@ -19,7 +19,7 @@ send, p50 and p95 over the burst, in the order a run start goes through them:
     first_text               the first text frame on the client's socket
 
 and the ORM thread's groups and the writer's rounds (size, start and end from the burst's first
-send).
+send), and the write transactions' waits at BEGIN (the writer's thread, the others).
 
     python -m bench.burst_trace                 # C=100
     python -m bench.burst_trace --count 200 --rounds 3
@@ -101,6 +101,7 @@ def table(rounds: list[tuple[list[tuple[str, clients.Stream]], float]], readings
                 ]
                 for kind in ("groups", "rounds")
             }
+            | {"begins": _begin_waits(readings["begins"], first_sent, last_text)}
         )
     lines = ["step                      p50 ms   p95 ms    n"]
     for name, values in series.items():
@@ -109,7 +110,22 @@ def table(rounds: list[tuple[list[tuple[str, clients.Stream]], float]], readings
         for kind, label in (("groups", "ORM groups"), ("rounds", "writer rounds")):
             shown = ", ".join(f"{size} runs {began}-{ended} ms" for size, began, ended in burst_groups[kind])
             lines.append(f"burst {index}, {label} (from the first send): {shown}")
+        lines.append(f"burst {index}, waits at BEGIN: {burst_groups['begins']}")
     return "\n".join(lines)
+
+
+def _begin_waits(begins: list[dict], first_sent: float, last_text: float) -> str:
+    """The write transactions' waits at BEGIN during a burst, per kind of thread: how many, how
+    many over 1 ms, the longest (their turn, agentsite/sqlite, and SQLite's lock)."""
+    waits: dict[str, list[float]] = {}
+    for begin in begins:
+        if first_sent <= begin["began"] <= last_text:
+            kind = "writer" if begin["thread"].startswith("event-writer") else "other threads"
+            waits.setdefault(kind, []).append((begin["ended"] - begin["began"]) * 1000)
+    return "; ".join(
+        f"{kind} {len(ms)}, {sum(1 for m in ms if m > 1)} over 1 ms, longest {max(ms):.1f} ms"
+        for kind, ms in sorted(waits.items())
+    )
 
 
 async def measure(stack: Stack, pool: Pool, *, count: int, rounds: int) -> str:

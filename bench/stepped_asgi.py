@@ -7,7 +7,8 @@ bench's clients and fake model share) per conversation, at: the message handed t
 the run's task (`task`), its user_message published (`user_message_published`), the model
 request sent (`request_sent`) and its response headers (`headers`), the first delta handed to
 the group writer (`first_delta_submitted`), the writer's round that stores it
-(`first_delta_round_in`, `_out`) and the delta published (`first_delta_published`).
+(`first_delta_round_in`, `_out`) and the delta published (`first_delta_published`); and every
+write transaction's wait at BEGIN, its turn and SQLite's lock (`begins`: thread, start, end).
 `GET /__bench__/steps` answers them. Only this bench application wraps anything: the project's
 own server times nothing.
 """
@@ -21,6 +22,7 @@ import time
 from collections import defaultdict
 
 from agentsite.asgi import application as project
+from agentsite.sqlite import base as sqlite_base
 from chat.agent import llm
 from chat.realtime import run_actions
 from chat.runtime import execution, head_start, registry, sink, writer
@@ -31,6 +33,7 @@ _lock = threading.Lock()
 _steps: dict[str, dict[str, float]] = defaultdict(dict)
 _groups: list[dict] = []
 _rounds: list[dict] = []  # the group writer's rounds
+_begins: list[dict] = []  # write transactions' BEGIN, the wait for their turn included
 _conversation: contextvars.ContextVar[str] = contextvars.ContextVar("bench_conversation", default="")
 
 
@@ -151,13 +154,35 @@ def _wrap_writer():
     writer.GroupWriter.submit, writer._store = submit, store
 
 
-for _install in (_wrap_run_start, _wrap_start_with_memory, _wrap_execute, _wrap_publish, _wrap_post, _wrap_writer):
+def _wrap_begin():
+    original = sqlite_base.DatabaseWrapper._start_transaction_under_autocommit
+
+    def begin(self):
+        began = time.time()
+        try:
+            return original(self)
+        finally:
+            with _lock:
+                _begins.append({"thread": threading.current_thread().name, "began": began, "ended": time.time()})
+
+    sqlite_base.DatabaseWrapper._start_transaction_under_autocommit = begin
+
+
+for _install in (
+    _wrap_run_start,
+    _wrap_start_with_memory,
+    _wrap_execute,
+    _wrap_publish,
+    _wrap_post,
+    _wrap_writer,
+    _wrap_begin,
+):
     _install()
 
 
 def _readings() -> dict:
     with _lock:
-        return {"steps": dict(_steps), "groups": list(_groups), "rounds": list(_rounds)}
+        return {"steps": dict(_steps), "groups": list(_groups), "rounds": list(_rounds), "begins": list(_begins)}
 
 
 async def application(scope, receive, send):
