@@ -3,8 +3,8 @@
 Run starts and the group writer insert hundreds of Run and Event rows at once, on a thread that
 must win the GIL back from the busy event loop. bulk_create compiles every value of every object
 through the query compiler and reaches the connection through Django's per-context proxy each
-time: for the Run and user_message rows of 100 starts it took 8.5 ms of that thread, where the
-same values prepared here take 4.7 (SQLite; `python -m bench.inserts`). The values are still
+time: for the Run and user_message rows of 100 starts it took 8.3 ms of that thread, where the
+same values prepared here take 3.7 (SQLite; `python -m bench.inserts`). The values are still
 prepared by their own fields for the database in use (pre_save, then get_db_prep_save), so
 SQLite and PostgreSQL get what bulk_create would give them; a column's equal values (a round's
 `now`, a run's id on each of its events) are prepared once."""
