@@ -25,12 +25,10 @@ def insert_objects(objs: Sequence[Model]) -> None:
     if not objs:
         return
     model = type(objs[0])
-    fields = _inserted(model)
+    # Every column but a database-generated primary key.
+    fields = [field for field in model._meta.concrete_fields if not isinstance(field, AutoField)]
+    insert_rows(model, [field.attname for field in fields], [[f.pre_save(obj, True) for f in fields] for obj in objs])
     alias = router.db_for_write(model)
-    connection = connections[alias]
-    preps = [_preparer(field, connection) for field in fields]
-    rows = [[prep(field.pre_save(obj, True)) for field, prep in zip(fields, preps)] for obj in objs]
-    _execute(model, fields, rows, connection)
     for obj in objs:
         obj._state.adding = False
         obj._state.db = alias
@@ -46,11 +44,6 @@ def insert_rows(model: type[Model], names: Sequence[str], rows: Iterable[Sequenc
     prepared = [[prep(value) for prep, value in zip(preps, row, strict=True)] for row in rows]
     if prepared:
         _execute(model, fields, prepared, connection)
-
-
-def _inserted(model: type[Model]) -> list[Field]:
-    """The columns an INSERT of the model names: all but a database-generated primary key."""
-    return [field for field in model._meta.concrete_fields if not isinstance(field, AutoField)]
 
 
 def _preparer(field: Field, connection) -> Callable[[Any], Any]:
