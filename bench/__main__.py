@@ -9,6 +9,7 @@ python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1
 python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle sockets, beside the relay's
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
+python -m bench --only bursts --burst-rounds 6   # a burst's first text, the project and the relay in turn
 
 Every results file holds a `run` entry: the command, commit, date and the machine's load
 (bench/runinfo.py); `python -m bench.docs` makes docs/performance.md's tables from them.
@@ -24,6 +25,7 @@ import traceback
 from pathlib import Path
 
 from . import (
+    bursts,
     concurrency,
     doors,
     firsttext,
@@ -44,12 +46,12 @@ from .procs import raise_fd_limit
 from .runinfo import RunInfo
 from .server import FakeModel, Stack
 
-MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "model-tls")
+MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "bursts", "model-tls")
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py,
 # bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py).
 OPT_IN = ("search", "growth", "idle10k")
 # Measured on servers of their own (or none), not on the stacks.
-STACKLESS = {"reference", "model-tls"}
+STACKLESS = {"reference", "bursts", "model-tls"}
 STACKS = {
     "sqlite-daphne": dict(database="sqlite", server="daphne", processes=1),
     "sqlite-uvicorn": dict(database="sqlite", server="uvicorn", processes=1),
@@ -86,6 +88,12 @@ def parse() -> argparse.Namespace:
         help=f"for model-tls: calls per variant (default {model_tls.CALLS}; quick 20)",
     )
     parser.add_argument(
+        "--burst-rounds",
+        type=int,
+        default=None,
+        help=f"for bursts: rounds per level, each a burst of the project and one of the relay (default {bursts.ROUNDS}; quick 2)",
+    )
+    parser.add_argument(
         "--out",
         default=None,
         help="JSON path (default bench/results/latest.json; growth.json and idle10k.json for those opt-ins)",
@@ -103,6 +111,11 @@ def concurrency_levels(args) -> list[int]:
     if args.levels:
         return [int(x) for x in args.levels.split(",")]
     return [50, 100] if args.quick else [50, 100, 200, 400]
+
+
+def burst_levels(args) -> list[int]:
+    """The levels of issue 30's first-text comparison: the concurrency levels up to 200."""
+    return [c for c in concurrency_levels(args) if c <= 200] or list(bursts.LEVELS)
 
 
 def idle_count(args) -> int:
@@ -204,6 +217,10 @@ async def main() -> int:
             results["reference"] = await reference.measure(model, levels=concurrency_levels(args))
         if "idle" in only:  # the bare relay's idle sockets, beside the project's
             results["reference_idle"] = await reference.measure_idle(model, sockets=idle_count(args))
+        if "bursts" in only:
+            rounds = args.burst_rounds or (2 if args.quick else bursts.ROUNDS)
+            print(f"\n[bursts] {burst_levels(args)}, the project and the relay in turn, {rounds} rounds", flush=True)
+            results["bursts"] = await bursts.measure(model, levels=burst_levels(args), rounds=rounds)
         if "model-tls" in only:
             print("\n[model-tls] a model call's first text, TLS and plain HTTP", flush=True)
             calls = args.tls_calls or (20 if args.quick else model_tls.CALLS)
@@ -252,12 +269,15 @@ async def main() -> int:
     if results.get("reference"):
         print()
         print(report.reference_summary(results))
+    if results.get("bursts"):
+        print()
+        print("\n".join(bursts.lines(results["bursts"])))
     if results.get("model_tls"):
         print("\n".join(model_tls.lines(results["model_tls"])))
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
     failed = [s for s in results["stacks"] if "error" in s] + [
-        results[k] for k in ("model_tls", "idle10k") if "error" in results.get(k, {})
+        results[k] for k in ("bursts", "model_tls", "idle10k") if "error" in results.get(k, {})
     ]
     return 1 if failed else 0
 

@@ -187,6 +187,41 @@ def render_reference(source: dict) -> list[str]:
     )
 
 
+# -- bursts: a burst's first text, the project and the relay in turn ------------------------------
+
+
+def take_bursts(results: dict) -> dict | None:
+    bursts = results.get("bursts")
+    return {"bursts": bursts} if bursts and bursts.get("levels") else None
+
+
+def render_bursts(source: dict) -> list[str]:
+    rows = []
+    for level in figure(source, "bursts.levels"):
+        v = figure(level, "verdict")
+        rows.append(
+            [
+                f"C = {level['C']}",
+                ", ".join(f"{b['first_text_p50_ms']:.0f}" for b in level["project"]),
+                ", ".join(f"{b['first_text_p50_ms']:.0f}" for b in level["relay"]),
+                f"{millis(v['project_median_ms'])} / {millis(v['relay_median_ms'])}",
+                f"**{v['ratio']:.2f}x**",
+                f"{v['rounds_no_later']} of {v['rounds']}",
+                "yes" if v["whole"] else "**no**",
+            ]
+        )
+    head = [
+        "burst",
+        "project: each burst's first text p50 (ms)",
+        "relay's, in the same rounds",
+        "median, project / relay",
+        "project / relay",
+        "rounds the project was no later",
+        "every stream whole",
+    ]
+    return _table(head, rows)
+
+
 # -- doors: first text through the WebSocket, /v1 and SSE ----------------------------------------
 
 
@@ -436,6 +471,7 @@ class Block:
 BLOCKS: dict[str, Block] = {
     "latest": Block(take_latest, render_latest),
     "reference": Block(take_reference, render_reference),
+    "bursts": Block(take_bursts, render_bursts),
     "doors": Block(take_doors, render_doors),
     "idle10k": Block(take_idle10k, render_idle10k),
     "model-tls": Block(take_model_tls, render_model_tls),
