@@ -1,6 +1,6 @@
 """`python -m bench` (`make bench`): run the suite, print the table, write bench/results/latest.json.
 
-python -m bench                 # everything (about 5-8 minutes on 2 cores)
+python -m bench                 # everything (about 10 minutes on 2 cores)
 python -m bench --quick         # smaller numbers, the SQLite stacks only (about a minute)
 python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
