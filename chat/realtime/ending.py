@@ -1,18 +1,21 @@
-"""Ending a channel that is no consumer's: its groups left, then the channel itself, to the end.
+"""A request's cleanup run to the end: a channel that is no consumer's ended (its groups left,
+then the channel itself), a stream's groups left.
 
-A request's channel (an SSE stream's, a completion's, a health probe's) is ended in the
-request's own cleanup, and Django cancels a request when its client goes. A client that closes
-as its stream ends (the usual way: it read `complete`) cancelled that cleanup at its first
-await, and the channel stayed joined and subscribed for the life of the process (the soak: 19
-channels of ended streams on Redis after 7 minutes). The leaving runs as a task of its own: a
-cancelled request stops waiting for it, not the leaving.
+A request's channel (a health probe's) or its memberships (an SSE stream's, a streamed
+completion's: chat.web.streams) are ended in the request's own cleanup, and Django cancels a
+request when its client goes. A client that closes as its stream ends (the usual way: it read
+`complete`) cancelled that cleanup at its first await, and the channel stayed joined and
+subscribed for the life of the process (the soak: 19 channels of ended streams on Redis after 7
+minutes). The cleanup runs as a task of its own: a cancelled request stops waiting for it, not
+the cleanup.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -20,11 +23,16 @@ logger = logging.getLogger(__name__)
 _ending: set[asyncio.Task] = set()
 
 
-async def end_channel(layer, channel: str, groups: Iterable[str] = ()) -> None:
-    task = asyncio.ensure_future(_end(layer, channel, tuple(groups)))
+async def to_the_end(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Await `cleanup`; cancelled meanwhile, the caller stops waiting and the cleanup goes on."""
+    task = asyncio.ensure_future(cleanup)
     _ending.add(task)
     task.add_done_callback(_ending.discard)
     await asyncio.shield(task)
+
+
+async def end_channel(layer, channel: str, groups: Iterable[str] = ()) -> None:
+    await to_the_end(_end(layer, channel, tuple(groups)))
 
 
 async def _end(layer, channel: str, groups: tuple[str, ...]) -> None:

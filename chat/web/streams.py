@@ -3,10 +3,14 @@ program that reads HTTP, exactly as the WebSocket sends them, without a thread p
 
 `GET /api/conversations/<id>/stream/?after=<seq>` (or `Last-Event-ID`, which wins): the
 persisted events after it, one `sync` event, then the live events. The order is the
-consumer's (register-then-fetch): the stream's channel joins the conversation's group before
-the history is read, live batches whose seq was already sent are dropped, and a batch that
-starts past the next seq has its gap read from the database. Every tick (the keep-alive
-comment, the credential re-check) also reads what the layer may have lost.
+consumer's (register-then-fetch): the stream joins the conversation's group before the history
+is read, live batches whose seq was already sent are dropped, and a batch that starts past the
+next seq has its gap read from the database. Every tick (the keep-alive comment, the credential
+re-check) also reads what the layer may have lost.
+
+A stream is served as the process's sockets are, by the hub (chat.realtime.hub): its groups'
+messages reach the process's one channel and are handed to the stream's queue, so a stream has
+no channel of the layer (on Redis, no subscription) of its own.
 
 The credential holds for the stream's life: a revocation pushed to the user's group
 (chat.realtime.revocation) ends it at once, and the session or token is re-checked every
@@ -25,7 +29,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from channels.layers import get_channel_layer
 from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
@@ -35,7 +38,8 @@ from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
-from chat.realtime.ending import end_channel
+from chat.realtime.ending import to_the_end
+from chat.realtime.hub import INBOX_LIMIT, get_hub
 from chat.realtime.revocation import REVOKED, session_is_current, user_group
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
@@ -47,6 +51,8 @@ logger = logging.getLogger(__name__)
 # A comment line this often keeps proxies and clients from timing the stream out.
 KEEPALIVE_SECONDS = 15.0
 KEEPALIVE = b": keep-alive\n\n"
+# What the stream's queue is handed when the layer came back after an outage (Hub.layer_back).
+LAYER_BACK = "stream.layer_back"
 
 
 def _seq(value: str | None) -> int | None:
@@ -67,7 +73,8 @@ def sse_event(frame: dict[str, Any], *, with_id: bool = True) -> bytes:
 
 
 class Stream:
-    """One open stream: its channel in the conversation's and the user's groups, and the last seq sent."""
+    """One open stream: a member of the hub in the conversation's and the user's groups, the
+    messages the hub hands it, and the last seq sent."""
 
     def __init__(
         self, *, conversation, user, token_id, session_key, after: int, until_complete: bool, new: bool = False
@@ -80,9 +87,19 @@ class Stream:
         self.until_complete = until_complete
         self.new = new
         self.done = False
-        self.layer = get_channel_layer()
-        self.channel = ""
         self.groups = (user_group(user.pk), conversation_group(conversation.pk))
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(INBOX_LIMIT)
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        """The hub's: a message of the stream's groups, read by `_live` in the order it came."""
+        try:
+            self._inbox.put_nowait(message)
+        except asyncio.QueueFull:  # a batch dropped: its gap is read from the database with the next, or at the tick
+            pass
+
+    def layer_back(self) -> None:
+        """The hub's: the layer came back after an outage; what it lost is read now, not at the tick."""
+        self.deliver({"type": LAYER_BACK})
 
     async def events(self) -> AsyncIterator[bytes]:
         """The stream as server-sent events: each frame with its seq as id (sync without one)."""
@@ -99,10 +116,10 @@ class Stream:
         (asyncio closes a started async generator that is dropped)."""
         # Joined before anything is read (register-then-fetch), the user's group first so that a
         # credential ending from here on reaches the stream.
-        self.channel = await self.layer.new_channel("sse.")
+        hub = get_hub()
         try:
             for group in self.groups:
-                await self.layer.group_add(group, self.channel)
+                await hub.join(group, self)
             await get_registry().ensure_started()
             if self.new:
                 # Nothing stored before the join: no history, run or approval to read; what
@@ -117,9 +134,11 @@ class Stream:
             async for chunk in self._live():
                 yield chunk
         finally:
-            # No consumer's cancelled receive ends this channel: without this, every stream
-            # left its queue and (on Redis) its subscription in the process for good.
-            await end_channel(self.layer, self.channel, self.groups)
+            await to_the_end(self._leave(hub))
+
+    async def _leave(self, hub) -> None:
+        for group in self.groups:
+            await hub.leave(group, self)
 
     def _sync(self, run, pending: list[str]) -> dict[str, Any]:
         return {
@@ -133,24 +152,26 @@ class Stream:
     async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
         checked_at = kept_at = time.monotonic()
         tick = min(KEEPALIVE_SECONDS, SESSION_RECHECK_SECONDS)
-        # One receive waits across the ticks: the Redis layer unsubscribes a channel whose
-        # receive is cancelled, so a receive timed out at each tick dropped the channel until
-        # the next one subscribed again, and the doorbells of that moment with it.
+        # One get waits across the ticks (a get timed out at each tick would be a task a tick).
         receiving: asyncio.Future | None = None
         try:
             while not self.done:
                 if receiving is None:
-                    receiving = asyncio.ensure_future(self.layer.receive(self.channel))
+                    receiving = asyncio.ensure_future(self._inbox.get())
                 await asyncio.wait((receiving,), timeout=tick)
                 message = None
                 if receiving.done():
                     message, receiving = receiving.result(), None
                 now = time.monotonic()
-                if message is not None and message.get("type") == REVOKED:
+                kind = message.get("type") if message is not None else None
+                if kind == REVOKED:
                     if self._revokes(message):
                         return
-                elif message is not None and message.get("type") == "chat.events":
+                elif kind == "chat.events":
                     for chunk in await self._batch(message["events"]):
+                        yield chunk
+                elif kind == LAYER_BACK:
+                    for chunk in await self._from_database():
                         yield chunk
                 if now - checked_at >= SESSION_RECHECK_SECONDS:
                     if not await self._credential_holds():

@@ -16,12 +16,17 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.eventlog.reads import events_after
+from chat.eventlog.starts import run_start
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.web.sessions)
+from chat.realtime.hub import get_hub
+from chat.realtime.revocation import user_group
+from chat.runtime.doorbell import conversation_group
 from chat.web import streams
 from chat.web.tokens import token_create
 from tests.asgi_http import RawStream
 from tests.asgi_socket import session_cookie
 from tests.fakellm import text_reply
+from tests.realtime.test_hub import members_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -275,7 +280,7 @@ async def test_revoking_the_token_ends_a_streamed_completion(make_user, registry
     assert len(answer_of(body)) < len("a slow answer of many pieces")
 
 
-# -- the layer's channels: one receive across the ticks, nothing left behind ------------------
+# -- served by the hub: no channel of its own, its groups left to the end ---------------------
 
 
 class Channels:
@@ -289,7 +294,7 @@ class Channels:
 
         async def new_channel(prefix="specific."):
             name = await real_new(prefix)
-            if prefix in ("sse.", "healthz."):  # not the run registry's, which lives with the process
+            if prefix in ("sse.", "healthz."):  # not the run registry's nor the hub's, which live with the process
                 self.made.append(name)
             return name
 
@@ -315,35 +320,44 @@ class Channels:
         return True
 
 
-async def test_an_open_stream_keeps_one_receive_across_its_ticks_and_leaves_no_channel(
+def streams_groups() -> set[str]:
+    """The users' and conversations' groups the hub has a member in (the streams', here)."""
+    return {group for group in get_hub().members if group.startswith(("user.", "conversation."))}
+
+
+async def hub_left(groups, timeout: float = 3.0) -> bool:
+    """True once the hub has no member in these groups and its channel is in none of them."""
+    layer, hub = get_channel_layer(), get_hub()
+    async with asyncio.timeout(timeout):
+        while any(group in hub.members or hub.channel in members_of(layer, group) for group in groups):
+            await asyncio.sleep(0.05)
+    return True
+
+
+async def test_an_open_stream_is_served_by_the_hub_and_leaves_its_groups(
     conversation, short_intervals, registry, monkeypatch
 ):
+    """No channel of the layer per stream (on Redis, no subscription per stream): the stream is a
+    member of the hub in the user's and the conversation's groups, across its ticks, then leaves."""
     channels = Channels(monkeypatch)
-    layer = channels.layer
-    real_receive, receives = layer.receive, []
-
-    async def receive(channel):
-        receives.append(channel)
-        return await real_receive(channel)
-
-    monkeypatch.setattr(layer, "receive", receive)
     key = await sync_to_async(session_cookie)(conversation.owner)
     stream = RawStream(f"/api/conversations/{conversation.pk}/stream/", [(b"cookie", f"sessionid={key}".encode())])
     await stream.open()
     assert (await stream.chunk()).startswith(b"event: sync")
     for _ in range(3):
         assert await stream.chunk() == b": keep-alive\n\n"
-    # Three ticks, one receive still waiting (a receive per tick unsubscribed at each on Redis).
-    assert len(channels.made) == 1 and [name for name in receives if name in channels.made] == channels.made
-    assert await channels.held() == channels.made
+    groups = {user_group(conversation.owner.pk), conversation_group(conversation.pk)}
+    hub = get_hub()
+    assert channels.made == []
+    assert streams_groups() == groups and all(len(hub.members[group]) == 1 for group in groups)
+    assert all(members_of(get_channel_layer(), group) == {hub.channel} for group in groups)
     await stream.close()
-    assert await channels.left()
+    assert await hub_left(groups)
 
 
-async def test_finished_completions_and_probes_leave_no_channel_behind(make_user, registry, llm_settings, monkeypatch):
-    """A streamed completion ends on its `complete`, its last receive returned, not cancelled:
-    its channel stayed in the process (and subscribed, on Redis) for good. So did each
-    /healthz's."""
+async def test_finished_completions_and_probes_leave_nothing_behind(make_user, registry, llm_settings, monkeypatch):
+    """A streamed completion ends on its `complete`: its memberships of the hub are left, as a
+    stream's are. Each /healthz's channel is ended."""
     channels = Channels(monkeypatch)
     user = await sync_to_async(make_user)("alice")
     _, value = await sync_to_async(token_create)(user=user, name="script")
@@ -362,25 +376,26 @@ async def test_finished_completions_and_probes_leave_no_channel_behind(make_user
         assert (await probe.open())["status"] == 200
         await probe.rest()
         await probe.close()
-    assert len(channels.made) == 4 and sum("healthz." in name for name in channels.made) == 2
+    assert len(channels.made) == 2 and all("healthz." in name for name in channels.made)
     assert await channels.left()
+    assert await hub_left({user_group(user.pk)}) and streams_groups() == set()
 
 
-async def test_a_client_closing_as_its_stream_ends_does_not_keep_the_channel(
+async def test_a_client_closing_as_its_stream_ends_does_not_keep_the_membership(
     conversation, registry, llm_settings, monkeypatch
 ):
     """A client that read `complete` closes at once, and Django cancels the request while the
     stream leaves its groups: the leaving must not stop there (the soak's clients do this)."""
-    channels = Channels(monkeypatch)
-    layer = channels.layer
+    layer = get_channel_layer()
     real_discard = layer.group_discard
     leaving = asyncio.Event()
+    group = conversation_group(conversation.pk)
 
-    async def slow_group_discard(group, channel):
-        if channel in channels.made:
+    async def slow_group_discard(name, channel):
+        if name == group:
             leaving.set()
             await asyncio.sleep(0.3)
-        await real_discard(group, channel)
+        await real_discard(name, channel)
 
     monkeypatch.setattr(layer, "group_discard", slow_group_discard)
     llm_settings.script(text_reply("one two three", piece=3, delay=0.01))
@@ -389,4 +404,23 @@ async def test_a_client_closing_as_its_stream_ends_does_not_keep_the_channel(
         pass
     await asyncio.wait_for(leaving.wait(), 2)
     await stream.close()  # the disconnect cancels the request in the middle of its leaving
-    assert await channels.left()
+    assert await hub_left({group, user_group(conversation.owner.pk)})
+
+
+async def test_a_stream_reads_what_it_missed_when_the_layer_comes_back(conversation, registry, monkeypatch):
+    """The hub tells its members the layer came back after an outage: the stream reads the
+    database then, not at its next tick (an hour away here)."""
+    monkeypatch.setattr(streams, "KEEPALIVE_SECONDS", 3600.0)
+    monkeypatch.setattr(streams, "SESSION_RECHECK_SECONDS", 3600.0)
+    key = await sync_to_async(session_cookie)(conversation.owner)
+    stream = RawStream(f"/api/conversations/{conversation.pk}/stream/", [(b"cookie", f"sessionid={key}".encode())])
+    await stream.open()
+    assert (await stream.chunk()).startswith(b"event: sync")
+    # Stored with no doorbell, as when the layer was away.
+    await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    get_hub()._layer_back()
+    chunk = await asyncio.wait_for(stream.chunk(), 2)
+    assert chunk.startswith(b"id: 1\nevent: user_message\n")
+    await stream.close()
