@@ -13,6 +13,9 @@ A socket is a HubConsumer: it keeps what the hub hands it until it is ready for 
 socket: once its connect has sent `sync`), then one task handles it in order while there is
 any; an idle socket has neither list nor task.
 
+An SSE stream (chat.web.streams.Stream, which also follows a streamed completion) is a member
+too: the hub hands its messages to the stream's queue, which the request reads.
+
 A socket's join always asks the layer too, even of a group the process is in already: the
 in-memory layer ends a membership after a day, and a join that waited on the layer is one the
 socket can read its history after (register-then-fetch). The group is left when its last
