@@ -1,5 +1,5 @@
-"""A request's cleanup run to the end: a channel that is no consumer's ended (its groups left,
-then the channel itself), a stream's groups left.
+"""A request's cleanup run to the end: a channel that is no consumer's ended (a health
+probe's), a stream's groups left.
 
 A request's channel (a health probe's) or its memberships (an SSE stream's, a streamed
 completion's: chat.web.streams) are ended in the request's own cleanup, and Django cancels a
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -31,16 +31,11 @@ async def to_the_end(cleanup: Coroutine[Any, Any, None]) -> None:
     await asyncio.shield(task)
 
 
-async def end_channel(layer, channel: str, groups: Iterable[str] = ()) -> None:
-    await to_the_end(_end(layer, channel, tuple(groups)))
+async def end_channel(layer, channel: str) -> None:
+    await to_the_end(_end(layer, channel))
 
 
-async def _end(layer, channel: str, groups: tuple[str, ...]) -> None:
-    for group in groups:
-        try:
-            await layer.group_discard(group, channel)
-        except Exception:  # the layer is down: its groups expire by themselves
-            logger.info("could not leave %s", group, exc_info=True)
+async def _end(layer, channel: str) -> None:
     try:
         await layer.discard_channel(channel)
     except Exception:
