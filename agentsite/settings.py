@@ -291,6 +291,12 @@ AGENT_MAX_UPLOAD_BYTES = env_number("AGENT_MAX_UPLOAD_BYTES", "10485760")
 AGENT_VISION = env_bool("AGENT_VISION", False)
 # The box an image is scaled down into before a model is sent it, WIDTHxHEIGHT (ratio kept, never enlarged).
 AGENT_IMAGE_MAX_PIXELS = os.environ.get("AGENT_IMAGE_MAX_PIXELS", "1568x1568")
+# Most pixels (width x height, as its header claims) an image may have to be decoded at all: an
+# upload or a /v1 image over it is refused (400) before anything decodes it. Decoding takes 3-4
+# bytes a pixel: 50 megapixels pass a 20-megapixel phone photo and an 8K frame, and cost ~200 MB.
+AGENT_IMAGE_MAX_INPUT_PIXELS = env_number("AGENT_IMAGE_MAX_INPUT_PIXELS", "50000000")
+# Images one server process decodes at once (thumbnails, what a model is sent); the others wait.
+AGENT_IMAGE_DECODES = env_number("AGENT_IMAGE_DECODES", "2")
 # Open WebSockets one user may hold in one server process (0: no cap); over it: close 4429.
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
 # Seconds between the process's full garbage collections (agentsite.collector); 0: none but

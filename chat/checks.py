@@ -51,6 +51,8 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_MAX_RESUMES": (settings.AGENT_MAX_RESUMES, 0),
         "AGENT_DAILY_TOKEN_QUOTA": (settings.AGENT_DAILY_TOKEN_QUOTA, 0),
         "AGENT_MAX_UPLOAD_BYTES": (settings.AGENT_MAX_UPLOAD_BYTES, 1),
+        "AGENT_IMAGE_MAX_INPUT_PIXELS": (settings.AGENT_IMAGE_MAX_INPUT_PIXELS, 1),
+        "AGENT_IMAGE_DECODES": (settings.AGENT_IMAGE_DECODES, 1),
     }
     for name, (value, minimum) in numbers.items():
         if value < minimum:

@@ -19,6 +19,7 @@ from openai import AsyncOpenAI, OpenAI
 from PIL import Image
 
 from chat.eventlog.history import attachments_note
+from tests.crafted_images import plain_png
 from tests.fakellm import text_reply
 
 from .harness import Client, SyncUser, shell
@@ -45,6 +46,7 @@ def vision_server(databases, make_server, workspaces, e2e_llm):
         AGENT_WORKSPACE_MAX_BYTES=str(WORKSPACE_QUOTA),
         AGENT_WORKSPACE_ROOT=str(workspaces),
         AGENT_MESSAGES_PER_MINUTE="1000",
+        AGENT_IMAGE_MAX_INPUT_PIXELS="20000000",
     )
     shell(
         server,
@@ -240,6 +242,8 @@ async def test_refused_images_are_openais_400s_and_leave_nothing_behind(vision_s
         ([user_message("x", data_url(b"just some text"))], (400, "invalid_image_format", at)),
         ([user_message("x", "data:image/png;base64,iVBOR\n@@")], (400, "invalid_image_format", at)),
         ([user_message("x", data_url(noise_png(330)))], (400, "image_too_large", at)),  # over the upload limit
+        # 25 megapixels in 60 KB: over AGENT_IMAGE_MAX_INPUT_PIXELS, refused before it is decoded
+        ([user_message("x", data_url(plain_png(5000, 5000)))], (400, "image_too_large", at)),
         (
             [user_message("x", *(data_url(encoded("PNG", (n, 1))) for n in range(1, 22)))],
             (400, "too_many_images", "messages"),
@@ -260,6 +264,11 @@ async def test_refused_images_are_openais_400s_and_leave_nothing_behind(vision_s
     with pytest.raises(openai.BadRequestError) as caught:
         await client.chat.completions.create(model="default", messages=[user_message("x", "http://10.0.0.1/a.png")])
     assert "does not fetch images from the internet" in caught.value.message
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.chat.completions.create(
+            model="default", messages=[user_message("x", data_url(plain_png(5000, 5000)))]
+        )
+    assert "5000x5000 pixels, more than the 20,000,000 that may be decoded" in caught.value.message
     with pytest.raises(openai.APIStatusError) as caught:  # over the body limit: its messages and one image
         await client.chat.completions.create(
             model="default", messages=[user_message("x", "data:image/png;base64," + "A" * 3_200_000)]
