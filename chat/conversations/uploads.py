@@ -34,7 +34,7 @@ from django.conf import settings
 
 from chat.agent.text import clean, invalid_reason
 from chat.agent.tools import ToolError
-from chat.conversations import images
+from chat.conversations import images, thumbnails
 from chat.conversations.workspaces import workspace_locked
 from chat.models import Conversation
 from chat.tools.confine import MAX_DEPTH, MAX_NAME_CHARS, MAX_PATH_CHARS, Confined, workspace_path
@@ -155,6 +155,7 @@ def file_store(*, conversation_id, path: str, chunks: Iterable[bytes], size: int
             workspace.write_chunks(path, chunks)
         except ToolError as exc:
             raise _refused(exc) from None
+    thumbnails.forget(conversation_id, path)  # of the file it replaced
     text_path = _store_pdf_text(conversation_id, workspace, path, source) if path.lower().endswith(".pdf") else None
     return Stored(path=path, size=size, text_path=text_path, image=image)
 
@@ -235,12 +236,13 @@ def file_open(*, conversation_id, path: str) -> tuple[BinaryIO, int]:
 
 
 def file_remove(*, conversation_id, path: str) -> None:
-    """Delete the file at `path`, and a PDF's extracted text with it; 404 when there is none."""
+    """Delete the file at `path`, its thumbnails, and a PDF's extracted text; 404 when there is none."""
     workspace = _workspace(conversation_id)
     try:
         workspace.remove_file(path)
     except ToolError as exc:
         raise _refused(exc, status=404) from None
+    thumbnails.forget(conversation_id, path)
     if path.lower().endswith(".pdf") and workspace.size_of(path + PDF_TEXT_SUFFIX):
         try:
             workspace.remove_file(path + PDF_TEXT_SUFFIX)

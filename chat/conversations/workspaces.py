@@ -10,7 +10,8 @@ which BEGIN IMMEDIATE (agentsite/settings.py) opens holding the database's write
 one process would not see the others. The lock is held for one measurement and one write (an
 upload is already received in full), never for a tool's run or a PDF's text extraction.
 
-A deleted conversation's workspace (the files its tools wrote) is removed once the deletion commits.
+A deleted conversation's workspace (the files its tools wrote) is removed once the deletion commits,
+and the thumbnails of its images (chat.conversations.thumbnails) with it.
 
 A `post_delete` receiver on Conversation rather than a step in the delete service: Django
 sends the signal for every conversation deleted by any path, the API's service, the admin
@@ -34,6 +35,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 from chat.agent.tools import ToolContext, ToolError
+from chat.conversations.thumbnails import conversation_folder
 from chat.models import Conversation
 from chat.tools.confine import Confined, workspace_path
 from chat.tools.removal import remove_workspace
@@ -68,6 +70,7 @@ async def locked_write(context: ToolContext, write: Callable[[], T]) -> T:
 def remove_after_delete(sender, instance: Conversation, using: str, **kwargs) -> None:
     path = workspace_path(settings.AGENT_WORKSPACE_ROOT, instance.pk)
     transaction.on_commit(partial(remove_workspace, path), using=using, robust=True)
+    transaction.on_commit(partial(remove_workspace, conversation_folder(instance.pk)), using=using, robust=True)
 
 
 def workspace_listing(conversation_id) -> list[tuple[str, int, datetime]]:

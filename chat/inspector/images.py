@@ -1,6 +1,7 @@
 """The images a recorded request showed the model, as thumbnails for the run page (docs/protocol.md,
 "Images"): the trace keeps each image's path in place of its data URL (chat.agents.images.elided),
-and the page shows a small copy made from the conversation's file now, never the base64."""
+and the page shows a small copy made from the conversation's file now (made once and kept:
+chat.conversations.thumbnails), never the base64."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from chat.agent.tools import ToolError
-from chat.conversations import images
+from chat.conversations import images, thumbnails
 from chat.tools.confine import Confined, workspace_path
 
 INSPECTOR_THUMBNAIL = (160, 160)
@@ -38,7 +39,7 @@ def _thumbnail(conversation_id: str, path: str) -> str:
         return ""
     with os.fdopen(fd, "rb") as handle:
         try:
-            small = images.scaled(handle, box=INSPECTOR_THUMBNAIL, quality=75)
+            mime, data = thumbnails.thumbnail(conversation_id, path, handle, box=INSPECTOR_THUMBNAIL, quality=75)
         except images.NotAnImage:
             return ""
-    return f"data:{small.mime};base64,{base64.b64encode(small.data).decode()}"
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"

@@ -9,7 +9,8 @@ in the site's origin.
 
 `?thumbnail=1` on an image (docs/protocol.md, "Files") answers a small re-encoded copy, inline, for
 the chat page's thumbnails: Pillow wrote every byte of it, so nothing of the upload but its
-pixels reaches the browser, and a file that is not an image is a 400.
+pixels reaches the browser, and a file that is not an image (or one with more pixels than may be
+decoded) is a 400. It is made once and kept (chat.conversations.thumbnails).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.http import FileResponse, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.views.decorators.http import require_http_methods
 
-from chat.conversations import images, uploads
+from chat.conversations import images, thumbnails, uploads
 from chat.conversations.selectors import conversation_for_user
 from chat.web.api import NOT_FOUND
 from chat.web.json_api import api_login_required, json_error
@@ -87,7 +88,7 @@ def conversation_file(request, conversation_id: uuid.UUID, path: str):
             return HttpResponse(status=204)
         handle, size = uploads.file_open(conversation_id=conversation.pk, path=path)
         if request.GET.get("thumbnail"):
-            return _thumbnail(handle)
+            return _thumbnail(conversation.pk, path, handle)
     except uploads.FileRefused as exc:
         code = {404: "not_found", 413: "too_large"}.get(exc.status, "bad_request")
         return json_error(exc.status, code, exc.message)
@@ -101,13 +102,13 @@ def conversation_file(request, conversation_id: uuid.UUID, path: str):
     return response
 
 
-def _thumbnail(handle) -> HttpResponse:
+def _thumbnail(conversation_id, path: str, handle) -> HttpResponse:
     with handle:
         try:
-            small = images.scaled(handle, box=images.THUMBNAIL_PIXELS, quality=80)
+            mime, data = thumbnails.thumbnail(conversation_id, path, handle, box=images.THUMBNAIL_PIXELS, quality=80)
         except images.NotAnImage as exc:
             raise uploads.FileRefused(f"no thumbnail: {exc}") from None
-    response = FileResponse(io.BytesIO(small.data), content_type=small.mime)
+    response = FileResponse(io.BytesIO(data), content_type=mime)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, max-age=60"
