@@ -216,22 +216,27 @@ ACCOUNT_SECTIONS = (
     "account/_sessions.html",
     "account/_tokens.html",
 )
-# The session key under which a new token's value waits for the one page that shows it.
-NEW_TOKEN_KEY = "agentsite-new-token"
 
 
 @login_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def account_page(request):
     saved = account_settings_of(user_id=request.user.pk)
-    initial = {"display_name": saved.display_name, "email": request.user.email, "language": saved.language}
-    form = AccountForm(request.POST if request.method == "POST" else None, initial=initial)
+    form = AccountForm(request.POST if request.method == "POST" else None, initial=_account_initial(request, saved))
     if form.is_bound and form.is_valid():
         account_update(user=request.user, **form.cleaned_data)
         # Said in the language the next page is in.
         translation.activate(form.cleaned_data["language"] or translation.get_language_from_request(request))
         messages.success(request, gettext("Your account is saved."))
         return redirect("account")
+    return _account_render(request, form, saved, status=400 if form.is_bound else 200)
+
+
+def _account_initial(request, saved) -> dict:
+    return {"display_name": saved.display_name, "email": request.user.email, "language": saved.language}
+
+
+def _account_render(request, form, saved, *, new_token: str | None = None, status: int = 200):
     context = {
         "form": form,
         "sections": ACCOUNT_SECTIONS,
@@ -239,10 +244,9 @@ def account_page(request):
         "other_sessions": sessions_other_count(user_id=request.user.pk, session_key=request.session.session_key),
         "tokens": tokens_for_user(user=request.user),
         "token_form": TokenForm(),
-        # Shown once: popped from the session by the page that shows it.
-        "new_token": request.session.pop(NEW_TOKEN_KEY, None),
+        "new_token": new_token,
     }
-    return render(request, "account/index.html", context, status=400 if form.is_bound else 200)
+    return render(request, "account/index.html", context, status=status)
 
 
 @login_required
@@ -258,8 +262,13 @@ def account_sign_out_others(request):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def account_token_create(request):
+    """POST: a new token, its value shown once in this very answer. It is never kept to be shown
+    by a later page (a session row would hold it until then), so nothing at rest has it; the
+    page's script puts /account/ in the address bar, and a reload makes no second token."""
+    if request.method != "POST":  # the address bar's URL after a creation
+        return redirect("account")
     form = TokenForm(request.POST)
     if not form.is_valid():
         messages.error(request, gettext("Give the token a name of at most 100 characters."))
@@ -267,8 +276,11 @@ def account_token_create(request):
     _token, value = token_create(
         user=request.user, name=form.cleaned_data["name"], expires_in_days=form.cleaned_data["expires_in_days"]
     )
-    request.session[NEW_TOKEN_KEY] = value
-    return redirect("account")
+    saved = account_settings_of(user_id=request.user.pk)
+    form = AccountForm(initial=_account_initial(request, saved))
+    response = _account_render(request, form, saved, new_token=value, status=201)
+    response["Cache-Control"] = "no-store"  # the value stays out of the browser's cache too
+    return response
 
 
 @login_required

@@ -22,3 +22,8 @@ for (const button of document.querySelectorAll("button[data-copy]")) {
     setTimeout(() => { button.textContent = label; }, 2000);
   });
 }
+
+// A page answering a form's POST (a new API token shown once) names the page it is: the address
+// bar shows that one, so a reload reads it again rather than posting the form a second time.
+const canonical = document.querySelector("[data-page-url]");
+if (canonical) history.replaceState(null, "", canonical.dataset.pageUrl);

@@ -15,13 +15,15 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from agentsite.proxy import socket_client_address
 from chat.conversations.services import conversation_create
-from chat.models import ApiToken
+from chat.models import ApiToken, UserSession
 from chat.realtime import consumers
+from chat.web.sessions import SessionStore
 from chat.web.tokens import token_create
 from tests.asgi_socket import Socket
 
@@ -217,18 +219,35 @@ async def test_a_token_socket_re_checks_its_token(make_user, registry, monkeypat
     assert await sock.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
 
 
+def rows_holding(text: str) -> list[str]:
+    """Every table of the database read whole, session rows decoded: where `text` is found."""
+    found = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+            found += [f"{table}: {row}" for row in cursor.fetchall() if text in repr(row)]
+    for session in UserSession.objects.all():
+        if text in repr(SessionStore().decode(session.session_data)):
+            found.append(f"session {session.session_key}")
+    return found
+
+
 def test_the_account_page_makes_shows_once_lists_and_revokes(make_user):
     alice = make_user("alice")
     client = Client()
     client.force_login(alice)
     created = client.post("/account/tokens/", {"name": "laptop script", "expires_in_days": "30"})
-    assert created.status_code == 302
-    page = client.get("/account/").content.decode()
+    # The answer to the POST shows the value, and only that answer: nothing at rest holds it.
+    assert created.status_code == 201 and created["Cache-Control"] == "no-store"
+    page = created.content.decode()
     value = re.search(r'id="new-token"[^>]*value="(as_[^"]+)"', page).group(1)
     assert hashlib.sha256(value.encode()).hexdigest() == ApiToken.objects.get().digest
-    assert "laptop script" in page and 'data-copy="new-token"' in page
+    assert "laptop script" in page and 'data-copy="new-token"' in page and 'data-page-url="/account/"' in page
+    assert UserSession.objects.filter(user_id=alice.pk).exists()
+    assert rows_holding(value) == [] and rows_holding(value[10:30]) == []
     again = client.get("/account/").content.decode()
     assert value not in again and "laptop script" in again  # shown once
+    assert client.get("/account/tokens/")["Location"] == "/account/"  # the address bar's URL, reloaded
     assert client.get("/api/conversations/", **bearer(value)).status_code == 200
     token = ApiToken.objects.get()
     assert client.post(f"/account/tokens/{token.pk}/revoke/").status_code == 302
