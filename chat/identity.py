@@ -49,7 +49,9 @@ class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True)  # sha256 hex of the value
-    hint = models.CharField(max_length=12)  # the value's first characters, to tell tokens apart
+    # The value's first characters, to tell tokens apart; indexed: a failed attempt under a real
+    # token's prefix is counted against that prefix (chat.web.token_lockout).
+    hint = models.CharField(max_length=12, db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

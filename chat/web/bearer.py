@@ -9,7 +9,7 @@ from django.http import JsonResponse
 
 from agentsite.loop_middleware import DualMiddleware, request_db
 from agentsite.proxy import client_address, socket_client_address
-from chat.web.tokens import token_attempt_failed, token_attempts_refused, token_user
+from chat.web.token_lockout import token_check
 
 BEARER_PATHS = ("/api/", "/v1/")
 # Where refusals take OpenAI's error shape (docs/protocol.md, "OpenAI-compatible endpoint").
@@ -59,18 +59,14 @@ def _presented(request) -> str | None:
 
 def _sign_in(request, value: str) -> JsonResponse | None:
     """The request signed in as the token's user; the refusal when the token does not hold."""
-    address = client_address(request) or ""
+    check = token_check(value, client_address(request) or "")
     openai = request.path.startswith(OPENAI_PATHS)
-    if token_attempts_refused(address):
-        return _refusal(
-            429, "rate_limited", "Too many failed token attempts from your network; try again later.", openai=openai
-        )
-    user, token = token_user(value)
-    if user is None:
-        token_attempt_failed(address)
+    if check.locked:
+        return _refusal(429, "rate_limited", "Too many failed token attempts; try again later.", openai=openai)
+    if check.user is None:
         return _refusal(401, "not_authenticated", "The API token is unknown, revoked or expired.", openai=openai)
-    request.user = request._cached_user = user
-    request.api_token = token
+    request.user = request._cached_user = check.user
+    request.api_token = check.token
     request._dont_enforce_csrf_checks = True
     return None
 
@@ -83,12 +79,6 @@ def socket_bearer(scope) -> str | None:
 
 def socket_token_user(scope, value: str):
     """(user, token) of a handshake's bearer token; (None, None) for a bad one, counted as a
-    failed attempt of its address as over HTTP (chat.realtime.credentials signs sockets in)."""
-    address = socket_client_address(scope)
-    if token_attempts_refused(address):
-        return None, None
-    user, token = token_user(value)
-    if user is None:
-        token_attempt_failed(address)
-        return None, None
-    return user, token
+    failed attempt as over HTTP (chat.realtime.credentials signs sockets in)."""
+    check = token_check(value, socket_client_address(scope))
+    return check.user, check.token

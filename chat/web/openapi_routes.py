@@ -47,9 +47,11 @@ RUN_HEADERS = {"X-Agentsite-Conversation": "The call's conversation.", "X-Agents
 UNAUTHENTICATED = error("Not signed in (or a bad bearer token, with `WWW-Authenticate`).")
 CSRF_REFUSED = error("`csrf_failed`: a session request without its `X-CSRFToken` header.")
 OPENAI_CSRF_REFUSED = answer("`csrf_failed`: a session request without its `X-CSRFToken` header.", "OpenAIError")
-THROTTLED = error("`rate_limited`: too many failed token attempts from this address lately.")
+THROTTLED = error("`rate_limited`: too many failed token attempts lately, from this address or at this token.")
 OPENAI_UNAUTHENTICATED = answer("`invalid_api_key`: no token, or a bad one.", "OpenAIError")
-OPENAI_THROTTLED = answer("`rate_limit_exceeded`: too many failed token attempts from this address.", "OpenAIError")
+OPENAI_THROTTLED = answer(
+    "`rate_limit_exceeded`: too many failed token attempts, from this address or at this token.", "OpenAIError"
+)
 BAD_REQUEST = error("The body or a query parameter is refused; `message` says why.")
 NO_CONVERSATION = error("No such conversation (someone else's answers the same).")
 NO_RUN = error("No such run.")
@@ -62,7 +64,7 @@ BEFORE = query("before", "The `next` cursor of the previous page.", {"type": "st
 
 def operation(summary: str, responses: dict, *, security: list = READ, openai: bool = False, **more) -> dict:
     """One method of a route. Every route that takes credentials may answer 401 (signed out, a bad
-    token) and 429 (too many failed token attempts from the address), so they are added here
+    token) and 429 (too many failed token attempts), so they are added here
     rather than repeated, in OpenAI's shape on `/v1/`; open routes (security OPEN) get neither.
     A route's own 429 (its rate limit) describes both."""
     if security is not OPEN:

@@ -4,28 +4,21 @@ socket that presents one as `Authorization: Bearer`.
 
 A value is `as_` and 43 URL-safe characters (256 random bits); only its SHA-256 is stored, so a
 copy of the database opens nothing. Revoking a token deletes its row and closes the sockets
-opened with it on every process (chat.realtime.revocation). Failed attempts are counted per
-client address like failed sign-ins (LOGIN_FAILURE_LIMIT in LOGIN_LOCKOUT_MINUTES), in the
-cache that every process shares when REDIS_URL is set.
+opened with it on every process (chat.realtime.revocation). Failed attempts are counted and
+locked out by chat.web.token_lockout.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import secrets
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.agent.text import clean
 from chat.models import ApiToken
-from chat.realtime.redis_layer import REDIS_AWAY
-from chat.web.process_cache import cache
-
-logger = logging.getLogger(__name__)
 
 PREFIX = "as_"
 NAME_MAX = 100
@@ -84,38 +77,3 @@ def token_is_current(*, token_id, user_id) -> bool:
         .exclude(expires_at__lte=timezone.now())
         .exists()
     )
-
-
-# -- failed attempts ------------------------------------------------------------------------
-
-
-def _failures_key(address: str) -> str:
-    return f"token-failures:{address}"
-
-
-def token_attempts_refused(address: str) -> bool:
-    """Too many failed attempts from this address lately: refuse before looking the token up."""
-    limit = settings.LOGIN_FAILURE_LIMIT
-    if limit <= 0:
-        return False
-    try:
-        return (cache.get(_failures_key(address)) or 0) >= limit
-    except REDIS_AWAY:
-        # The count lives in Redis (shared by the processes): while it is away tokens still work,
-        # uncounted, rather than every program getting a 500.
-        logger.warning("failed token attempts are not counted: the cache does not answer")
-        return False
-
-
-def token_attempt_failed(address: str) -> None:
-    if settings.LOGIN_FAILURE_LIMIT <= 0:
-        return
-    key, window = _failures_key(address), int(settings.AXES_COOLOFF_TIME.total_seconds())
-    try:
-        cache.add(key, 0, timeout=window)
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr: a new window
-            cache.set(key, 1, timeout=window)
-    except REDIS_AWAY:
-        logger.warning("a failed token attempt is not counted: the cache does not answer")

@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -23,7 +23,10 @@ from agentsite.proxy import socket_client_address
 from chat.conversations.services import conversation_create
 from chat.models import ApiToken, UserSession
 from chat.realtime import consumers
+from chat.web.bearer import socket_token_user
+from chat.web.process_cache import cache
 from chat.web.sessions import SessionStore
+from chat.web.token_lockout import ADDRESS_LIMIT_FACTOR
 from chat.web.tokens import token_create
 from tests.asgi_socket import Socket
 
@@ -46,6 +49,10 @@ def session_client(user) -> Client:
 
 def csrf(client: Client) -> dict:
     return {"HTTP_X_CSRFTOKEN": client.cookies["csrftoken"].value}
+
+
+def random_token() -> str:
+    return "as_" + secrets.token_urlsafe(32)
 
 
 def bearer(value: str) -> dict:
@@ -164,17 +171,44 @@ def test_a_staff_token_never_opens_the_admin_or_the_inspector(make_user):
     assert client.get("/", **bearer(value)).status_code == 302  # the chat page wants a session
 
 
-def test_failed_attempts_are_throttled_per_address(make_user, settings):
+def test_a_guesser_is_stopped_without_locking_out_its_neighbours(make_user, settings):
+    """One address (a NAT) with a client guessing tokens and a program with a good one: past the
+    address's limit the guesses get 429, the good token still works (docs/protocol.md)."""
     settings.LOGIN_FAILURE_LIMIT = 3
     alice = make_user("alice")
     _, value = token_create(user=alice, name="good")
-    client = Client()
-    for _ in range(3):
-        assert client.get("/api/conversations/", **bearer("as_guess")).status_code == 401
-    throttled = client.get("/api/conversations/", **bearer(value))
+    nat = Client(REMOTE_ADDR="198.51.100.4")
+    address_limit = 3 * ADDRESS_LIMIT_FACTOR
+    for _ in range(address_limit):
+        assert nat.get("/api/conversations/", **bearer(random_token())).status_code == 401
+    throttled = nat.get("/api/conversations/", **bearer(random_token()))
     assert throttled.status_code == 429 and throttled.json()["error"] == "rate_limited"
-    other = Client(REMOTE_ADDR="10.0.0.9")  # another address is not held back
-    assert other.get("/api/conversations/", **bearer(value)).status_code == 200
+    assert nat.get("/api/conversations/", **bearer("not even a token")).status_code == 429
+    assert nat.get("/api/conversations/", **bearer(value)).status_code == 200  # the neighbour's token
+    # The socket's handshake counts and takes tokens the same way.
+    scope = {"client": ("198.51.100.4", 5000), "headers": []}
+    assert socket_token_user(scope, random_token()) == (None, None)
+    assert socket_token_user(scope, value)[0] == alice
+
+
+def test_attempts_at_one_tokens_prefix_lock_that_token_out_from_everywhere(make_user, settings):
+    settings.LOGIN_FAILURE_LIMIT = 3
+    alice = make_user("alice")
+    _, value = token_create(user=alice, name="aimed at")
+    _, other = token_create(user=alice, name="another")
+    for n in range(3):  # a wrong secret under its prefix, from a new address each time
+        aimed = Client(REMOTE_ADDR=f"203.0.113.{n}")
+        assert aimed.get("/api/conversations/", **bearer(value[:7] + random_token()[7:])).status_code == 401
+    for address in ("203.0.113.0", "192.0.2.1"):  # the token itself is held back, wherever it comes from
+        held = Client(REMOTE_ADDR=address).get("/api/conversations/", **bearer(value))
+        assert held.status_code == 429 and held.json()["error"] == "rate_limited"
+    assert Client(REMOTE_ADDR="203.0.113.0").get("/api/conversations/", **bearer(other)).status_code == 200
+    assert cache.get(f"token-failures:prefix:{value[:7]}") == 3
+    # Wrong secrets under a prefix no token has count against the address only.
+    unknown = "as_" + ("A" if value[3] != "A" else "B") * 4
+    for _ in range(5):
+        Client(REMOTE_ADDR="192.0.2.7").get("/api/conversations/", **bearer(unknown + random_token()[7:]))
+    assert cache.get(f"token-failures:prefix:{unknown}") is None and cache.get("token-failures:192.0.2.7") == 5
 
 
 async def test_a_program_opens_a_socket_with_its_token_and_revoking_closes_it(make_user, registry):

@@ -1,0 +1,101 @@
+"""Failed API token attempts (docs/protocol.md, "API tokens", "Failed attempts"): counted per
+client address and per token prefix, so that a client guessing tokens is stopped without
+locking out the other programs behind the same address (one NAT, one office, one CI runner).
+
+A failure is counted against its address, and also against its prefix (the `hint`, `as_` and
+four characters) when a token with that prefix exists: a wrong secret under a real token's
+prefix is someone aiming at that token. Within LOGIN_LOCKOUT_MINUTES:
+
+- an address past ADDRESS_LIMIT_FACTOR x LOGIN_FAILURE_LIMIT failures gets `429` for every
+  token that does not hold, without its attempt counting further; a token that holds is still
+  taken from it. A guesser learns nothing more (a guessed 256-bit secret never holds), and its
+  neighbours' tokens keep working. The limit is higher than a prefix's because many clients
+  share an address.
+- a prefix past LOGIN_FAILURE_LIMIT failures gets `429` for every token under it, the right one
+  too and from any address, before it is looked up: attempts at one token from many addresses
+  (which no address count sees) stop there. Locking a token out this way takes its first
+  characters, which only its user and staff see.
+
+The counts live in the cache that every process shares when REDIS_URL is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from chat.models import ApiToken
+from chat.realtime.redis_layer import REDIS_AWAY
+from chat.web.process_cache import cache
+from chat.web.tokens import token_user
+
+logger = logging.getLogger(__name__)
+
+ADDRESS_LIMIT_FACTOR = 5
+# A token's hint: what a presented value is counted under, once a token with it exists.
+_PREFIX = re.compile(r"as_[A-Za-z0-9_-]{4}")
+
+
+@dataclass(frozen=True)
+class TokenCheck:
+    """The user and token a presented value signs in, or neither; `locked` when it was refused
+    by a lock-out (`429`) rather than for not holding (`401`)."""
+
+    user: object | None = None
+    token: ApiToken | None = None
+    locked: bool = False
+
+
+def token_check(value: str, address: str) -> TokenCheck:
+    limit = settings.LOGIN_FAILURE_LIMIT
+    if limit <= 0:
+        user, token = token_user(value)
+        return TokenCheck(user, token)
+    prefix = value[:7] if _PREFIX.match(value) else None
+    address_failures, prefix_failures = _failures(address, prefix)
+    if prefix_failures >= limit:
+        return TokenCheck(locked=True)
+    user, token = token_user(value)
+    if user is not None:
+        return TokenCheck(user, token)
+    if address_failures >= limit * ADDRESS_LIMIT_FACTOR:
+        return TokenCheck(locked=True)
+    known = prefix is not None and ApiToken.objects.filter(hint=prefix).exists()
+    _count(_address_key(address), *([_prefix_key(prefix)] if known and prefix else []))
+    return TokenCheck()
+
+
+def _address_key(address: str) -> str:
+    return f"token-failures:{address}"
+
+
+def _prefix_key(prefix: str) -> str:
+    return f"token-failures:prefix:{prefix}"
+
+
+def _failures(address: str, prefix: str | None) -> tuple[int, int]:
+    keys = [_address_key(address), *([_prefix_key(prefix)] if prefix else [])]
+    try:
+        counts = cache.get_many(keys)
+    except REDIS_AWAY:
+        # The counts live in Redis (shared by the processes): while it is away tokens still work,
+        # uncounted, rather than every program getting a 500.
+        logger.warning("failed token attempts are not counted: the cache does not answer")
+        return 0, 0
+    return counts.get(keys[0], 0), counts.get(keys[1], 0) if prefix else 0
+
+
+def _count(*keys: str) -> None:
+    window = int(settings.AXES_COOLOFF_TIME.total_seconds())
+    try:
+        for key in keys:
+            cache.add(key, 0, timeout=window)
+            try:
+                cache.incr(key)
+            except ValueError:  # expired between add and incr: a new window
+                cache.set(key, 1, timeout=window)
+    except REDIS_AWAY:
+        logger.warning("a failed token attempt is not counted: the cache does not answer")
