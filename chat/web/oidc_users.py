@@ -4,8 +4,11 @@ sign-in, and their groups and staff flag set from the claims at every sign-in
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 
+from confusable_homoglyphs import categories
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
@@ -16,6 +19,11 @@ from django.utils import timezone
 from chat.models import OidcIdentity, ProviderGroup
 
 _USERNAME_CHARS = re.compile(r"[^\w.@+-]")
+# The scripts a username may mix, as Unicode TS #39's "highly restrictive" level allows: one
+# script, or Latin with the scripts Chinese, Japanese and Korean write together. Digits and
+# punctuation are no script's (Common), combining marks their letter's (Inherited).
+_SCRIPT_SETS = ({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}, {"LATIN", "HAN", "BOPOMOFO"}, {"LATIN", "HAN", "HANGUL"})
+_NO_SCRIPT = {"COMMON", "INHERITED"}
 _GROUP_NAME_MAX = Group._meta.get_field("name").max_length
 
 
@@ -70,10 +78,26 @@ def oidc_user_sign_in(*, issuer: str, claims: dict):
     return user
 
 
+def username_from(claim) -> str:
+    """The username a claim makes: NFKC-normalized (a fullwidth ｂｏｂ is bob), kept to the
+    characters of a username, and "" when it mixes scripts as a look-alike does (a Cyrillic а
+    in "аdmin")."""
+    if not isinstance(claim, str):
+        return ""
+    name = _USERNAME_CHARS.sub("", unicodedata.normalize("NFKC", claim))[:140]
+    scripts = set(categories.unique_aliases(name)) - _NO_SCRIPT
+    if len(scripts) > 1 and not any(scripts <= allowed for allowed in _SCRIPT_SETS):
+        return ""
+    return name
+
+
 def _create_user(claims: dict):
-    base = _USERNAME_CHARS.sub("", str(claims.get("preferred_username") or ""))[:140]
-    if not base:
-        base = _USERNAME_CHARS.sub("", str(claims.get("email") or "").split("@")[0])[:140] or "user"
+    base = (
+        username_from(claims.get("preferred_username"))
+        or username_from(str(claims.get("email") or "").split("@")[0])
+        # A neutral name that says nothing of the claims it could not use.
+        or "user-" + hashlib.sha256(str(claims["sub"]).encode()).hexdigest()[:8]
+    )
     users = get_user_model()
     for n in range(1, 1000):
         username = base if n == 1 else f"{base}-{n}"

@@ -4,6 +4,8 @@ filter of the groups the provider manages. The flow itself: tests/e2e/test_oidc.
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -58,7 +60,31 @@ def test_a_refused_user_writes_nothing(db, oidc_settings):
     with pytest.raises(SignInRefused):
         oidc_user_sign_in(issuer=ISSUER, claims={"sub": "out", "groups": ["strangers"]})
     assert not get_user_model().objects.exists() and not Group.objects.exists()
-    assert oidc_user_sign_in(issuer=ISSUER, claims={"sub": "in", "groups": ["members"]}).username == "user"
+    user = oidc_user_sign_in(issuer=ISSUER, claims={"sub": "in", "groups": ["members"]})
+    assert user.username == "user-" + hashlib.sha256(b"in").hexdigest()[:8]  # no name claimed: a neutral one
+
+
+def test_look_alike_usernames_are_normalized_or_replaced_by_a_neutral_name(db, oidc_settings):
+    get_user_model().objects.create_user(username="admin", password="pw-long-enough-1")
+
+    def username(sub: str, **claims) -> str:
+        return oidc_user_sign_in(issuer=ISSUER, claims={"sub": sub, **claims}).username
+
+    neutral = "user-" + hashlib.sha256(b"cyr").hexdigest()[:8]
+    assert username("cyr", preferred_username="\u0430dmin") == neutral  # a Cyrillic а among Latin letters
+    assert username("cyr-mail", preferred_username="adm\u0456n", email="admin@corp.test") == "admin-2"
+    assert username("fullwidth", preferred_username="\uff41\uff44\uff4d\uff49\uff4e") == "admin-3"  # NFKC
+    assert username("greek", preferred_username="\u0391dmin") == "user-" + hashlib.sha256(b"greek").hexdigest()[:8]
+    assert username("ligature", preferred_username="\ufb01le") == "file"  # ﬁ is f and i
+    # One script, or the scripts written together in Japanese, are names of their own.
+    assert username("ru", preferred_username="\u0438\u0432\u0430\u043d") == "\u0438\u0432\u0430\u043d"
+    assert username("ja", preferred_username="\u5c71\u7530\u305f\u308d\u3046") == "\u5c71\u7530\u305f\u308d\u3046"
+    assert (
+        username("mixed-ja", preferred_username="\u5c71\u7530-\u0430")
+        == "user-" + hashlib.sha256(b"mixed-ja").hexdigest()[:8]
+    )
+    assert username("accent", preferred_username="Jose\u0301") == "Jos\u00e9"  # composed
+    assert get_user_model().objects.filter(username__startswith="user-").count() == 3
 
 
 def test_the_backend_checks_no_credentials(db):
