@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 BACKEND = "chat.web.oidc_users.OidcBackend"
 ID_TOKEN_KEY = "oidc_id_token"  # the session's copy of the ID token: the id_token_hint of the logout
 _NEXT_KEY = "oidc_next"
+# Sign-ins a session keeps pending (started, not yet back from the provider): a page that starts
+# them over and over must not grow the session row without end. Five covers a few tabs.
+PENDING_MAX = 5
 _clients: dict[tuple, object] = {}
 
 
@@ -112,7 +115,26 @@ def oidc_login(request):
         return _unavailable(request, f"{type(exc).__name__}: {exc}")
     client.save_authorize_data(request, redirect_uri=_redirect_uri(request), **target)
     request.session[f"{_NEXT_KEY}_{target['state']}"] = _safe_next(request, request.GET.get("next", ""))
+    _keep_last_pending(request.session, client.name)
     return redirect(target["url"])
+
+
+def _keep_last_pending(session, name: str) -> None:
+    """Only the PENDING_MAX newest pending sign-ins stay, each with its `next`: Authlib keeps one
+    entry per state, `_state_<name>_<state>` with its expiry, and clears the expired ones only
+    when a callback comes back."""
+    prefix = f"_state_{name}_"
+    pending = sorted((key for key in session.keys() if key.startswith(prefix)), key=lambda key: _expiry(session[key]))
+    for key in pending[:-PENDING_MAX]:
+        del session[key]
+    kept = {key.removeprefix(prefix) for key in pending[-PENDING_MAX:]}
+    for key in [key for key in session.keys() if key.startswith(f"{_NEXT_KEY}_")]:
+        if key.removeprefix(f"{_NEXT_KEY}_") not in kept:
+            del session[key]
+
+
+def _expiry(entry) -> float:
+    return (entry.get("exp") or 0) if isinstance(entry, dict) else 0
 
 
 def _unavailable(request, reason: str):

@@ -94,10 +94,15 @@ def form_of(html: str) -> tuple[str, dict[str, str]]:
 async def to_callback(client: Client, login: str, *, next_path: str = "/") -> str:
     """From agentsite's "Sign in with" link through the provider's login form, up to the
     callback URL the provider sends the browser back to (not followed)."""
-    http, callback = client.http, client.url("/accounts/oidc/callback/")
-    r = await http.get(client.url(f"/accounts/oidc/login/?next={next_path}"))
+    r = await client.http.get(client.url(f"/accounts/oidc/login/?next={next_path}"))
     assert r.status_code == 302, (r.status_code, r.text[:1000])
-    url = r.headers["location"]
+    return await through_provider(client, r.headers["location"], login)
+
+
+async def through_provider(client: Client, url: str, login: str) -> str:
+    """From the provider's authorization URL (the redirect of agentsite's sign-in link) through
+    its login form, up to the callback URL it sends the browser back to (not followed)."""
+    http, callback = client.http, client.url("/accounts/oidc/callback/")
     for _ in range(12):
         if url.startswith(callback):
             return url
