@@ -1,4 +1,5 @@
-"""daphne's start-up lines for this setup (settings.LOGGING puts this filter on `daphne.server`).
+"""daphne's start-up lines for this setup (settings.LOGGING puts this filter on `daphne.server`),
+and its access log's lines escaped like the log's (agentsite.serve uses EscapedAccessLog).
 
 daphne says "HTTP/2 support not enabled" at every start: here TLS and HTTP/2 are the reverse
 proxy's job (deploy/), so the line only makes a new operator look for something to fix. Its
@@ -9,6 +10,10 @@ the line that follows it does.
 from __future__ import annotations
 
 import logging
+
+from daphne.access import AccessLogGenerator
+
+from agentsite.log_escape import escape
 
 HTTP2_NOTICE = "HTTP/2 support not enabled (install the http2 and tls Twisted extras)"
 LISTENING = "Listening on TCP address %s:%s"
@@ -27,6 +32,16 @@ class DaphneStartupLines(logging.Filter):
             return False
         if record.msg == LISTENING and isinstance(record.args, tuple) and len(record.args) == 2:
             host, port = record.args
-            record.msg = LISTENING + "\nagentsite is ready: open %s in a browser"
-            record.args = (host, port, page_url(str(host), int(port)))
+            # A line of its own under the record (agentsite.log_escape escapes a newline in a message).
+            record.plain_line = f"agentsite is ready: open {page_url(str(host), int(port))} in a browser"
         return True
+
+
+class EscapedAccessLog(AccessLogGenerator):
+    """daphne's access log (on standard output unless `--access-log` names a file; off with
+    `-v 0`), a line per request written to a stream rather than through logging: what a client
+    puts in its request line (a path, a method) is escaped as the log's formatter escapes it."""
+
+    def write_entry(self, host, date, request, status=None, length=None, ident=None, user=None):
+        host, request = escape(str(host)), escape(str(request))
+        super().write_entry(host, date, request, status=status, length=length, ident=ident, user=user)

@@ -8,7 +8,8 @@ largest single line of one by `python -m bench.socket_memory` after daphne's own
 A connection's queue holds a message or two, has one reader and is never joined or put to
 blocking: chat.realtime.mailbox's Mailbox (the channel layers' queue) is what it needs. daphne's
 command line takes its server class as an attribute (`server_class`) for this kind of change;
-the rest of the server is daphne's.
+the rest of the server is daphne's, but for its access log, whose lines are escaped as the log's
+are (agentsite/daphne_log.py).
 
     python -m agentsite.serve -b 127.0.0.1 -p 8000 agentsite.asgi:application
 """
@@ -19,13 +20,20 @@ import asyncio
 import sys
 from functools import partial
 
+from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
+from agentsite.daphne_log import EscapedAccessLog
 from chat.realtime.mailbox import Mailbox
 
 
 class MailboxServer(Server):
+    def __init__(self, *args, action_logger=None, **kwargs):
+        if type(action_logger) is AccessLogGenerator:
+            action_logger = EscapedAccessLog(action_logger.stream)
+        super().__init__(*args, action_logger=action_logger, **kwargs)
+
     def create_application(self, protocol, scope):
         """daphne 4's create_application with a Mailbox as the connection's input queue."""
         assert "application_instance" not in self.connections[protocol]

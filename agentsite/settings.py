@@ -458,7 +458,14 @@ PASSWORD_RESET_ENABLED = EMAIL_HOST is not None
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Every record through one formatter that escapes what a request may have put in it: a newline
+    # or a terminal escape from a client cannot forge a line (agentsite/log_escape.py).
+    "formatters": {
+        "plain": {
+            "class": "agentsite.log_escape.EscapingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "filters": {"daphne_startup": {"()": "agentsite.daphne_log.DaphneStartupLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "WARNING"},

@@ -4,13 +4,17 @@ and staff from the claims, and every failure a page that logs one line and creat
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from urllib.parse import parse_qs, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlencode, urljoin, urlsplit, urlunsplit
 
 import pytest
 
+from chat.web.oidc import PENDING_MAX
+from chat.web.sessions import SessionStore
+
 from .harness import Client, free_port, run_text
-from .oidc import Provider, form_of, groups_of, rows, sign_in, to_callback, write
+from .oidc import Provider, form_of, groups_of, rows, sign_in, through_provider, to_callback, write
 from .test_revocation import closed_with
 
 pytestmark = pytest.mark.services
@@ -311,3 +315,57 @@ async def test_hostile_callbacks_and_next_urls(idp, main):
     assert (r.status_code, r.headers["location"]) == (302, "/")
     assert "Traceback" not in main.log(None)
     await client.aclose()
+
+
+async def test_only_the_last_pending_sign_ins_are_kept(idp, main):
+    """A page that starts sign-ins over and over grows its session no further than PENDING_MAX;
+    the oldest pending one is dropped (its callback refused), the ones kept still sign in."""
+    name = login_name()
+    idp.account(name, groups=["users"])
+    client = Client(main)
+    starts = []
+    for _ in range(PENDING_MAX + 3):
+        r = await client.http.get(client.url("/accounts/oidc/login/"))
+        starts.append(r.headers["location"])
+    sql = "SELECT session_data FROM chat_user_session WHERE session_key = ?"
+    ((data,),) = rows(main.database_url, sql, client.http.cookies["sessionid"])
+    session = SessionStore().decode(data)
+    states = [parse_qs(urlsplit(url).query)["state"][0] for url in starts]
+    assert sorted(k for k in session if k.startswith("_state_oidc_")) == sorted(f"_state_oidc_{s}" for s in states[3:])
+    assert sorted(k for k in session if k.startswith("oidc_next_")) == sorted(f"oidc_next_{s}" for s in states[3:])
+    dropped = await client.http.get(await through_provider(client, starts[2], name))
+    assert dropped.status_code == 400 and "This sign-in expired" in dropped.text
+    kept = await client.http.get(await through_provider(client, starts[3], name))
+    assert (kept.status_code, kept.headers["location"]) == (302, "/")
+    await client.aclose()
+
+
+FORGED = "\r\n2099-01-01 00:00:00,000 INFO chat.web.oidc: oidc sign-in of user 1 (admin)\x1b[2J\u2028"
+
+
+async def test_request_values_cannot_forge_log_lines(idp, main):
+    """A provider's error text and a path, each with CR, LF, ESC and a line separator, reach the log
+    (through the project's LOGGING, on a real daphne) as one line each, escaped."""
+    client = Client(main)
+    r = await client.http.get(client.url("/accounts/oidc/login/"))
+    state = parse_qs(urlsplit(r.headers["location"]).query)["state"][0]
+    query = urlencode({"error": "access_denied", "error_description": FORGED, "state": state})
+    assert (await client.http.get(client.url(f"/accounts/oidc/callback/?{query}"))).status_code == 400
+    assert (await client.http.get(client.url("/nowhere/" + quote(FORGED)))).status_code == 404
+    # A raw ESC in the request line is refused by daphne's HTTP layer before its access log.
+    reader, writer = await asyncio.open_connection("127.0.0.1", main.port)
+    writer.write(b"GET /raw\x1b[2Jpath HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    assert (await reader.read()).startswith(b"HTTP/1.1 400 ")
+    writer.close()
+    await client.aclose()
+    escaped = "\\r\\n2099-01-01 00:00:00,000 INFO chat.web.oidc: oidc sign-in of user 1 (admin)\\x1b[2J\\u2028"
+    log = main.log(None)
+    assert "\x1b" not in log and "\r" not in log and "\u2028" not in log
+    assert not [line for line in log.splitlines() if line.startswith("2099-")]
+    (failure,) = [line for line in log.splitlines() if "provider error: access_denied" in line]
+    assert failure.endswith(f"oidc sign-in failed: provider error: access_denied: {escaped}"), failure
+    (not_found,) = [line for line in log.splitlines() if "Not Found: /nowhere/" in line]
+    assert not_found.endswith(f"WARNING django.request: Not Found: /nowhere/{escaped}"), not_found
+    # daphne's access log names the path as the client sent it, percent-encoded.
+    assert any('"GET /nowhere/%0D%0A2099-01-01' in line for line in log.splitlines())
