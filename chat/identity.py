@@ -1,6 +1,6 @@
 """Who a user or a program is, besides a password: sign-in with OpenID Connect (docs/protocol.md,
-"Sign-in with OpenID Connect") and personal API tokens ("API tokens"). A module of its own so
-that chat/models.py stays within its size; chat.models imports these models."""
+"Sign-in with OpenID Connect"), personal API tokens ("API tokens") and the account's own settings.
+A module of its own so that chat/models.py stays within its size; chat.models imports these models."""
 
 from __future__ import annotations
 
@@ -61,3 +61,18 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…) of user {self.user_id}"
+
+
+class AccountSettings(models.Model):
+    """What a user sets on their account page: the name the app shows for them, and the interface
+    language, which follows the account to every browser (chat.web.language). No row: the username,
+    and the language the browser asks for."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="account_settings"
+    )
+    display_name = models.CharField(max_length=150, blank=True, default="")
+    language = models.CharField(max_length=16, blank=True, default="", choices=settings.LANGUAGES)
+
+    def __str__(self) -> str:
+        return f"Settings of user {self.user_id}"

@@ -382,21 +382,6 @@ class RunMemory(models.Model):
         return f"Memory of run {str(self.run_id)[:8]}"
 
 
-class AccountSettings(models.Model):
-    """What a user sets on their account page: the name the app shows for them, and the interface
-    language, which follows the account to every browser (chat.web.language). No row: the username,
-    and the language the browser asks for."""
-
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="account_settings"
-    )
-    display_name = models.CharField(max_length=150, blank=True, default="")
-    language = models.CharField(max_length=16, blank=True, default="", choices=settings.LANGUAGES)
-
-    def __str__(self) -> str:
-        return f"Settings of user {self.user_id}"
-
-
 class GroupLimits(models.Model):
     """A group's limits (docs/configuration.md, "Limits per group"), read at each run start. Blank:
     the group sets none; 0: unlimited, as the settings' 0. A user gets their most generous group's."""
@@ -432,5 +417,5 @@ class UserSession(AbstractBaseSession):
 
 
 # Models of modules of their own (who a user or program is, shared links), registered with the app's.
-from chat.identity import ApiToken, OidcIdentity, ProviderGroup  # noqa: E402, F401
+from chat.identity import AccountSettings, ApiToken, OidcIdentity, ProviderGroup  # noqa: E402, F401
 from chat.sharing.models import ShareLink  # noqa: E402, F401

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from chat.models import AccountSettings, UserSession
+from chat.identity import AccountSettings
+from chat.models import UserSession
 from chat.realtime.revocation import sessions_revoke
 
 

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.starts import run_start
-from chat.models import AccountSettings, Conversation, ShareLink
+from chat.identity import AccountSettings
+from chat.models import Conversation, ShareLink
 from chat.sharing.links import ACTIVE_MAX, CLOSED_KEPT
 from chat.web.tokens import token_create
 from tests.sharing.builders import HOSTILE, shareable, turn

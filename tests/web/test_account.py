@@ -18,7 +18,8 @@ from django.test import Client
 
 from agentsite.asgi import application
 from chat.conversations.services import conversation_create
-from chat.models import AccountSettings, UserSession
+from chat.identity import AccountSettings
+from chat.models import UserSession
 
 PASSWORD = "pw-for-tests-123"
 
