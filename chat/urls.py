@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from chat.inspector import views as inspect_views
-from chat.web import api, api_tokens, openai_api, openapi, pages, runs_api, shares, streams
+from chat.web import account_api, api, api_tokens, openai_api, openapi, pages, runs_api, shares, streams
 from chat.web import files as files_api
 
 urlpatterns = [
@@ -21,6 +21,8 @@ urlpatterns = [
     path("api/schema/", openapi.schema, name="api-schema"),
     path("api/conversations/", api.conversations, name="api-conversations"),
     path("api/conversations/import/", api.conversation_import, name="api-conversation-import"),
+    path("api/conversations/export/", account_api.conversations_export_all, name="api-export-all"),
+    path("api/account/delete/", account_api.account_delete_view, name="api-account-delete"),
     path("api/conversations/<uuid:conversation_id>/", api.conversation_detail, name="api-conversation"),
     path("api/conversations/<uuid:conversation_id>/events/", api.conversation_events, name="api-events"),
     path("api/conversations/<uuid:conversation_id>/files/", files_api.conversation_files, name="api-files"),

@@ -236,14 +236,48 @@ def _timestamp(value: str, where: str) -> datetime:
         raise ImportRefused(f"{where}: ts {exc}") from None
 
 
-def parse_import(raw: bytes) -> Imported:
-    """The conversation a JSON export holds, checked through; ImportRefused otherwise."""
+def _loads(raw: bytes) -> Any:
     try:
-        data = nesting.loads(raw)
+        return nesting.loads(raw)
     except nesting.TooDeep as exc:
         raise ImportRefused(f"the file is {exc}") from None
     except ValueError:  # UnicodeDecodeError is one
         raise ImportRefused("the file is not valid JSON (UTF-8)") from None
+
+
+def parse_import(raw: bytes) -> Imported:
+    """The conversation a JSON export holds, checked through; ImportRefused otherwise."""
+    return _parse_document(_loads(raw))
+
+
+def parse_import_file(raw: bytes) -> Imported | list[Imported]:
+    """What an import file holds: one conversation's export, or the export of all of a user's
+    (`{"conversations": [...]}`, a list), every one checked through before anything is written;
+    ImportRefused naming the first problem (and the conversation it is in) otherwise."""
+    data = _loads(raw)
+    if not (isinstance(data, dict) and "conversations" in data):
+        return _parse_document(data)
+    if set(data) != {"conversations"} or not isinstance(data["conversations"], list):
+        raise ImportRefused('an export of all conversations is a JSON object with "conversations" (a list) only')
+    if not data["conversations"]:
+        raise ImportRefused("the file holds no conversation")
+    parsed = []
+    for index, document in enumerate(data["conversations"]):
+        try:
+            parsed.append(_parse_document(document))
+        except ImportRefused as exc:
+            raise ImportRefused(f"conversations[{index}]: {exc}", status=exc.status) from None
+    return parsed
+
+
+def conversations_import(*, owner, imported: list[Imported]) -> list[Conversation]:
+    """Every conversation of an export of all, each a new conversation of `owner`, in one
+    transaction: all of them or, when one fails, none."""
+    with transaction.atomic():
+        return [conversation_import(owner=owner, imported=one) for one in imported]
+
+
+def _parse_document(data: Any) -> Imported:
     if not isinstance(data, dict) or not isinstance(data.get("conversation"), dict):
         raise ImportRefused('the file must be a JSON object with "conversation" (an object) and "events" (a list)')
     if not isinstance(data.get("events"), list):

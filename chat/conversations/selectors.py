@@ -110,3 +110,13 @@ def usage_for_user(*, user, now: datetime) -> dict[str, Any]:
 
 def usage_json(prompt: int, completion: int, total: int) -> dict[str, int]:
     return {"promptTokens": prompt, "completionTokens": completion, "totalTokens": total}
+
+
+def conversations_to_export(*, user) -> list[tuple[Conversation, set[str]]]:
+    """Every conversation of the user, oldest first, each with the ids of its runs still running."""
+    conversations = list(Conversation.objects.filter(owner=user).order_by("created_at", "pk"))
+    running: dict[Any, set[str]] = {}
+    rows = Run.objects.filter(conversation__owner=user, status=Run.Status.RUNNING).values_list("conversation_id", "pk")
+    for conversation_id, run_id in rows:
+        running.setdefault(conversation_id, set()).add(str(run_id))
+    return [(conversation, running.get(conversation.pk, set())) for conversation in conversations]

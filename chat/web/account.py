@@ -1,13 +1,19 @@
-"""The account page's reads and writes: the user's settings (display name, language), and
-ending their other sessions. The page itself is chat.web.pages.account_page."""
+"""The account page's reads and writes: the user's settings (display name, language, theme),
+ending their other sessions, and deleting the account. The page itself is
+chat.web.pages.account_page."""
 
 from __future__ import annotations
 
+import logging
+
+from django.conf import settings
 from django.db import transaction
 
 from chat.identity import AccountSettings
 from chat.models import UserSession
 from chat.realtime.revocation import sessions_revoke
+
+logger = logging.getLogger(__name__)
 
 
 def account_settings_of(*, user_id) -> AccountSettings:
@@ -52,3 +58,29 @@ def sessions_end_others(*, user_id, session_key: str | None) -> int:
         for key in others:
             transaction.on_commit(lambda key=key: sessions_revoke(user_id=user_id, session_key=key))
     return len(others)
+
+
+def confirms_with_username(user) -> bool:
+    """Whether the user confirms the deletion of their account by typing their username: they
+    have no password to type (they sign in only with OpenID Connect)."""
+    return not (settings.ALLOW_PASSWORD_LOGIN and user.has_usable_password())
+
+
+def account_delete_confirmed(*, user, confirmation: str) -> bool:
+    """Whether `confirmation` is the user's password (their username: confirms_with_username)."""
+    if confirms_with_username(user):
+        return confirmation == user.get_username()
+    return user.check_password(confirmation)
+
+
+def account_delete(*, user) -> None:
+    """Deletes the user and everything of theirs, in one transaction: conversations with their
+    runs, events, files and shares, API tokens, sessions, settings (every foreign key to the user
+    cascades). What the database does not hold goes once it commits, through the receivers that
+    any deletion of a user or a conversation sets off: the workspaces on disk
+    (chat.conversations.workspaces) and every socket and stream of the user, on every process
+    (chat.realtime.revocation). The log keeps the id, none of the user's data."""
+    user_id = user.pk
+    with transaction.atomic():
+        user.delete()
+    logger.info("user %s deleted their account", user_id)

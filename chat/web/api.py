@@ -22,7 +22,7 @@ from chat.agent.text import invalid_reason
 from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
 from chat.conversations import importing
 from chat.conversations.export import export_filename, export_json, export_markdown
-from chat.conversations.importing import ImportRefused, parse_import
+from chat.conversations.importing import ImportRefused, parse_import_file
 from chat.conversations.selectors import (
     CONVERSATION_PAGE,
     conversation_for_user,
@@ -305,17 +305,21 @@ def conversation_export(request, conversation_id: uuid.UUID):
 @require_http_methods(["POST"])
 @api_login_required
 def conversation_import(request):
-    """The JSON of an export, as the body: a new conversation of this user (201), or 400/413
-    with nothing created."""
+    """The JSON of an export, as the body: a new conversation of this user (201); the export of
+    all conversations: as many new ones (201, `{"conversations": [...]}`), all or none; or
+    400/413 with nothing created."""
     limit = settings.AGENT_MAX_IMPORT_BYTES
     try:
         raw = limited_body(request, limit=limit)
     except BodyTooLarge:
         return json_error(413, "too_large", f"the file is larger than {limit} bytes")
     try:
-        imported = parse_import(raw)
+        imported = parse_import_file(raw)
     except ImportRefused as exc:
         return json_error(exc.status, "bad_request", str(exc))
+    if isinstance(imported, list):
+        made = importing.conversations_import(owner=request.user, imported=imported)
+        return JsonResponse({"conversations": [conversation_json(c, running=False) for c in made]}, status=201)
     conversation = importing.conversation_import(owner=request.user, imported=imported)
     return JsonResponse(conversation_json(conversation, running=False), status=201)
 

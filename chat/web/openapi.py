@@ -17,7 +17,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.converters import IntConverter, PathConverter, SlugConverter, StringConverter, UUIDConverter
 from django.views.decorators.http import require_http_methods
 
-from chat.web.openapi_routes import ROUTES
+from chat.web import openapi_routes
+from chat.web.openapi_account import ACCOUNT_ROUTES
 from chat.web.openapi_schemas import SCHEMAS, SECURITY_SCHEMES
 
 # Every route under these is part of the public API; `v1/` is where the versioned one will live.
@@ -25,6 +26,8 @@ DOCUMENTED_PREFIXES = ("api/", "v1/")
 # Routes outside the prefixes that programs call too (load balancers probe /healthz).
 DOCUMENTED_ROUTES = frozenset({"healthz"})
 API_VERSION = "1.0.0"
+# What each route does, keyed by route: the two tables (the second, the whole account's).
+ROUTES = {**openapi_routes.ROUTES, **ACCOUNT_ROUTES}
 
 # Ordered by class: a subclass (PathConverter is a StringConverter) must come before its base.
 CONVERTER_SCHEMAS: tuple[tuple[type, dict], ...] = (

@@ -125,10 +125,10 @@ ROUTES: dict[str, dict[str, dict]] = {
     },
     "api/conversations/import/": {
         "post": operation(
-            "Import an export's JSON as a new conversation",
-            {"201": answer("Created.", "Conversation"), "400": BAD_REQUEST, "413": TOO_LARGE},
+            "Import an export's JSON as a new conversation (an export of all: as many, all or none)",
+            {"201": answer("Created.", "Imported"), "400": BAD_REQUEST, "413": TOO_LARGE},
             security=WRITE,
-            requestBody=body("Export"),
+            requestBody=body("ImportFile"),
             tags=["export"],
         )
     },

@@ -101,6 +101,23 @@ SCHEMAS: dict[str, dict] = {
             "events": {"type": "array", "items": ref("EventFrame")},
         }
     ),
+    "ExportAll": _object(
+        {"conversations": {"type": "array", "items": ref("Export")}},
+        description="Every conversation of a user (GET /api/conversations/export/).",
+    ),
+    "ImportFile": {"oneOf": [ref("Export"), ref("ExportAll")], "description": "One export, or an export of all."},
+    "Imported": {
+        "oneOf": [ref("Conversation"), _list_of("conversations", "Conversation")],
+        "description": "The new conversation; for an export of all, every new one, in the file's order.",
+    },
+    "AccountDelete": _object(
+        {
+            "password": {"type": "string", "description": "The account's password."},
+            "username": {"type": "string", "description": "Instead, for an account without a password to type."},
+        },
+        optional=("password", "username"),
+        minProperties=1,
+    ),
     "StoredFile": _object(
         {
             "path": STRING,
@@ -287,6 +304,8 @@ REQUEST_BODIES = (
     "TokenCreate",
     "ShareCreate",
     "ChatCompletionRequest",
+    "ExportAll",
+    "AccountDelete",
 )
 for _name in REQUEST_BODIES:
     SCHEMAS[_name].pop("additionalProperties", None)
