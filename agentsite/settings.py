@@ -172,6 +172,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "chat.web.context_processors.agent",
+                "chat.web.theme.theme",
             ],
         },
     },

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class OidcIdentity(models.Model):
@@ -64,15 +65,22 @@ class ApiToken(models.Model):
 
 
 class AccountSettings(models.Model):
-    """What a user sets on their account page: the name the app shows for them, and the interface
-    language, which follows the account to every browser (chat.web.language). No row: the username,
-    and the language the browser asks for."""
+    """What a user sets on their account page: the name the app shows for them, the interface
+    language, which follows the account to every browser (chat.web.language), and the theme that
+    every page of theirs is rendered in (chat.web.theme). No row: the username, the language the
+    browser asks for, and the system's theme."""
+
+    class Theme(models.TextChoices):
+        LIGHT = "light", _("Light")
+        DARK = "dark", _("Dark")
+        SYSTEM = "system", _("System")  # the browser's prefers-color-scheme
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="account_settings"
     )
     display_name = models.CharField(max_length=150, blank=True, default="")
     language = models.CharField(max_length=16, blank=True, default="", choices=settings.LANGUAGES)
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
 
     def __str__(self) -> str:
         return f"Settings of user {self.user_id}"

@@ -3,13 +3,14 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from chat.inspector import views as inspect_views
-from chat.web import account_api, api, api_tokens, openai_api, openapi, pages, runs_api, shares, streams
+from chat.web import account_api, api, api_tokens, openai_api, openapi, pages, runs_api, shares, streams, theme
 from chat.web import files as files_api
 
 urlpatterns = [
     path("", pages.chat_page, name="chat"),
     path("accounts/signup/", pages.signup, name="signup"),
     path("account/", pages.account_page, name="account"),
+    path("account/theme/", theme.theme_save, name="account-theme"),
     path("account/sign-out-others/", pages.account_sign_out_others, name="account-sign-out-others"),
     path("account/tokens/", pages.account_token_create, name="account-token-create"),
     path("account/tokens/<int:token_id>/revoke/", pages.account_token_revoke, name="account-token-revoke"),

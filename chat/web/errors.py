@@ -1,7 +1,9 @@
 """The answers Django gives when no view does: no URL pattern matches (404), a body it cannot parse
 (400), a session request without its CSRF token (403), and the server failing under a request
 (500). Under `/api/` and `/v1/` they come in the API's error shapes (a program reads JSON there,
-and the OpenAPI document promises it: docs/protocol.md, "OpenAPI"); pages keep Django's.
+and the OpenAPI document promises it: docs/protocol.md, "OpenAPI"); a page that does not exist
+and the server failing get the site's own pages with a way home (templates/404.html, 500.html),
+the 400 and CSRF refusals of a form Django's.
 
 A database that does not answer (down, restarting, out of connections: "too many clients") is
 neither the request's fault nor a bug in it, and may fail before any view runs (the session is
@@ -15,6 +17,7 @@ from __future__ import annotations
 import sys
 
 from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
 from django.utils.translation import gettext
@@ -25,7 +28,7 @@ from chat.web import runs_api
 from chat.web.json_api import json_error
 from chat.web.openai_shapes import openai_error
 
-API_PREFIX, OPENAI_PREFIX = "/api/", "/v1/"
+API_PREFIX, OPENAI_PREFIX, SHARE_PREFIX = "/api/", "/v1/", "/s/"
 RETRY_AFTER_SECONDS = 5
 _RUN_VIEWS = {runs_api.conversation_messages, runs_api.conversation_cancel, runs_api.run_approval}
 
@@ -41,7 +44,15 @@ def _answer(request, status: int, code: str, message: str):
 def not_found(request, exception=None):
     """handler404: no such route (a path parameter of the wrong form, say) is a JSON 404 too."""
     answer = _answer(request, 404, "not_found", "No such route.")
-    return answer if answer is not None else defaults.page_not_found(request, exception)
+    if answer is not None:
+        return answer
+    # A shared link that is unknown, revoked or expired says so; its 404 is the same for each
+    # (chat.web.shares), and the token in its address leaks to no site linked from the page.
+    shared = request.path.startswith(SHARE_PREFIX)
+    response = render(request, "404.html", {"shared_link": shared}, status=404)
+    if shared:
+        response["Referrer-Policy"] = "no-referrer"
+    return response
 
 
 def bad_request(request, exception=None):
@@ -84,7 +95,8 @@ def server_error(request) -> HttpResponse:
         response = json_error(status, "unavailable" if unavailable else "server_error", message)
     else:
         # Rendered without the request: its context processors would ask the database again.
-        response = HttpResponse(render_to_string("error.html", {"message": message}), status=status)
+        page = render_to_string("500.html", {"message": message, "status": status})
+        response = HttpResponse(page, status=status)
     if unavailable:
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

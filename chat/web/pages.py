@@ -15,10 +15,12 @@ from chat.web.account import (
     account_language_save,
     account_settings_of,
     account_update,
+    confirms_with_username,
     sessions_end_others,
     sessions_other_count,
 )
 from chat.web.forms import AccountForm, SignupForm, TokenForm
+from chat.web.next_url import safe_next
 from chat.web.signin import signup_allowed
 from chat.web.tokens import token_create, token_revoke, tokens_for_user
 
@@ -82,6 +84,7 @@ JS_STRINGS = (
     gettext_noop("Image not loaded"),
     gettext_noop("Image not loaded: %s"),
     gettext_noop("Imported “%s”."),
+    gettext_noop("Imported %s conversations."),
     gettext_noop("Interrupted: the server stopped during this run."),
     gettext_noop("Live"),
     gettext_noop("Loading the conversation…"),
@@ -212,9 +215,12 @@ def chat_page(request):
 # context.
 ACCOUNT_SECTIONS = (
     "account/_profile.html",
+    "account/_theme.html",
     "account/_password.html",
     "account/_sessions.html",
     "account/_tokens.html",
+    "account/_data.html",
+    "account/_delete.html",
 )
 
 
@@ -245,6 +251,7 @@ def _account_render(request, form, saved, *, new_token: str | None = None, statu
         "tokens": tokens_for_user(user=request.user),
         "token_form": TokenForm(),
         "new_token": new_token,
+        "confirm_with_username": confirms_with_username(request.user),
     }
     return render(request, "account/index.html", context, status=status)
 
@@ -305,14 +312,18 @@ def set_language(request):
 def signup(request):
     if not (settings.ALLOW_SIGNUP and settings.ALLOW_PASSWORD_LOGIN):
         raise Http404("sign-up is closed")
+    # Back to where the visitor came from (a shared link's page, through the sign-in page's
+    # "Create one"), when that is a place on this site.
+    target = safe_next(request, request.POST.get("next") or request.GET.get("next") or "")
     if request.user.is_authenticated:
-        return redirect("chat")
+        return redirect(target or "chat")
     form = SignupForm(request.POST or None)
+    context = {"form": form, "next": target or ""}
     if request.method == "POST" and form.is_valid():
         if not signup_allowed(request):
             form.add_error(None, gettext("Too many accounts were created from your network. Please try again later."))
-            return render(request, "registration/signup.html", {"form": form}, status=429)
+            return render(request, "registration/signup.html", context, status=429)
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("chat")
-    return render(request, "registration/signup.html", {"form": form})
+        return redirect(target or "chat")
+    return render(request, "registration/signup.html", context)

@@ -104,8 +104,11 @@ export const api = {
     const search = params.toString();
     return request("GET", `/api/conversations/${search ? `?${search}` : ""}`, { signal });
   },
-  /** The text of a JSON export: a new conversation of this user (docs/protocol.md, "Export and import"). */
+  /** The text of a JSON export: a new conversation of this user; of an export of all: as many,
+   * {conversations: [...]} (docs/protocol.md, "Export and import"). */
   importConversation: (text) => request("POST", "/api/conversations/import/", { raw: text }),
+  /** Deletes the account: {password} or {username} (docs/protocol.md, "Accounts and HTTP"). */
+  deleteAccount: (body) => request("POST", "/api/account/delete/", { body }),
   /** The user's own tokens today and this month (UTC): {today, month, models, dailyTokenQuota}. */
   usage: () => request("GET", "/api/usage/"),
   exportUrl: (id, format) => `/api/conversations/${id}/export/?format=${format}`,

@@ -265,11 +265,17 @@ els.importFile.addEventListener("change", async () => {
   els.importFile.value = "";
   if (!file) return;
   try {
-    const conversation = await api.importConversation(await file.text());
-    sidebar.upsert({ running: false, ...conversation });
+    const answer = await api.importConversation(await file.text());
+    // An export of all conversations makes as many; the first of them opens.
+    const imported = answer.conversations || [answer];
+    for (const conversation of imported) sidebar.upsert({ running: false, ...conversation });
     closeDrawer();
-    openConversation(conversation.id, { push: true });
-    showNotice(tf("Imported “%s”.", [conversationTitle(conversation)]), { kind: "info" });
+    openConversation(imported[0].id, { push: true });
+    const notice =
+      imported.length === 1
+        ? tf("Imported “%s”.", [conversationTitle(imported[0])])
+        : tf("Imported %s conversations.", [String(imported.length)]);
+    showNotice(notice, { kind: "info" });
   } catch (error) {
     showNotice(tf("Could not import: %s", [error.message]));
   }

@@ -1,3 +1,5 @@
+import "./theme.js";
+
 // Behaviour shared by every page: the language switch submits on change.
 for (const select of document.querySelectorAll("select[data-autosubmit]")) {
   const form = select.form;
