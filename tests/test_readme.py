@@ -114,3 +114,35 @@ def test_the_page_suggestions_are_listed():
     assert len(suggestions) == 3
     for suggestion in suggestions:
         assert f'"{suggestion}"' in SET_UP
+
+
+def test_openid_connect_is_turned_on_by_the_three_lines_the_readme_gives(settings):
+    section = README.split("## Sign in with your identity provider", 1)[1].split("\n## ", 1)[0]
+    lines = section.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    names = [line.split("=", 1)[0] for line in lines]
+    assert names == ["OIDC_ISSUER", "OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET"]
+    link = re.search(r"\(docs/deployment\.md#([a-z-]+)\)", section)
+    headings = re.findall(r"^## (.+)$", (ROOT / "docs" / "deployment.md").read_text(), re.M)
+    assert link and link.group(1) in {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OIDC_")}
+    env.update(dict(line.split("=", 1) for line in lines), SECRET_KEY="readme-test-key")
+    probe = "from django.conf import settings; print(settings.OIDC_ENABLED, settings.OIDC_ISSUER)"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'agentsite.settings'; django.setup(); {probe}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split()[-2:] == ["True", "https://id.example.com/realms/acme"]
+
+
+def test_the_set_up_has_exactly_two_commands():
+    block = SET_UP.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in block.strip().splitlines()] == ["make run", "make test"]
