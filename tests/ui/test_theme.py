@@ -69,13 +69,18 @@ def csrf_post(page, path: str, body: dict) -> dict:
     return answer.json()
 
 
-def test_the_theme_switch_applies_at_once_survives_a_reload_and_passes_contrast(
-    user_page, ui_env, new_context, ui_server
-):
+def shared_conversation(page, ui_env) -> tuple[str, str]:
+    """A conversation of the page's user with code, a tool call, thinking and two versions, and
+    a shared link to it."""
+    conversation = seed_shared(ui_env, page.username)
+    page.goto("/account/")
+    return conversation, csrf_post(page, f"/api/conversations/{conversation}/shares/", {})["url"]
+
+
+def test_the_theme_switch_applies_at_once_survives_a_reload_and_passes_contrast(user_page, ui_env):
     page = user_page
     page.set_viewport_size(SIZES["desktop"])
-    conversation = seed_shared(ui_env, page.username)  # code, a tool call, thinking, two versions
-    link = csrf_post(page, f"/api/conversations/{conversation}/shares/", {})["url"]
+    conversation, _link = shared_conversation(page, ui_env)
     page.emulate_media(color_scheme="light")
     page.goto(f"/?c={conversation}")
     expect(page.locator("#turns .turn").first).to_be_visible()
@@ -101,15 +106,9 @@ def test_the_theme_switch_applies_at_once_survives_a_reload_and_passes_contrast(
     expect(page.locator("#theme-select-account")).to_have_value("dark")
     check_contrast(page, "account, dark", failures)
     shoot(page, "account-dark")
-    page.goto(link)
-    expect(page.locator("#turns .turn").first).to_be_visible()
-    assert background(page) == DARK_BG  # the signed-in visitor's theme
-    check_contrast(page, "shared, dark", failures)
-    shoot(page, "shared-dark")
 
     # Light from the account page, with the system dark now: the account wins.
     page.emulate_media(color_scheme="dark")
-    page.goto("/account/")
     page.select_option("#theme-select-account", "light")
     assert background(page) == LIGHT_BG
     page.wait_for_load_state("networkidle")
@@ -120,12 +119,10 @@ def test_the_theme_switch_applies_at_once_survives_a_reload_and_passes_contrast(
     page.goto(f"/?c={conversation}")
     expect(page.locator("#turns .turn").first).to_be_visible()
     assert background(page) == LIGHT_BG
+    expect(page.locator("#theme-select-sidebar")).to_have_value("light")
     page.locator("#turns .timeline-summary").first.click()
     check_contrast(page, "chat, light", failures)
     shoot(page, "chat-light")
-    page.goto(link)
-    expect(page.locator("#turns .turn").first).to_be_visible()
-    check_contrast(page, "shared, light", failures)
 
     # System: follows the scheme again.
     page.goto("/account/")
@@ -133,6 +130,29 @@ def test_the_theme_switch_applies_at_once_survives_a_reload_and_passes_contrast(
     assert background(page) == DARK_BG
     page.emulate_media(color_scheme="light")
     assert background(page) == LIGHT_BG
+    page.wait_for_load_state("networkidle")
+    page.reload()
+    expect(page.locator("#theme-select-account")).to_have_value("system")
+    assert not failures, "color-contrast:\n" + "\n".join(failures)
+    assert_clean(page)
+
+
+def test_the_shared_and_sign_in_pages_pass_contrast_in_both_themes(user_page, ui_env, new_context, ui_server):
+    page = user_page
+    page.set_viewport_size(SIZES["desktop"])
+    _conversation, link = shared_conversation(page, ui_env)
+    failures: list[str] = []
+    # A signed-in visitor sees a shared page in their own theme.
+    for theme, expected in (("dark", DARK_BG), ("light", LIGHT_BG)):
+        page.goto("/account/")
+        page.select_option("#theme-select-account", theme)
+        page.wait_for_load_state("networkidle")
+        page.emulate_media(color_scheme="light" if theme == "dark" else "dark")
+        page.goto(link)
+        expect(page.locator("#turns .turn").first).to_be_visible()
+        assert background(page) == expected
+        check_contrast(page, f"shared, {theme}", failures)
+        shoot(page, f"shared-{theme}")
     assert_clean(page)
 
     # Signed out, the sign-in and shared pages follow the system's scheme: both checked.
@@ -190,9 +210,7 @@ def test_missing_pages_are_the_sites_own_with_a_way_home(user_page, new_context,
 
 
 def test_signing_up_from_a_shared_link_comes_back_to_it(user_page, ui_env, new_context, ui_server):
-    conversation = seed_shared(ui_env, user_page.username)
-    user_page.goto("/")
-    link = csrf_post(user_page, f"/api/conversations/{conversation}/shares/", {})["url"]
+    conversation, link = shared_conversation(user_page, ui_env)
 
     page = new_context().new_page()
     page.watch = PageWatch(page, ui_server.base)
