@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0024_agent_profile_vision"),
+        ("chat", "0026_token_lockout"),
     ]
 
     operations = [
