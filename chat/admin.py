@@ -218,7 +218,16 @@ class ShareLinkAdmin(ReadOnlyAdmin):
     list_display = ("hint", "conversation", "owner", "up_to_seq", "created_at", "expires_at", "revoked_at")
     list_filter = ("created_at", "expires_at", "revoked_at")
     search_fields = ("hint", "conversation__title", "conversation__owner__username")
-    readonly_fields = ("conversation", "hint", "up_to_seq", "created_at", "expires_at", "revoked_at")
+    readonly_fields = (
+        "conversation",
+        "title",
+        "hint",
+        "up_to_seq",
+        "leaf_seq",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+    )
     exclude = ("digest",)
     list_select_related = ("conversation__owner",)
     actions = ("revoke",)

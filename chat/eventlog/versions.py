@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chat.eventlog.history import parents_of
+from chat.eventlog.history import UserMessageRow, parents_of
 
 
 @dataclass(frozen=True)
@@ -72,3 +72,44 @@ def depth_first(children: Mapping[int | None, list[int]]) -> list[int]:
         order.append(seq)
         stack.extend(reversed(children.get(seq, [])))
     return order
+
+
+def turn_parents(rows: Sequence[UserMessageRow]) -> dict[int, int | None]:
+    """{seq: the turn it follows} of the user_messages, given in seq order, as the page places
+    them: a parent that is not an earlier user_message of the list (a damaged log) makes a
+    first turn."""
+    placed = parents_of(rows)
+    return {
+        seq: parent if parent is not None and parent < seq and parent in placed else None
+        for seq, parent in placed.items()
+    }
+
+
+def viewed_leaf(rows: Sequence[UserMessageRow], target: int | None) -> int | None:
+    """The last turn of the branch the chat page shows through `target` (static/chat/versions.js,
+    layout): below it, at each turn, the version whose subtree holds the newest turn. None as
+    `target`: the newest turn (the page's default); None back when there is no turn."""
+    up = turn_parents(rows)
+    if target is None:
+        target = max(up, default=None)
+    children: dict[int, list[int]] = {}
+    for seq, parent in up.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(seq)
+    # A turn's children come after it: newest first, a subtree is summed before its root.
+    newest: dict[int, int] = {}
+    for seq in sorted(up, reverse=True):
+        newest[seq] = max([seq, *(newest[child] for child in children.get(seq, []))])
+    leaf = target
+    while leaf is not None and children.get(leaf):
+        leaf = max(children[leaf], key=newest.__getitem__)
+    return leaf
+
+
+def ancestry(parents_by_seq: Mapping[int, int | None], seq: int | None) -> list[int]:
+    """The turns of the branch that ends at `seq`, first turn first."""
+    chain: list[int] = []
+    while seq is not None and seq in parents_by_seq:
+        chain.append(seq)
+        seq = parents_by_seq[seq]
+    return chain[::-1]

@@ -8,7 +8,8 @@ tells nothing about a token one does not already have), so there is nothing to c
 constant time. The token is shown once, when the link is made, as an API token is.
 
 A snapshot ends with the last finished run when the link is made (`up_to_seq`, the seq of its
-`complete`): a half-written answer is never shared, and later messages never show.
+`complete`): a half-written answer is never shared, and later messages never show. It holds the
+branch the owner looks at, under the title of the moment (chat/sharing/snapshot.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from chat.conversations.services import TITLE_MAX
 from chat.eventlog.reads import events_after
 from chat.models import Conversation, Event
 from chat.sharing.models import ShareLink
+from chat.sharing.snapshot import branch_frames, snapshot_leaf
 
 PREFIX = "sh_"
 TOKEN_CHARS = len(PREFIX) + 43
@@ -69,9 +71,13 @@ def is_open(link: ShareLink, now=None) -> bool:
     return link.revoked_at is None and (link.expires_at is None or link.expires_at > now)
 
 
-def share_create(*, conversation: Conversation, expires_in_days: int | None = None) -> tuple[ShareLink, str]:
-    """A new link to the conversation as it is now and its token (never stored, shown once);
-    NothingToShare before its first finished answer, TooManyLinks past ACTIVE_MAX open ones."""
+def share_create(
+    *, conversation: Conversation, expires_in_days: int | None = None, leaf_seq: int | None = None
+) -> tuple[ShareLink, str]:
+    """A new link to the conversation as it is now (the branch through `leaf_seq`, else the one
+    its owner views) and its token (never stored, shown once); NothingToShare before the
+    branch's first finished answer, TooManyLinks past ACTIVE_MAX open ones, NotAUserMessage
+    when `leaf_seq` names no turn of the conversation."""
     up_to = (
         Event.objects.filter(conversation_id=conversation.pk, type="complete")
         .order_by("-seq")
@@ -79,6 +85,9 @@ def share_create(*, conversation: Conversation, expires_in_days: int | None = No
         .first()
     )
     if up_to is None:
+        raise NothingToShare()
+    leaf = snapshot_leaf(conversation=conversation, up_to=up_to, leaf_seq=leaf_seq)
+    if leaf is None:
         raise NothingToShare()
     now = timezone.now()
     value = PREFIX + secrets.token_urlsafe(32)
@@ -95,6 +104,8 @@ def share_create(*, conversation: Conversation, expires_in_days: int | None = No
             digest=_digest(value),
             hint=value[:8],
             up_to_seq=up_to,
+            leaf_seq=leaf,
+            title=conversation.title,
             created_at=now,
             expires_at=now + timedelta(days=expires_in_days) if expires_in_days else None,
         )
@@ -126,8 +137,10 @@ def link_for_token(value: str) -> ShareLink | None:
 
 
 def snapshot_frames(link: ShareLink) -> list:
-    """The frames of the snapshot, as the owner's page receives them."""
-    return events_after(conversation_id=link.conversation_id, until=link.up_to_seq)
+    """The frames of the snapshot (its branch, numbered again from 1), as the owner's page
+    receives frames."""
+    frames = events_after(conversation_id=link.conversation_id, until=link.up_to_seq)
+    return branch_frames(frames, leaf_seq=link.leaf_seq)
 
 
 def shared_frames(link: ShareLink) -> list:
@@ -158,6 +171,5 @@ def share_copy(*, link: ShareLink, owner) -> Conversation:
     """A new conversation of `owner` holding the snapshot's events, written by the import (the
     same checks, memory checkpoints and search documents), which then continues like any other.
     ImportRefused when the stored log cannot be imported (not a log the server writes)."""
-    conversation = link.conversation
-    raw = export_json(conversation=conversation, frames=snapshot_frames(link))
-    return conversation_import(owner=owner, imported=parse_import(raw), title=copied_title(conversation.title))
+    raw = export_json(conversation=link.conversation, frames=snapshot_frames(link))
+    return conversation_import(owner=owner, imported=parse_import(raw), title=copied_title(link.title))

@@ -179,13 +179,22 @@ SCHEMAS: dict[str, dict] = {
             "createdAt": TIME,
             "expiresAt": TIME_OR_NULL,
             "upToSeq": COUNT,
+            "leafSeq": {"type": "integer", "description": "The last turn of the branch shared (a user_message's seq)."},
+            "title": {"type": "string", "description": "The conversation's title when the link was made."},
             "active": {"type": "boolean"},
         },
         description="A shared link; `url` only in the answer that made it (its token is not stored).",
     ),
     "ShareCreate": _object(
-        {"expiresInDays": {"type": ["integer", "null"], "minimum": 1, "maximum": SHARE_EXPIRY_DAYS_MAX}},
-        optional=("expiresInDays",),
+        {
+            "expiresInDays": {"type": ["integer", "null"], "minimum": 1, "maximum": SHARE_EXPIRY_DAYS_MAX},
+            "leafSeq": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "description": "The last turn of the branch the owner looks at; absent: the one the chat page shows.",
+            },
+        },
+        optional=("expiresInDays", "leafSeq"),
     ),
     "ShareList": _list_of("shares", "Share"),
     # Runs over HTTP (docs/protocol.md, "Runs over HTTP"): the frames' bodies and codes.

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from chat.conversations.importing import ImportRefused
 from chat.conversations.selectors import conversation_for_user
+from chat.exceptions import NotAUserMessage
 from chat.sharing.links import (
     ACTIVE_MAX,
     EXPIRY_DAYS_MAX,
@@ -47,6 +48,8 @@ def share_json(link: ShareLink, *, token: str | None = None) -> dict:
         "createdAt": iso_time(link.created_at),
         "expiresAt": iso_time(link.expires_at),
         "upToSeq": link.up_to_seq,
+        "leafSeq": link.leaf_seq,
+        "title": link.title,
         "active": is_open(link),
     }
 
@@ -65,19 +68,27 @@ def conversation_shares(request, conversation_id: uuid.UUID):
         )
     try:
         body = json_body(request)
-        extra = set(body) - {"expiresInDays"}
+        extra = set(body) - {"expiresInDays", "leafSeq"}
         if extra:
             raise ValueError(f"unknown field {sorted(extra)[0][:40]!r}")
         days = expiry_days(body.get("expiresInDays"), EXPIRY_DAYS_MAX)
-    except ValueError as exc:
+        leaf_seq = _leaf_seq(body)
+        link, token = share_create(conversation=conversation, expires_in_days=days, leaf_seq=leaf_seq)
+    except (ValueError, NotAUserMessage) as exc:
         return json_error(400, "bad_request", str(exc))
-    try:
-        link, token = share_create(conversation=conversation, expires_in_days=days)
     except NothingToShare:
         return json_error(409, "nothing_to_share", "The conversation has no finished answer to share yet.")
     except TooManyLinks:
         return json_error(409, "too_many_shares", f"A conversation has at most {ACTIVE_MAX} open links; revoke one.")
     return JsonResponse(share_json(link, token=token), status=201)
+
+
+def _leaf_seq(body: dict) -> int | None:
+    """`leafSeq`: the last turn of the branch the owner looks at (a seq), or absent or null."""
+    seq = body.get("leafSeq")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or not 1 <= seq < 2**63):
+        raise ValueError("leafSeq must be the seq of a user_message of this conversation, or null")
+    return seq
 
 
 @require_http_methods(["DELETE"])
@@ -108,7 +119,7 @@ def shared_page(request, token: str):
     """The read-only page; its script reads the snapshot from shared_events."""
     link = _link(token)
     context = {
-        "title": link.conversation.title,
+        "title": link.title,
         "owner_name": _owner_name(link),
         "shared_at": link.created_at,
         "events_url": f"/s/{token}/events/",
@@ -125,7 +136,7 @@ def shared_page(request, token: str):
 @require_http_methods(["GET"])
 def shared_events(request, token: str):
     link = _link(token)
-    return JsonResponse({"conversation": {"title": link.conversation.title}, "events": shared_frames(link)})
+    return JsonResponse({"conversation": {"title": link.title}, "events": shared_frames(link)})
 
 
 @require_http_methods(["POST"])

@@ -136,8 +136,11 @@ export const api = {
   fileUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}`,
   /** Shared links (docs/protocol.md, "Shared links"): [{id, hint, createdAt, expiresAt, active}]. */
   shares: (id) => request("GET", `/api/conversations/${id}/shares/`).then((d) => d.shares || []),
-  createShare: (id, expiresInDays) =>
-    request("POST", `/api/conversations/${id}/shares/`, { body: expiresInDays ? { expiresInDays } : {} }),
+  /** A link to the branch ending at `leafSeq` (the one in view; null: the server's choice). */
+  createShare: (id, expiresInDays, leafSeq) =>
+    request("POST", `/api/conversations/${id}/shares/`, {
+      body: { ...(expiresInDays ? { expiresInDays } : {}), ...(Number.isInteger(leafSeq) ? { leafSeq } : {}) },
+    }),
   revokeShare: (shareId) => request("DELETE", `/api/shares/${shareId}/`),
   /** A small copy of an image file, re-encoded by the server (docs/protocol.md, "Images"). */
   thumbnailUrl: (id, path) => `/api/conversations/${id}/files/${pathUrl(path)}?thumbnail=1`,

@@ -49,7 +49,7 @@ const composer = new Composer(state, { startConversation, ensureConversation, on
 const agentPicker = new AgentPicker();
 const exportMenu = setUpMenu($("export-toggle"), $("export-menu"));
 showConnection(state);
-setUpShareDialog($("share-open"), () => state.view && state.view.id);
+setUpShareDialog($("share-open"), () => state.view);
 
 // --- sidebar -------------------------------------------------------------------------------
 const sidebar = new Sidebar($("conversation-list"), {

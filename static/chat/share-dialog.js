@@ -1,6 +1,7 @@
 // The conversation menu's "Share…": a dialog that makes a read-only link to the open
-// conversation (with an optional expiry), offers to copy it (its token is shown this once: only
-// a digest is stored), and lists the conversation's links, each with "Revoke".
+// conversation, the branch in view (with an optional expiry), offers to copy it (its token is
+// shown this once: only a digest is stored), and lists the conversation's links, each with
+// "Revoke".
 import { api } from "./api.js";
 import { h } from "./dom.js";
 import { copyText } from "./markdown.js";
@@ -16,8 +17,9 @@ function describe(share) {
   return `${made} · ${share.expiresAt ? tf("expires %s", [day(share.expiresAt)]) : t("does not expire")}`;
 }
 
-/** Wires the dialog to `opener` (the menu's item); `conversationId()` is the open conversation's. */
-export function setUpShareDialog(opener, conversationId) {
+/** Wires the dialog to `opener` (the menu's item); `openView()` is the open conversation's view
+ * (conversation.js: its `id`, and `viewedLeafSeq`, the last turn of the branch in view). */
+export function setUpShareDialog(opener, openView) {
   const dialog = $("share-dialog");
   if (!opener || !dialog) return; // sharing is off on this server
   const list = $("share-list");
@@ -27,6 +29,7 @@ export function setUpShareDialog(opener, conversationId) {
   const copy = $("share-copy");
   const create = $("share-create-button");
   let id = null;
+  let view = null;
 
   const fail = (text) => {
     error.textContent = text;
@@ -65,7 +68,8 @@ export function setUpShareDialog(opener, conversationId) {
   }
 
   opener.addEventListener("click", () => {
-    id = conversationId();
+    view = openView();
+    id = view ? view.id : null;
     if (!id) return;
     error.hidden = true;
     fresh.hidden = true;
@@ -81,7 +85,7 @@ export function setUpShareDialog(opener, conversationId) {
     create.disabled = true;
     const days = Number($("share-expiry").value) || null;
     try {
-      const share = await api.createShare(id, days);
+      const share = await api.createShare(id, days, view.viewedLeafSeq);
       url.value = new URL(share.url, window.location.origin).href;
       fresh.hidden = false;
       url.focus();

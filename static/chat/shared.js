@@ -1,7 +1,8 @@
 // The shared page (/s/<token>/, docs/protocol.md, "Shared links"): a read-only snapshot drawn
-// by the chat page's own timeline (timeline.js: tool rows, thinking, the versions of the
-// snapshot's branch, Markdown rendered safely). It reads the snapshot from the link's own
-// events URL and nothing else: no socket, no /api/, no files (attachments are listed by name).
+// by the chat page's own timeline (timeline.js: tool rows, thinking, Markdown rendered safely):
+// the one branch the owner was looking at, so every turn has one version. It reads the
+// snapshot from the link's own events URL and nothing else: no socket, no /api/, no files
+// (attachments are listed by name).
 import { h } from "./dom.js";
 import { handleCopyButtons } from "./markdown.js";
 import { mountInSlices } from "./slices.js";

@@ -23,19 +23,6 @@ from tests.sharing.builders import HOSTILE, shareable, turn
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 
-@pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def owner(alice):
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(alice)
-    client.get("/")  # the CSRF cookie
-    return client
-
-
 def csrf(client) -> dict:
     return {"HTTP_X_CSRFTOKEN": client.cookies["csrftoken"].value}
 
@@ -80,7 +67,10 @@ def test_make_open_and_read_anonymously(owner, alice):
     events = anonymous.get(f"/s/{token}/events/").json()
     assert events["conversation"] == {"title": "Sums and a trap"}
     kinds = [e["type"] for e in events["events"]]
-    assert kinds.count("user_message") == 4 and "tool_start" in kinds and "thinking" in kinds
+    # The branch in view: the regenerated answer's newest version only.
+    assert kinds.count("user_message") == 3 and "tool_start" in kinds and "thinking" in kinds
+    assert "Green, version two." in str(events) and "Blue, version one." not in str(events)
+    assert [e["seq"] for e in events["events"]] == list(range(1, len(events["events"]) + 1))
     assert all("usage" not in e for e in events["events"])
     assert any(e.get("content") == HOSTILE for e in events["events"])  # sent as text; the page renders it inert
 
@@ -268,8 +258,20 @@ def test_copy_needs_a_session_and_csrf_and_an_open_link(owner, alice, make_user)
     assert copied.status_code == 201
     copy = Conversation.objects.get(pk=copied.json()["id"])
     assert copy.owner.username == "bob" and copy.title == "Sums and a trap (shared)"
-    assert [e.payload for e in copy.events.order_by("seq")] == [
-        e.payload for e in conversation.events.filter(seq__lte=made["upToSeq"]).order_by("seq")
+    # The snapshot's branch, numbered from 1: the answer regenerated away is not in it.
+    copied_events = list(copy.events.order_by("seq"))
+    replaced = conversation.events.get(payload__content="Blue, version one.").run_id
+    shared = conversation.events.filter(seq__lte=made["upToSeq"]).exclude(run_id=replaced).order_by("seq")
+    assert [e.seq for e in copied_events] == list(range(1, shared.count() + 1))
+    turns = [e for e in copied_events if e.type == "user_message"]
+    assert [(e.payload["content"], e.payload["parentSeq"]) for e in turns] == [
+        ("What is 6*7?", None),
+        ("Name a colour.", turns[0].seq),
+        ("Show me some markup.", turns[1].seq),
+    ]
+    assert all("regenerates" not in e.payload for e in turns)
+    assert [e.payload for e in copied_events if e.type != "user_message"] == [
+        e.payload for e in shared if e.type != "user_message"
     ]
     assert owner.delete(f"/api/shares/{made['id']}/", **csrf(owner)).status_code == 204
     assert visitor.post(f"/s/{token}/copy/", **csrf(visitor)).status_code == 404

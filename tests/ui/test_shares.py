@@ -1,8 +1,8 @@
 """Shared links in a real browser (docs/using.md, "Shared links"): the Share dialog makes, copies
 and revokes links; the shared page, opened signed out, draws the snapshot with the chat page's
-own timeline (a tool row, thinking, two versions of an answer) with a hostile Markdown answer
-rendered inert, under the CSP, and asks nothing of the owner's /api/ or /ws/; a signed-in
-visitor copies it and continues; axe finds nothing serious on the page or the dialog."""
+own timeline (a tool row, thinking, the version of an answer the owner looked at) with a hostile
+Markdown answer rendered inert, under the CSP, and asks nothing of the owner's /api/ or /ws/; a
+signed-in visitor copies it and continues; axe finds nothing serious on the page or the dialog."""
 
 from __future__ import annotations
 
@@ -111,13 +111,12 @@ def test_share_dialog_shared_page_and_copy(user_page, ui_env, ui_server, new_con
     expect(first.locator(".timeline-items")).to_contain_text("calculator")
     expect(first.locator(".timeline-items")).to_contain_text("The user wants a product")
     expect(first.locator(".answer strong")).to_have_text("42")
+    # The branch the owner was looking at: the newest answer only, no versions to switch to.
     second = turns.nth(1)
     expect(second.locator(".answer")).to_contain_text("Green, version two.")
-    expect(second.locator(".answer-actions .versions")).to_contain_text("2 / 2")
-    second.get_by_role("button", name="Previous answer").click()
-    expect(page.locator("#turns .turn:not([hidden])").nth(1).locator(".answer")).to_contain_text("Blue, version one.")
-    second = page.locator("#turns .turn:not([hidden])").nth(1)
-    second.get_by_role("button", name="Next answer").click()
+    expect(page.locator("#turns .turn")).to_have_count(3)
+    expect(page.locator("#turns")).not_to_contain_text("Blue, version one.")
+    assert page.locator(".versions:visible").count() == 0
     # The hostile answer: drawn as inert text, nothing of it runs or loads.
     hostile = page.locator("#turns .turn:not([hidden])").nth(2).locator(".answer")
     expect(hostile).to_contain_text("raw html")
@@ -147,6 +146,23 @@ def test_share_dialog_shared_page_and_copy(user_page, ui_env, ui_server, new_con
 
     # A revoked link is gone at once.
     assert page.goto(doomed).status == 404
+
+    # --- the owner looks at the first answer and shares again: that branch is the one shared ---
+    # (the last turn followed the second answer, so this branch ends at the first one).
+    owner.locator("#turns .turn:not([hidden])").nth(1).get_by_role("button", name="Previous answer").click()
+    in_view = owner.locator("#turns .turn:not([hidden])")
+    expect(in_view).to_have_count(2)
+    expect(in_view.nth(1).locator(".answer")).to_contain_text("Blue, version one.")
+    open_share_dialog(owner)
+    with owner.expect_request(lambda r: r.method == "POST" and r.url.endswith("/shares/")) as made:
+        viewed = make_link(owner, "")
+    assert isinstance(made.value.post_data_json["leafSeq"], int)  # the page names the branch in view
+    owner.click("#share-close")
+    page.goto(viewed)
+    expect(page.locator("#turns .turn")).to_have_count(2)
+    expect(page.locator("#turns .turn").nth(1).locator(".answer")).to_contain_text("Blue, version one.")
+    expect(page.locator("#turns")).not_to_contain_text("Green, version two.")
+    expect(page.locator("#turns")).not_to_contain_text("raw html")
 
     # --- a signed-in visitor copies it and continues ---
     visitor = new_context().new_page()
