@@ -16,6 +16,11 @@ class QuotaExceeded(Exception):
     """The user's tokens today (UTC) reached AGENT_DAILY_TOKEN_QUOTA."""
 
 
+class QuotaBusy(QuotaExceeded):
+    """Under a daily quota not used up yet, a run of the user's is in progress and may use it
+    up: the next one waits for its end (the same error code, its own message)."""
+
+
 class ConversationGone(Exception):
     """The conversation was deleted while something was writing to it."""
 

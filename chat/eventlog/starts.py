@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, Max, OuterRef, Q, Subquery, Sum, Value, When
 from django.utils import timezone
@@ -28,6 +29,7 @@ from chat.exceptions import (
     AgentUnavailable,
     ConversationGone,
     NotAUserMessage,
+    QuotaBusy,
     QuotaExceeded,
     RateLimited,
     RunInProgress,
@@ -76,7 +78,11 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
     (a partial unique index makes that hold across processes too), RateLimited when the user
     started their messages-per-minute limit of runs in the last minute, QuotaExceeded when the
     user's tokens today (UTC) reached their daily quota (their groups' limits, else
-    AGENT_MESSAGES_PER_MINUTE / AGENT_DAILY_TOKEN_QUOTA: chat.agents.limits).
+    AGENT_MESSAGES_PER_MINUTE / AGENT_DAILY_TOKEN_QUOTA: chat.agents.limits) or, under a quota,
+    while another run of theirs is in progress (QuotaBusy; docs/configuration.md, "The quota and
+    runs in progress": at most one run ever goes past an exhausted quota, since none starts
+    beside it). A user with a quota is counted under a lock of their row, so that two processes
+    cannot both start one.
 
     When hundreds of messages arrive together, run starts queue on the ORM thread, which
     must win the GIL back from the busy event loop after every statement: a handful of
@@ -116,7 +122,14 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             .values_list("user", "n")
         )
     quoted = {pk for pk, lim in limits.items() if lim.daily_token_quota}
-    spent = tokens_today(user_ids=quoted, now=now) if quoted else {}
+    spent: dict[Any, int] = {}
+    flying: dict[Any, int] = {}
+    if quoted:
+        # Another process's start of the same user waits here until this one commits, and then
+        # counts its run: the quota's rule holds across processes, not in each one.
+        list(get_user_model().objects.select_for_update().filter(pk__in=quoted).order_by("pk").values_list("pk"))
+        spent = tokens_today(user_ids=quoted, now=now)
+        flying = runs_in_flight(user_ids=quoted)
     keys = {_conversation_key(s.conversation.pk) for s in starts}
     turns = _turns_of(starts)
     busy = set(
@@ -138,9 +151,17 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             results[index] = QuotaExceeded(f"{spent[start.user.pk]} of {quota} tokens used today (UTC)")
         elif key in busy:
             results[index] = RunInProgress(str(key))
+        elif quota and flying.get(start.user.pk, 0):
+            # A run in flight may spend all that is left (nothing bounds a run's tokens at its
+            # start): another one started now could end past the quota too.
+            results[index] = QuotaBusy(
+                f"{spent.get(start.user.pk, 0)} of {quota} tokens used today (UTC) and a run in progress:"
+                " under a daily quota, runs start one at a time"
+            )
         else:
             busy.add(key)
             recent[start.user.pk] = recent.get(start.user.pk, 0) + 1
+            flying[start.user.pk] = flying.get(start.user.pk, 0) + 1
             accepted.append(
                 (
                     index,
@@ -213,6 +234,16 @@ def tokens_today(*, user_ids, now: datetime) -> dict[Any, int]:
         .values("run__user")
         .annotate(n=Sum("total_tokens"))
         .values_list("run__user", "n")
+    )
+
+
+def runs_in_flight(*, user_ids) -> dict[Any, int]:
+    """{user id: their runs running now, in any conversation} (users with none left out)."""
+    return dict(
+        Run.objects.filter(user__in=user_ids, status=Run.Status.RUNNING)
+        .values("user")
+        .annotate(n=Count("pk"))
+        .values_list("user", "n")
     )
 
 

@@ -16,6 +16,7 @@ from chat.exceptions import (
     ApprovalClosed,
     ConversationGone,
     NotAUserMessage,
+    QuotaBusy,
     QuotaExceeded,
     RateLimited,
     RunInProgress,
@@ -79,6 +80,12 @@ async def run_start(
         raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
     except RateLimited as exc:
         raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
+    except QuotaBusy as exc:
+        raise ProtocolError(
+            "QUOTA_EXCEEDED",
+            "A run of yours is in progress and may use up your daily token quota; wait for it to end.",
+            str(exc),
+        ) from None
     except QuotaExceeded as exc:
         raise ProtocolError(
             "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
