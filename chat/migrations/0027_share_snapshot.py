@@ -22,7 +22,7 @@ def fill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0024_agent_profile_vision"),
+        ("chat", "0026_token_lockout"),
     ]
 
     operations = [
