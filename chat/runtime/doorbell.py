@@ -60,6 +60,8 @@ async def layer_back(*, was_down: bool) -> None:
 # Every server process's run channel belongs to it: a process that stops rings it so that
 # the others take over its runs at once (supervision).
 PROCESSES_GROUP = "runs.processes"
+# Sent to the run channel of the process that runs a run: its supervisor stops it, cancelled.
+CANCEL_MESSAGE = "run.cancel"
 
 
 def conversation_group(conversation_id) -> str:
@@ -82,6 +84,16 @@ async def publish(conversation_id, frames: list[EventFrame]) -> None:
             missed[key] = frames
     else:
         _missed.get().frames.pop(key, None)
+
+
+async def ring_cancel(*, run_id, worker: str) -> None:
+    """Ask the process whose run channel is `worker` to cancel the run (a cancel from another
+    process, or the deletion of its conversation). Best effort: a lost message is found by the
+    run's heartbeat, through the cancel flag or the run's row gone."""
+    try:
+        await get_channel_layer().send(worker, {"type": CANCEL_MESSAGE, "run_id": str(run_id)})
+    except Exception:
+        logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run_id)
 
 
 async def ring_processes(message: dict) -> None:

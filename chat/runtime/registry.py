@@ -34,10 +34,10 @@ from chat.exceptions import ApprovalClosed, UnknownApproval
 from chat.models import Run
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
 from chat.runtime.batching import Batcher, server_task
-from chat.runtime.doorbell import ring_processes
+from chat.runtime.doorbell import ring_cancel, ring_processes
 from chat.runtime.execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
 from chat.runtime.head_start import HeadStarts
-from chat.runtime.supervision import CANCEL_MESSAGE, REAP_MESSAGE, Supervisor, install_sigterm_handler
+from chat.runtime.supervision import REAP_MESSAGE, Supervisor, install_sigterm_handler
 from chat.runtime.writer import close_writer, get_writer
 
 logger = logging.getLogger(__name__)
@@ -243,10 +243,7 @@ class RunRegistry:
         # the message is lost), then ring.
         await database_sync_to_async(run_request_cancel)(run_id=run.pk)
         if run.worker:
-            try:
-                await get_channel_layer().send(run.worker, {"type": CANCEL_MESSAGE, "run_id": str(run.pk)})
-            except Exception:
-                logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run.pk)
+            await ring_cancel(run_id=run.pk, worker=run.worker)
         return True
 
     async def approve(

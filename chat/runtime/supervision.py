@@ -50,12 +50,11 @@ from chat.ops.metrics import publish_process_gauges_forever
 from chat.runtime import doorbell
 from chat.runtime.approvals import APPROVE_MESSAGE, REFUSED_MESSAGE, ApprovalDesk
 from chat.runtime.batching import server_task
-from chat.runtime.doorbell import PROCESSES_GROUP, publish
+from chat.runtime.doorbell import CANCEL_MESSAGE, PROCESSES_GROUP, publish
 from chat.runtime.execution import CANCELLED, SHUT_DOWN, StopReason
 
 logger = logging.getLogger(__name__)
 
-CANCEL_MESSAGE = "run.cancel"
 REAP_MESSAGE = "runs.reap"
 PROBE_MESSAGE = "runs.probe"
 
