@@ -9,12 +9,18 @@ processes run). The triggers:
   other browsers, stay signed in, as they do over HTTP);
 - "sign out of all other sessions" on the account page (chat.web.account): the sockets of each
   session it ended;
-- a password change, `is_active` turned off, the user deleted: every socket of the user;
+- a password change: every socket of the user's sessions (their API tokens still hold);
+- `is_active` turned off, the user deleted: every socket and stream of the user, those opened
+  with an API token included;
 - an API token revoked (deleted, by its user or in the admin): the sockets opened with it.
   A password change closes the sockets of the session that made it as well: Django's
   `update_session_auth_hash` keeps that browser signed in by moving its data to a *new*
   session key and deleting the old one, so the socket's credential (the old key) no
   longer exists; the page reconnects with its new cookie.
+
+Server-sent event streams (and streamed /v1 calls) are members of the same groups and end on
+the same pushes (chat.web.streams); `revokes` decides, for either, whether a push ends it. A
+deleted conversation is pushed the same way to its own group (chat.realtime.deletion).
 
 The push is the first line. `session_is_current` is the second: the consumer re-checks
 the session on client frames, so a push that was lost (a layer hiccup, a change made
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from importlib import import_module
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -47,33 +54,41 @@ def user_group(user_id) -> str:
     return f"user.{user_id}"
 
 
-def sessions_revoke(*, user_id, session_key: str | None = None) -> None:
-    """Close the user's open sockets on every process: those of `session_key`, or all of them.
+def push(group: str, message: dict[str, Any]) -> None:
+    """Hand `message` to every socket and stream in `group`, on every process.
 
-    A layer that does not answer must not fail the logout or the admin's save that called
-    this: the sockets' own re-check closes them at their next frame instead."""
+    A layer that does not answer must not fail the logout, the deletion or the admin's save
+    that called this: the sockets' own re-check closes them at their next frame instead."""
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        group = user_group(user_id)  # named: a process's sockets share one channel (chat.realtime.hub)
-        async_to_sync(layer.group_send)(group, {"type": REVOKED, "session_key": session_key, "group": group})
+        # The group named: a process's sockets share one channel (chat.realtime.hub).
+        async_to_sync(layer.group_send)(group, {**message, "group": group})
     except Exception:
-        logger.exception("could not push the session revocation of user %s", user_id)
+        logger.exception("could not push %s to %s", message["type"], group)
+
+
+def sessions_revoke(*, user_id, session_key: str | None = None, tokens: bool = False) -> None:
+    """Close the user's open sockets and streams on every process: those of `session_key`, or
+    those of all their sessions; with `tokens`, those opened with their API tokens as well (the
+    user can no longer sign in at all)."""
+    push(user_group(user_id), {"type": REVOKED, "session_key": session_key, "tokens": tokens})
 
 
 def token_revoked(*, user_id, token_id) -> None:
-    """Close the sockets opened with this API token, on every process (chat.web.tokens)."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        group = user_group(user_id)
-        async_to_sync(layer.group_send)(
-            group, {"type": REVOKED, "session_key": None, "token_id": token_id, "group": group}
-        )
-    except Exception:
-        logger.exception("could not push the revocation of API token %s", token_id)
+    """Close the sockets and streams opened with this API token, on every process (chat.web.tokens)."""
+    push(user_group(user_id), {"type": REVOKED, "session_key": None, "token_id": token_id})
+
+
+def revokes(message: dict[str, Any], *, token_id, session_key: str | None) -> bool:
+    """Whether a REVOKED push ends a socket or stream opened with this credential (a token's id, or
+    else a session's key)."""
+    if message.get("token_id") is not None:
+        return message["token_id"] == token_id
+    if token_id is not None:
+        return bool(message.get("tokens"))
+    return message.get("session_key") is None or message["session_key"] == session_key
 
 
 def session_is_current(*, session_key: str | None, user_id) -> bool:
@@ -126,25 +141,30 @@ def _before_user_save(sender, instance, raw=False, update_fields=None, **kwargs)
     if update_fields is not None and not {"password", "is_active"} & set(update_fields):
         return  # e.g. the last_login update of every login: no extra query
     before = sender._default_manager.filter(pk=instance.pk).values("password", "is_active").first()
-    instance._agentsite_revoke_sockets = bool(
-        before and (before["password"] != instance.password or (before["is_active"] and not instance.is_active))
-    )
+    # What to revoke after the save: None nothing, False the sessions (a new password), True the
+    # API tokens too (the user deactivated).
+    instance._agentsite_revoke_sockets = None
+    if before is not None and before["is_active"] and not instance.is_active:
+        instance._agentsite_revoke_sockets = True
+    elif before is not None and before["password"] != instance.password:
+        instance._agentsite_revoke_sockets = False
 
 
 def _after_user_save(sender, instance, raw=False, **kwargs) -> None:
-    if getattr(instance, "_agentsite_revoke_sockets", False):
-        instance._agentsite_revoke_sockets = False
-        _revoke_all_after_commit(instance.pk)
+    tokens = getattr(instance, "_agentsite_revoke_sockets", None)
+    if tokens is not None:
+        instance._agentsite_revoke_sockets = None
+        _revoke_all_after_commit(instance.pk, tokens=tokens)
 
 
 def _after_user_delete(sender, instance, **kwargs) -> None:
-    _revoke_all_after_commit(instance.pk)
+    _revoke_all_after_commit(instance.pk, tokens=True)
 
 
-def _revoke_all_after_commit(user_id) -> None:
+def _revoke_all_after_commit(user_id, *, tokens: bool) -> None:
     # After the commit (the admin saves inside a transaction): a socket that re-checks on
     # the push must see the new state, and a rolled-back change revokes nothing.
-    transaction.on_commit(lambda: sessions_revoke(user_id=user_id))
+    transaction.on_commit(lambda: sessions_revoke(user_id=user_id, tokens=tokens))
 
 
 def _after_token_delete(sender, instance, **kwargs) -> None:

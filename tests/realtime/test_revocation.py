@@ -163,14 +163,20 @@ def test_which_user_saves_push_a_revocation(make_user, monkeypatch):
     assert pushed == []
     alice.set_password("another-pw-for-tests-456")
     alice.save()
-    assert pushed == [{"user_id": alice.pk}]
+    # A new password ends the sessions; the API tokens, which it does not sign, still hold.
+    assert pushed == [{"user_id": alice.pk, "tokens": False}]
     with pytest.raises(RuntimeError), transaction.atomic():
         bob.is_active = False
         bob.save()
         raise RuntimeError("rolled back")
-    assert pushed == [{"user_id": alice.pk}]
+    assert pushed == [{"user_id": alice.pk, "tokens": False}]
+    # A user who can no longer sign in at all: their tokens' sockets and streams end too.
     bob.is_active = False
     bob.save(update_fields=["is_active"])
     bob_id = bob.pk
     bob.delete()
-    assert pushed == [{"user_id": alice.pk}, {"user_id": bob_id}, {"user_id": bob_id}]
+    assert pushed == [
+        {"user_id": alice.pk, "tokens": False},
+        {"user_id": bob_id, "tokens": True},
+        {"user_id": bob_id, "tokens": True},
+    ]
