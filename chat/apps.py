@@ -8,6 +8,11 @@ class ChatConfig(AppConfig):
     def ready(self) -> None:
         # Deferred to ready(), as Django requires: these modules import the models.
         from chat import checks  # noqa: F401 - registers the system checks
+        from chat.realtime import deletion
+
+        # Before chat.ops.metrics' receiver: what it keeps of a deleted conversation's running run
+        # is the `cancelled` this one stores.
+        deletion.connect_signals()
         from chat.conversations import workspaces  # noqa: F401 - removes a deleted conversation's workspace
         from chat.ops import metrics  # noqa: F401 - keeps the series of deleted conversations' runs
         from chat.realtime import origins  # noqa: F401 - registers the origin checks

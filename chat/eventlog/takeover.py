@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -26,6 +27,7 @@ from chat.eventlog.append import _append_batches
 from chat.eventlog.types import EventBatch, Interruption, ToolRecordData
 from chat.exceptions import ConversationGone
 from chat.models import (
+    Conversation,
     Event,
     Run,
 )
@@ -48,6 +50,28 @@ def runs_heartbeat(*, run_ids: list, worker: str) -> tuple[set, set]:
 
 def run_request_cancel(*, run_id) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(cancel_requested=True)
+
+
+def runs_cancel_deleted(*, conversation_id) -> list[tuple[Any, str]]:
+    """Close `cancelled` the running run of a conversation being deleted, in the deletion's
+    transaction: its own closing events could no longer be stored once the conversation is gone,
+    and what /metrics keeps of it (chat.ops.metrics.retire) is this status. The (id, worker) of
+    each, for its process to be asked to stop it once the deletion commits.
+
+    The conversation's row is locked first, as the run's writes lock it first (their seqs): a
+    deletion that took its events' and runs' rows before it deadlocked with a write under way
+    (PostgreSQL aborted the deletion: a 503). The write now waits, then finds it gone."""
+    list(Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("pk"))
+    runs = Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING)
+    found = list(runs.values_list("pk", "worker"))
+    if found:
+        runs.update(
+            status=Run.Status.CANCELLED,
+            finished_at=timezone.now(),
+            error=f"{ErrorCode.CANCELLED}: The conversation was deleted.",
+            cancel_requested=True,
+        )
+    return found
 
 
 # A released run's heartbeat: stale for every reaper, whatever its timeout.

@@ -35,7 +35,7 @@ from chat.realtime.client_frames import (
 )
 from chat.realtime.credentials import SignedIn, signed_in
 from chat.realtime.hub import HubConsumer
-from chat.realtime.revocation import session_is_current, user_group
+from chat.realtime.revocation import revokes, session_is_current, user_group
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 from chat.web.tokens import token_is_current
@@ -199,19 +199,18 @@ class ChatConsumer(HubConsumer):
         task.add_done_callback(_catching_up.discard)
 
     async def session_revoked(self, message: dict[str, Any]) -> None:
-        """chat.realtime.revocation: the user's session ended (this one, or every one of the user)."""
-        token_id, session_key = message.get("token_id"), message.get("session_key")
-        if token_id is not None:
-            ended = token_id == self.token_id
-        else:
-            ended = session_key is None or session_key == self.session_key
-        if ended:
+        """chat.realtime.revocation: a credential of the user ended (this one, or every one)."""
+        if revokes(message, token_id=self.token_id, session_key=self.session_key):
             await self._revoke()
 
-    async def _revoke(self) -> None:
+    async def conversation_deleted(self, message: dict[str, Any]) -> None:
+        """chat.realtime.deletion: the conversation was deleted, through any process."""
+        await self._revoke(code=CLOSE_NOT_FOUND)
+
+    async def _revoke(self, code: int = CLOSE_NOT_LOGGED_IN) -> None:
         if not self.revoked:
             self.revoked = True
-            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            await self.close(code=code)
 
     def _recheck_due(self) -> bool:
         return time.monotonic() - self.session_checked_at >= SESSION_RECHECK_SECONDS

@@ -38,6 +38,13 @@ from chat.web.streams import KEEPALIVE, Stream
 
 log = logging.getLogger(__name__)
 
+# A call the server ends before its run does (Stream.ended_by): its conversation deleted, or its
+# credential revoked (the token, or its user deactivated).
+ENDED = {
+    "deleted": (404, "not_found", "The conversation of this completion was deleted."),
+    "revoked": (401, "invalid_api_key", "The API key was revoked."),
+}
+
 
 def _not_signed_in() -> JsonResponse:
     response = shapes.openai_error(401, "invalid_api_key", "Give a personal API token as the API key.")
@@ -177,13 +184,13 @@ async def chat_completions(request):
     completion_id, created = f"chatcmpl-{run.pk.hex}", shapes.now()
     outcome = shapes.RunOutcome(str(run.pk))
     if call.stream:
-        chunks = _chunks(frames, outcome, call, completion_id=completion_id, created=created)
+        chunks = _chunks(stream, frames, outcome, call, completion_id=completion_id, created=created)
         response = StreamingHttpResponse(chunks, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
         await _follow(frames, outcome)
-        failure = outcome.failure()
+        failure = ENDED.get(stream.ended_by or "") or outcome.failure()
         if failure is not None:
             response = shapes.openai_error(*failure)
         else:
@@ -209,7 +216,7 @@ async def _started(frames: AsyncIterator[dict[str, Any] | bytes], **start) -> Ru
 
 
 async def _follow(frames: AsyncIterator[dict[str, Any] | bytes], outcome: shapes.RunOutcome) -> None:
-    """Read the run to its `complete` (or to the stream's end: the token was revoked)."""
+    """Read the run to its `complete` (or to the stream's end: Stream.ended_by)."""
     try:
         async for frame in frames:
             if not isinstance(frame, bytes):
@@ -219,6 +226,7 @@ async def _follow(frames: AsyncIterator[dict[str, Any] | bytes], outcome: shapes
 
 
 async def _chunks(
+    stream: Stream,
     frames: AsyncIterator[dict[str, Any] | bytes],
     outcome: shapes.RunOutcome,
     call: shapes.CompletionRequest,
@@ -227,7 +235,8 @@ async def _chunks(
     created: int,
 ) -> AsyncIterator[bytes]:
     """The streamed answer: the role, each text and thinking delta as it is stored, the finish
-    chunk, the usage chunk when asked, [DONE]; a failed run ends with an error event instead."""
+    chunk, the usage chunk when asked, [DONE]; a failed run ends with an error event instead, and
+    a call the server ended (ENDED) with an error event, then [DONE]."""
 
     def piece(**fields) -> bytes:
         return shapes.chunk(completion_id=completion_id, model=call.model, created=created, **fields)
@@ -247,6 +256,11 @@ async def _chunks(
                 yield piece(delta={"reasoning_content": frame["content"]})
     finally:
         await frames.aclose()
+    ended = ENDED.get(stream.ended_by or "")
+    if ended is not None:
+        yield shapes.error_chunk(*ended)
+        yield shapes.DONE
+        return
     failure = outcome.failure()
     if failure is not None:
         yield shapes.error_chunk(*failure)

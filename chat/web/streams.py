@@ -14,9 +14,10 @@ no channel of the layer (on Redis, no subscription) of its own.
 
 The credential holds for the stream's life: a revocation pushed to the user's group
 (chat.realtime.revocation) ends it at once, and the session or token is re-checked every
-SESSION_RECHECK_SECONDS for a push that was lost. `&until=complete` ends it after the first
-`complete` event past `after`. nginx must not buffer it: the response says
-`X-Accel-Buffering: no` (docs/deployment.md).
+SESSION_RECHECK_SECONDS for a push that was lost. The conversation's deletion, pushed to its
+group (chat.realtime.deletion), ends it at once with an `error` event NOT_FOUND.
+`&until=complete` ends it after the first `complete` event past `after`. nginx must not buffer
+it: the response says `X-Accel-Buffering: no` (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
+from chat.realtime.deletion import DELETED
 from chat.realtime.ending import to_the_end
 from chat.realtime.hub import INBOX_LIMIT, get_hub
-from chat.realtime.revocation import REVOKED, session_is_current, user_group
+from chat.realtime.revocation import REVOKED, revokes, session_is_current, user_group
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 from chat.web.runs_api import not_found, not_signed_in, request_user
@@ -53,6 +55,8 @@ KEEPALIVE_SECONDS = 15.0
 KEEPALIVE = b": keep-alive\n\n"
 # What the stream's queue is handed when the layer came back after an outage (Hub.layer_back).
 LAYER_BACK = "stream.layer_back"
+# The last frame of a stream whose conversation was deleted meanwhile.
+DELETED_FRAME = {"type": "error", "code": "NOT_FOUND", "message": "This conversation was deleted."}
 
 
 def _seq(value: str | None) -> int | None:
@@ -87,6 +91,8 @@ class Stream:
         self.until_complete = until_complete
         self.new = new
         self.done = False
+        # Why the server ended the stream: "deleted" (the conversation), "revoked" (its credential).
+        self.ended_by: str | None = None
         self.groups = (user_group(user.pk), conversation_group(conversation.pk))
         self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(INBOX_LIMIT)
 
@@ -165,8 +171,13 @@ class Stream:
                 now = time.monotonic()
                 kind = message.get("type") if message is not None else None
                 if kind == REVOKED:
-                    if self._revokes(message):
+                    if revokes(message, token_id=self.token_id, session_key=self.session_key):
+                        self.ended_by = "revoked"
                         return
+                elif kind == DELETED:
+                    self.ended_by = "deleted"
+                    yield {**DELETED_FRAME}
+                    return
                 elif kind == "chat.events":
                     for chunk in await self._batch(message["events"]):
                         yield chunk
@@ -175,6 +186,7 @@ class Stream:
                         yield chunk
                 if now - checked_at >= SESSION_RECHECK_SECONDS:
                     if not await self._credential_holds():
+                        self.ended_by = "revoked"
                         return
                     checked_at = now
                     for chunk in await self._from_database():  # what the layer may have lost
@@ -185,12 +197,6 @@ class Stream:
         finally:
             if receiving is not None:
                 receiving.cancel()
-
-    def _revokes(self, message: dict[str, Any]) -> bool:
-        token_id, session_key = message.get("token_id"), message.get("session_key")
-        if token_id is not None:
-            return token_id == self.token_id
-        return self.token_id is None and (session_key is None or session_key == self.session_key)
 
     async def _credential_holds(self) -> bool:
         try:

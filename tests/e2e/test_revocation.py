@@ -4,6 +4,7 @@ change, deactivation and deletion by an admin close it with 4401 at once, on eve
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -12,11 +13,12 @@ import uuid
 import httpx
 import pytest
 from httpx_sse import aconnect_sse
+from openai import AsyncOpenAI
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from .conftest import ON_POSTGRES, REDIS_URL
-from .harness import PASSWORD, ROOT, Client, Socket, shell
+from .harness import PASSWORD, ROOT, Client, Socket, answer_text, shell, slow_text_reply
 
 pytestmark = pytest.mark.services
 
@@ -65,8 +67,7 @@ def form_value(html: str, name: str) -> str:
     return re.search(rf'name="{name}"[^>]*value="([^"]*)"', html).group(1)
 
 
-@pytest.fixture
-async def admin(server):
+async def superuser(server) -> Client:
     """A superuser signed in through the login page, as an operator using /admin/."""
     username = f"admin{uuid.uuid4().hex[:8]}"
     subprocess.run(
@@ -86,7 +87,12 @@ async def admin(server):
         timeout=120,
         capture_output=True,
     )
-    client = await Client(server, username).login()
+    return await Client(server, username).login()
+
+
+@pytest.fixture
+async def admin(server):
+    client = await superuser(server)
     yield client
     await client.aclose()
 
@@ -94,6 +100,56 @@ async def admin(server):
 async def admin_user_id(admin: Client, username: str) -> str:
     html = await page_form(admin, f"/admin/auth/user/?q={username}")
     return re.search(r'href="/admin/auth/user/(\d+)/change/', html).group(1)
+
+
+async def deactivate(admin: Client, username: str) -> None:
+    """Through the admin's change form, "active" unticked (an unticked box is simply not sent)."""
+    user_id = await admin_user_id(admin, username)
+    html = await page_form(admin, f"/admin/auth/user/{user_id}/change/")
+    r = await admin.http.post(
+        admin.url(f"/admin/auth/user/{user_id}/change/"),
+        data={
+            "csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"),
+            "username": username,
+            "date_joined_0": form_value(html, "date_joined_0"),
+            "date_joined_1": form_value(html, "date_joined_1"),
+            "_save": "Save",
+        },
+        headers={"Referer": admin.server.base},
+    )
+    assert r.status_code == 302, (r.status_code, r.text[:2000])
+
+
+async def streamed_completion(server, token: str, message: str) -> tuple[asyncio.Task, list[str], str]:
+    """A streamed /v1 call read raw in a task, once its answer has begun: the task, the lines it
+    has read (its last ones, an error chunk and `[DONE]`, are what the SDK does not show) and the
+    call's conversation."""
+    client = AsyncOpenAI(base_url=f"{server.base}/v1", api_key=token, max_retries=0, timeout=60)
+    raw = await client.chat.completions.with_raw_response.create(
+        model="default", messages=[{"role": "user", "content": message}], stream=True
+    )
+    lines: list[str] = []
+    begun = asyncio.Event()
+
+    async def read() -> None:
+        try:
+            async for line in raw.http_response.aiter_lines():
+                if line:
+                    lines.append(line)
+                if '"content":"' in line and '"content":""' not in line:
+                    begun.set()
+        finally:
+            await client.close()
+
+    task = asyncio.create_task(read())
+    await asyncio.wait_for(begun.wait(), 15)
+    return task, lines, raw.headers["x-agentsite-conversation"]
+
+
+def ended_with_error(lines: list[str]) -> dict:
+    """The OpenAI error of a streamed call that ended with one, then `[DONE]`."""
+    assert lines[-1] == "data: [DONE]", lines[-3:]
+    return json.loads(lines[-2].removeprefix("data: "))["error"]
 
 
 async def test_logout_closes_that_sessions_sockets_and_no_other(user):
@@ -150,21 +206,7 @@ async def test_password_change_closes_every_socket_of_the_user(user):
 async def test_deactivation_by_an_admin_closes_every_socket(user, admin):
     conversation = await user.create_conversation()
     sock = await open_synced(user, conversation)
-    user_id = await admin_user_id(admin, user.username)
-    html = await page_form(admin, f"/admin/auth/user/{user_id}/change/")
-    # The change form with "active" unticked (an unticked box is simply not sent).
-    r = await admin.http.post(
-        admin.url(f"/admin/auth/user/{user_id}/change/"),
-        data={
-            "csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"),
-            "username": user.username,
-            "date_joined_0": form_value(html, "date_joined_0"),
-            "date_joined_1": form_value(html, "date_joined_1"),
-            "_save": "Save",
-        },
-        headers={"Referer": admin.server.base},
-    )
-    assert r.status_code == 302, (r.status_code, r.text[:2000])
+    await deactivate(admin, user.username)
     assert await closed_with(sock) == 4401
     assert await closed_with(await user.socket(conversation)) == 4401
 
@@ -266,4 +308,95 @@ async def test_revoking_a_token_on_a_closes_its_stream_and_socket_on_b(two_serve
     assert r.status_code == 200  # the session, on B too, is untouched
     async with httpx.AsyncClient(base_url=server_b.base, headers=auth) as http:
         assert (await http.get("/api/conversations/")).status_code == 401
+    await alice.aclose()
+
+
+AT_ONCE = 1.5  # seconds: a liveness bound (the streams' own re-check would take 5 s)
+
+
+async def token_stream_on_b(server_b, token: str, conversation: str) -> asyncio.Task:
+    """A server-sent event stream opened on B with the token, in a task, once it has synced."""
+    synced = asyncio.Event()
+
+    async def stream() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=server_b.base, headers=headers, timeout=60) as http:
+            async with aconnect_sse(http, "GET", f"/api/conversations/{conversation}/stream/") as source:
+                async for sse in source.aiter_sse():
+                    if sse.event == "sync":
+                        synced.set()
+
+    reader = asyncio.create_task(stream())
+    await asyncio.wait_for(synced.wait(), 15)
+    return reader
+
+
+@pytest.mark.multiprocess
+@needs_services
+async def test_deactivating_a_user_on_a_ends_their_token_streams_and_calls_on_b(two_servers, replies):
+    """Deactivated through the admin on A: the stream, the socket and the streamed /v1 call that
+    B serves with the user's API token end at once, as their sessions' do."""
+    server_a, server_b = two_servers
+    alice = await Client(server_a).signup()
+    admin = await superuser(server_a)
+    r = await alice.api("POST", "/api/tokens/", json_body={"name": "script"})
+    assert r.status_code == 201, r.text
+    token = r.json()["token"]
+    conversation = await alice.create_conversation()
+    reader = await token_stream_on_b(server_b, token, conversation)
+    ws = await connect(
+        f"{server_b.ws_base}/ws/chat/{conversation}/",
+        additional_headers={"Authorization": f"Bearer {token}"},
+        open_timeout=10,
+    )
+    on_b = Socket(ws)
+    await on_b.sync()
+    message = replies.set("deactivated mid-completion", slow_text_reply(answer_text(200, "x"), chunks=200, delay=0.05))
+    call, lines, _ = await streamed_completion(server_b, token, message)
+
+    await deactivate(admin, alice.username)
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(reader, AT_ONCE)
+    await asyncio.wait_for(call, AT_ONCE)
+    assert await closed_with(on_b, timeout=AT_ONCE) == 4401
+    assert asyncio.get_running_loop().time() - started < AT_ONCE
+    assert ended_with_error(lines) == {
+        "message": "The API key was revoked.",
+        "type": "authentication_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+    async with httpx.AsyncClient(base_url=server_b.base, headers={"Authorization": f"Bearer {token}"}) as http:
+        assert (await http.get("/api/conversations/")).status_code == 401
+    await admin.aclose()
+    await alice.aclose()
+
+
+@pytest.mark.multiprocess
+@needs_services
+async def test_revoking_a_token_in_the_admin_on_a_ends_its_completion_on_b(two_servers, replies):
+    server_a, server_b = two_servers
+    alice = await Client(server_a).signup()
+    admin = await superuser(server_a)
+    r = await alice.api("POST", "/api/tokens/", json_body={"name": "script"})
+    assert r.status_code == 201, r.text
+    token, token_id = r.json()["token"], r.json()["id"]
+    message = replies.set("revoked mid-completion", slow_text_reply(answer_text(200, "r"), chunks=200, delay=0.05))
+    call, lines, conversation = await streamed_completion(server_b, token, message)
+    reader = await token_stream_on_b(server_b, token, conversation)
+
+    html = await page_form(admin, f"/admin/chat/apitoken/{token_id}/delete/")
+    r = await admin.http.post(
+        admin.url(f"/admin/chat/apitoken/{token_id}/delete/"),
+        data={"csrfmiddlewaretoken": form_value(html, "csrfmiddlewaretoken"), "post": "yes"},
+        headers={"Referer": admin.server.base},
+    )
+    assert r.status_code == 302, (r.status_code, r.text[:2000])
+    await asyncio.wait_for(call, AT_ONCE)
+    await asyncio.wait_for(reader, AT_ONCE)
+    assert ended_with_error(lines)["code"] == "invalid_api_key"
+    # The session still reads the conversation: only the token ended.
+    r = await alice.api("GET", f"/api/conversations/{conversation}/", server=server_b)
+    assert r.status_code == 200
+    await admin.aclose()
     await alice.aclose()

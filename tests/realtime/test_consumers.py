@@ -558,11 +558,24 @@ async def test_deeply_nested_json_is_a_bad_request_not_a_crash(conversation, reg
     await socket.close()
 
 
-async def test_a_message_to_a_deleted_conversation_gets_not_found_and_the_socket_stays_sane(
-    conversation, registry, llm_settings
-):
+async def test_a_deleted_conversation_closes_its_socket_4404(conversation, registry, llm_settings):
     from tests.asgi_socket import Socket
 
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await sync_to_async(conversation_delete)(conversation=conversation)  # pushed to its group
+    closed = await socket.comm.receive_output(timeout=5)
+    assert (closed["type"], closed["code"]) == ("websocket.close", 4404)
+
+
+async def test_a_message_to_a_deleted_conversation_gets_not_found_and_the_socket_stays_sane(
+    conversation, registry, llm_settings, monkeypatch
+):
+    from chat.realtime import deletion
+    from tests.asgi_socket import Socket
+
+    monkeypatch.setattr(deletion, "push", lambda group, message: None)  # a push the layer lost
     socket = Socket(conversation.owner, conversation.pk)
     await socket.connect()
     await socket.history()
