@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0026_token_lockout"),
+        ("chat", "0025_token_lockout"),
     ]
 
     operations = [

@@ -22,7 +22,7 @@ def fill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0026_token_lockout"),
+        ("chat", "0026_account_theme"),
     ]
 
     operations = [
