@@ -11,6 +11,9 @@ command line takes its server class as an attribute (`server_class`) for this ki
 the rest of the server is daphne's, but for its access log, whose lines are escaped as the log's
 are (agentsite/daphne_log.py).
 
+Each connection also gets a bounded send buffer (agentsite.send_buffer): its `send` waits while
+the client has not taken AGENT_SEND_BUFFER_BYTES.
+
     python -m agentsite.serve -b 127.0.0.1 -p 8000 agentsite.asgi:application
 """
 
@@ -22,10 +25,35 @@ from functools import partial
 
 from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
+from daphne.http_protocol import WebRequest
 from daphne.server import Server
+from django.conf import settings
+from twisted.web.http import HTTPChannel
 
 from agentsite.daphne_log import EscapedAccessLog
+from agentsite.send_buffer import SendBuffer, is_last
+from chat.realtime.backlog import EXTENSION
 from chat.realtime.mailbox import Mailbox
+
+
+def send_buffer(protocol, limit: int) -> SendBuffer | None:
+    """A SendBuffer registered for the connection's flow control; None when it has no HTTP
+    channel to register with (a transport daphne wraps, as its own TLS)."""
+    if isinstance(protocol, WebRequest):
+        transport, register = protocol.channel.transport, protocol.registerProducer
+    else:  # a WebSocket: the channel it was upgraded from stays its transport's producer
+        transport = getattr(protocol, "transport", None)
+        channel = getattr(transport, "producer", None)
+        if not isinstance(channel, HTTPChannel):
+            return None
+        register = channel.registerProducer
+    buffer = SendBuffer(transport)
+    try:
+        register(buffer, True)
+    except (RuntimeError, ValueError):  # another producer holds the channel: left unbounded
+        return None
+    transport.bufferSize = limit
+    return buffer
 
 
 class MailboxServer(Server):
@@ -35,19 +63,41 @@ class MailboxServer(Server):
         super().__init__(*args, action_logger=action_logger, **kwargs)
 
     def create_application(self, protocol, scope):
-        """daphne 4's create_application with a Mailbox as the connection's input queue."""
+        """daphne 4's create_application with a Mailbox as the connection's input queue, and a
+        send that waits while the client is behind."""
         assert "application_instance" not in self.connections[protocol]
         input_queue = Mailbox()
         scope.setdefault("asgi", {"version": "3.0"})
-        application_instance = self.application(
-            scope=scope, receive=input_queue.get, send=partial(self.handle_reply, protocol)
-        )
+        limit = settings.AGENT_SEND_BUFFER_BYTES
+        buffer = send_buffer(protocol, limit) if limit > 0 else None
+        if buffer is None:
+            send = partial(self.handle_reply, protocol)
+        else:
+            scope["extensions"] = {**scope.get("extensions", {}), EXTENSION: buffer}
+            send = partial(self.bounded_reply, protocol, buffer, getattr(protocol, "channel", None))
+        application_instance = self.application(scope=scope, receive=input_queue.get, send=send)
         if protocol not in self.connections:
             return None
         self.connections[protocol]["application_instance"] = asyncio.ensure_future(
             application_instance, loop=asyncio.get_event_loop()
         )
         return input_queue
+
+    async def bounded_reply(self, protocol, buffer: SendBuffer, channel: HTTPChannel | None, message) -> None:
+        """daphne's handle_reply, then, past the limit, the wait for the client to take it. An
+        HTTP request's channel (None for a WebSocket) serves the next request of the connection
+        once this one ends: the buffer leaves it before the last message."""
+        last = is_last(message)
+        if last and channel is not None and protocol.producer is buffer:
+            protocol.unregisterProducer()
+        if last and buffer.given_up and channel is None:
+            protocol.closeHandshakeTimeout = 0  # the grace is the buffer's, not autobahn's second
+        await self.handle_reply(protocol, message)
+        if last:
+            if buffer.given_up and channel is not None:
+                channel.loseConnection()  # after what the client has not read, the response's end
+            return
+        await buffer.room()
 
 
 class ServeCommand(CommandLineInterface):

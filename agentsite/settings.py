@@ -298,8 +298,16 @@ AGENT_IMAGE_MAX_PIXELS = os.environ.get("AGENT_IMAGE_MAX_PIXELS", "1568x1568")
 AGENT_IMAGE_MAX_INPUT_PIXELS = env_number("AGENT_IMAGE_MAX_INPUT_PIXELS", "50000000")
 # Images one server process decodes at once (thumbnails, what a model is sent); the others wait.
 AGENT_IMAGE_DECODES = env_number("AGENT_IMAGE_DECODES", "2")
-# Open WebSockets one user may hold in one server process (0: no cap); over it: close 4429.
+# Open WebSockets and SSE streams, together, one user may hold in one server process (0: no
+# cap); over it: a socket is closed 4429, a stream answered 429 (chat.realtime.sockets).
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
+# Bytes a connection keeps for a client that has not read them (agentsite.send_buffer): a send
+# past it waits until the client has taken them (0: no bound).
+AGENT_SEND_BUFFER_BYTES = env_number("AGENT_SEND_BUFFER_BYTES", "262144")
+# Live event batches a socket or SSE stream keeps while its client has not taken what came
+# before (chat.realtime.backlog); past it the client is a slow consumer: closed 4008, or sent
+# `SLOW_CONSUMER`, to resume from the event log.
+AGENT_SEND_BACKLOG = env_number("AGENT_SEND_BACKLOG", "1000")
 # Seconds between the process's full garbage collections (agentsite.collector); 0: none but
 # Python's own, which with agentsite.asgi's thresholds come hours apart.
 GC_FULL_COLLECTION_SECONDS = env_number("GC_FULL_COLLECTION_SECONDS", "60", float)

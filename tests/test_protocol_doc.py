@@ -14,7 +14,7 @@ import pytest
 
 from chat import urls
 from chat.agent import events, loop
-from chat.realtime import client_frames, consumers, routing, run_actions
+from chat.realtime import backlog, client_frames, consumers, routing, run_actions
 from chat.web import api, api_tokens, bearer, files, json_api, openai_api, openai_shapes, runs_api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
@@ -79,7 +79,9 @@ OPENAI_ERROR_CODES = sorted(
     | {code for _, code in openai_shapes.START_REFUSALS.values()}
     | {code for _, code in bearer.OPENAI_REFUSALS.values()}
 )
-CLOSE_CODES = sorted(value for name, value in vars(consumers).items() if name.startswith("CLOSE_"))
+CLOSE_CODES = sorted(
+    value for module in (consumers, backlog) for name, value in vars(module).items() if name.startswith("CLOSE_")
+)
 ROUTES = sorted(
     "/" + str(pattern.pattern)
     for pattern in [*urls.urlpatterns, *routing.websocket_urlpatterns]

@@ -16,6 +16,10 @@ any; an idle socket has neither list nor task.
 An SSE stream (chat.web.streams.Stream, which also follows a streamed completion) is a member
 too: the hub hands its messages to the stream's queue, which the request reads.
 
+What a member keeps is its Backlog (chat.realtime.backlog): past AGENT_SEND_BACKLOG messages
+its client has fallen too far behind (its sends wait on a client that does not read), and the
+member is closed as a slow consumer (`fall_behind`) rather than kept growing.
+
 A socket's join always asks the layer too, even of a group the process is in already: the
 in-memory layer ends a membership after a day, and a join that waited on the layer is one the
 socket can read its history after (register-then-fetch). The group is left when its last
@@ -34,6 +38,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
 from chat.agent.perloop import PerLoop
+from chat.realtime.backlog import CLOSE_SLOW_CONSUMER, Backlog, give_up
 from chat.runtime import doorbell
 
 logger = logging.getLogger(__name__)
@@ -41,11 +46,10 @@ logger = logging.getLogger(__name__)
 # The hub's channel takes every doorbell of the process; its reader empties it at once, so
 # the in-memory layer's capacity for it (settings.IN_MEMORY_CHANNEL_LAYER) is set apart.
 CHANNEL_PREFIX = "sockets."
-# Layer messages a socket keeps while it sends what came before (as the layer's per-channel
-# capacity did): past it a doorbell is dropped, and the next one's seq gap is read from the
-# database.
-INBOX_LIMIT = 1000
 _RETRY_SECONDS = 1.0
+
+# The closes of slow consumers under way (a task nobody holds may be collected before it ends).
+_closing: set[asyncio.Task] = set()
 
 
 class Member(Protocol):
@@ -164,8 +168,9 @@ class HubConsumer(AsyncWebsocketConsumer):
 
     groups = ()  # Channels' groups joined for the consumer: none (`join`); no list per socket
     live = False  # ready: layer messages are handled as they come (go_live)
+    behind = False  # a slow consumer, being closed: nothing more is sent to it but the close
     _joined: tuple[str, ...] = ()
-    _inbox: list[dict[str, Any]] | None = None
+    _inbox: Backlog | None = None
     _handling: asyncio.Task | None = None
 
     async def __call__(self, scope, receive, send) -> None:
@@ -201,28 +206,44 @@ class HubConsumer(AsyncWebsocketConsumer):
 
     def go_live(self) -> None:
         """What came meanwhile, and from now on what comes, is handled."""
+        if self.behind:
+            return
         self.live = True
         self._handle_inbox()
 
     def deliver(self, message: dict[str, Any]) -> None:
+        if self.behind:
+            return
         inbox = self._inbox
         if inbox is None:
-            inbox = self._inbox = []
-        if len(inbox) < INBOX_LIMIT:
-            inbox.append(message)
+            inbox = self._inbox = Backlog()
+        if not inbox.keep(message):
+            self.fall_behind()
+            return
         self._handle_inbox()
+
+    def fall_behind(self) -> None:
+        """Its client fell too far behind (chat.realtime.backlog): what it kept is dropped, its
+        handling stopped, and it is closed 4008; it resumes from the log with `after`."""
+        self.behind, self.live, self._inbox = True, False, None
+        if self._handling is not None:
+            self._handling.cancel()
+        give_up(self.scope)
+        task = asyncio.create_task(self.close(code=CLOSE_SLOW_CONSUMER), name="socket-slow-consumer")
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
 
     def layer_back(self) -> None:
         """The layer came back after an outage: what the socket missed is in the database."""
 
     def _handle_inbox(self) -> None:
-        if self.live and self._inbox and self._handling is None:
+        if self.live and self._inbox is not None and not self._inbox.empty() and self._handling is None:
             self._handling = asyncio.create_task(self._handle_messages(), name="socket-messages")
 
     async def _handle_messages(self) -> None:
         try:
-            while self._inbox:
-                await self.dispatch(self._inbox.pop(0))
+            while self._inbox is not None and not self._inbox.empty():
+                await self.dispatch(self._inbox.get_nowait())
             self._inbox = None  # an idle socket keeps no list
         except Exception:
             # As a handler's error ended the consumer under Channels: logged, the socket closed.

@@ -38,14 +38,16 @@ from agentsite.loop_middleware import request_db
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
+from chat.realtime import sockets
+from chat.realtime.backlog import FELL_BEHIND, SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE, Backlog, give_up
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
 from chat.realtime.deletion import DELETED
 from chat.realtime.ending import to_the_end
-from chat.realtime.hub import INBOX_LIMIT, get_hub
+from chat.realtime.hub import get_hub
 from chat.realtime.revocation import REVOKED, revokes, session_is_current, user_group
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
-from chat.web.runs_api import not_found, not_signed_in, request_user
+from chat.web.runs_api import not_found, not_signed_in, request_user, run_error
 from chat.web.tokens import token_is_current
 
 logger = logging.getLogger(__name__)
@@ -81,10 +83,20 @@ class Stream:
     messages the hub hands it, and the last seq sent."""
 
     def __init__(
-        self, *, conversation, user, token_id, session_key, after: int, until_complete: bool, new: bool = False
+        self,
+        *,
+        conversation,
+        user,
+        token_id,
+        session_key,
+        after: int,
+        until_complete: bool,
+        new: bool = False,
+        scope: dict[str, Any] | None = None,
     ):
         """`new`: the conversation was just made for this stream and nothing is stored in it yet
-        (the OpenAI-compatible endpoint's), so that once joined it has no history to read."""
+        (the OpenAI-compatible endpoint's), so that once joined it has no history to read.
+        `scope`: the request's, whose send buffer is given up on if the client falls behind."""
         self.conversation, self.user = conversation, user
         self.token_id, self.session_key = token_id, session_key
         self.last_seq = min(after, conversation.last_seq)
@@ -93,24 +105,41 @@ class Stream:
         self.done = False
         # Why the server ended the stream: "deleted" (the conversation), "revoked" (its credential).
         self.ended_by: str | None = None
+        self.behind = False  # a slow consumer (chat.realtime.backlog): it ends with SLOW_CONSUMER
+        self.scope = scope or {}
         self.groups = (user_group(user.pk), conversation_group(conversation.pk))
-        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(INBOX_LIMIT)
+        self._inbox = Backlog()
 
     def deliver(self, message: dict[str, Any]) -> None:
-        """The hub's: a message of the stream's groups, read by `_live` in the order it came."""
-        try:
-            self._inbox.put_nowait(message)
-        except asyncio.QueueFull:  # a batch dropped: its gap is read from the database with the next, or at the tick
-            pass
+        """The hub's: a message of the stream's groups, read by `_live` in the order it came;
+        past the backlog the client has fallen too far behind, and the stream ends."""
+        if not self.behind and not self._inbox.keep(message):
+            self.behind = True
+            give_up(self.scope)
 
     def layer_back(self) -> None:
         """The hub's: the layer came back after an outage; what it lost is read now, not at the tick."""
         self.deliver({"type": LAYER_BACK})
 
     async def events(self) -> AsyncIterator[bytes]:
-        """The stream as server-sent events: each frame with its seq as id (sync without one)."""
-        async for frame in self.frames():
-            yield frame if isinstance(frame, bytes) else sse_event(frame, with_id=frame["type"] != "sync")
+        """The stream as server-sent events: each frame with its seq as id (sync without one); a
+        client that fell behind gets the `error` event SLOW_CONSUMER after the last seq it was
+        sent, and the stream ends (it resumes with Last-Event-ID)."""
+        frames, sent = self.frames(), self.last_seq
+        try:
+            async for frame in frames:
+                if self.behind:  # nothing more is queued behind what the client has not read
+                    break
+                if isinstance(frame, bytes):
+                    yield frame
+                    continue
+                yield sse_event(frame, with_id=frame["type"] != "sync")
+                sent = frame.get("seq", sent)
+        finally:
+            await frames.aclose()
+        if self.behind:
+            error = {"type": "error", "code": SLOW_CONSUMER, "message": SLOW_CONSUMER_MESSAGE, "lastSeq": sent}
+            yield sse_event(error, with_id=False)
 
     async def frames(self) -> AsyncIterator[dict[str, Any] | bytes]:
         """The stream's frames in seq order, one `sync` frame after the history, and KEEPALIVE
@@ -161,7 +190,7 @@ class Stream:
         # One get waits across the ticks (a get timed out at each tick would be a task a tick).
         receiving: asyncio.Future | None = None
         try:
-            while not self.done:
+            while not self.done and not self.behind:
                 if receiving is None:
                     receiving = asyncio.ensure_future(self._inbox.get())
                 await asyncio.wait((receiving,), timeout=tick)
@@ -177,6 +206,8 @@ class Stream:
                 elif kind == DELETED:
                     self.ended_by = "deleted"
                     yield {**DELETED_FRAME}
+                    return
+                elif kind == FELL_BEHIND:
                     return
                 elif kind == "chat.events":
                     for chunk in await self._batch(message["events"]):
@@ -250,6 +281,9 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
     after = _seq(request.headers.get("Last-Event-ID"))
     if after is None:
         after = _seq(request.GET.get("after")) or 0
+    seat = sockets.take(user.pk, sockets.STREAM)
+    if seat is None:
+        return run_error("RATE_LIMITED", "Too many open streams and sockets; close one first.")
     token = getattr(request, "api_token", None)
     stream = Stream(
         conversation=conversation,
@@ -258,17 +292,32 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
         session_key=request.session.session_key if token is None else None,
         after=after,
         until_complete=request.GET.get("until") == "complete",
+        scope=request.scope,
     )
-    response = StreamingHttpResponse(_until_done(stream), content_type="text/event-stream")
+    response = SeatedResponse(_until_done(stream, seat), seat, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
 
 
-async def _until_done(stream: Stream) -> AsyncIterator[bytes]:
+class SeatedResponse(StreamingHttpResponse):
+    """A stream that gives its place under the user's cap back when it ends, or when its response
+    is closed without having been read (the client went before the first chunk)."""
+
+    def __init__(self, content, seat: sockets.Seat, **kwargs) -> None:
+        super().__init__(content, **kwargs)
+        self.seat = seat
+
+    def close(self) -> None:
+        super().close()
+        self.seat.release()
+
+
+async def _until_done(stream: Stream, seat: sockets.Seat) -> AsyncIterator[bytes]:
     events = stream.events()
     try:
         async for chunk in events:
             yield chunk
     finally:
+        seat.release()
         await events.aclose()  # leaves the groups now, not when the generator is collected

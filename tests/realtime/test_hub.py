@@ -160,10 +160,11 @@ async def test_through_the_layer_the_hub_delivers_what_was_sent_to_its_channel()
     hub._reader.cancel()
 
 
-async def test_a_slow_socket_drops_past_its_inbox_limit_and_refills_from_the_database(
-    conversation, registry, monkeypatch
-):
-    monkeypatch.setattr(hub_module, "INBOX_LIMIT", 2)
+async def test_a_socket_past_its_backlog_is_closed_4008_and_resumes_from_the_log(conversation, registry, settings):
+    """chat.realtime.backlog: live batches queue while the socket's sends wait on its client; past
+    AGENT_SEND_BACKLOG it is a slow consumer, closed 4008, and a reconnect with `after` reads what
+    it missed from the log."""
+    settings.AGENT_SEND_BACKLOG = 2
     socket = Socket(conversation.owner, conversation.pk)
     await socket.connect()
     await socket.history()
@@ -176,18 +177,16 @@ async def test_a_slow_socket_drops_past_its_inbox_limit_and_refills_from_the_dat
         run_id=run.pk,
         payloads=[{"type": "text", "content": str(n)} for n in range(4)],
     )
-    consumer.live = False  # as if its sends were behind: the doorbells queue
+    consumer.live = False  # as if its sends were waiting on a client that does not read
     for frame in frames:
         consumer.deliver({"type": "chat.events", "events": [frame]})
-    assert len(consumer._inbox) == 2
-    consumer.live = True
-    consumer._handle_inbox()
-    # The two kept are sent; the rest comes with the next doorbell, read by its seq gap.
-    received = [await socket.recv() for _ in range(2)]
-    assert received == frames[:2]
-    await publish(conversation.pk, frames[-1:])
-    assert [await socket.recv() for _ in range(len(frames) - 2)] == frames[2:]
+    assert consumer.behind and consumer._inbox is None  # what it kept is dropped, not kept growing
+    assert await socket.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4008}
     await socket.close()
+    again = Socket(conversation.owner, conversation.pk, after=0)
+    await again.connect()
+    assert (await again.history())[:-1] == frames
+    await again.close()
 
 
 def test_the_hub_channel_has_room_for_every_doorbell_of_the_process(settings):

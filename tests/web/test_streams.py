@@ -424,3 +424,30 @@ async def test_a_stream_reads_what_it_missed_when_the_layer_comes_back(conversat
     chunk = await asyncio.wait_for(stream.chunk(), 2)
     assert chunk.startswith(b"id: 1\nevent: user_message\n")
     await stream.close()
+
+
+async def test_streams_and_sockets_of_a_user_share_one_cap(conversation, registry, settings):
+    """AGENT_MAX_SOCKETS_PER_USER counts a user's sockets and SSE streams together (chat.realtime.sockets):
+    past it a stream is refused 429 RATE_LIMITED before it starts, a socket closed 4429; a stream
+    that ends gives its place back."""
+    from tests.asgi_socket import Socket
+
+    settings.AGENT_MAX_SOCKETS_PER_USER = 2
+    key = await sync_to_async(session_cookie)(conversation.owner)
+    path, cookie = f"/api/conversations/{conversation.pk}/stream/", [(b"cookie", f"sessionid={key}".encode())]
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    stream = RawStream(path, cookie)
+    assert (await stream.open())["status"] == 200
+    refused = RawStream(path, cookie)
+    assert (await refused.open())["status"] == 429
+    assert orjson.loads(await refused.rest())["error"]["code"] == "RATE_LIMITED"
+    late = Socket(conversation.owner, conversation.pk)
+    assert (await late.connect())[0]
+    assert await late.comm.receive_output(timeout=2) == {"type": "websocket.close", "code": 4429}
+    await stream.close()
+    again = RawStream(path, cookie)
+    assert (await again.open())["status"] == 200
+    await again.close()
+    await socket.close()
