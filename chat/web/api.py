@@ -41,12 +41,13 @@ from chat.conversations.services import (
     conversation_view_version,
     feedback_set,
 )
-from chat.eventlog.reads import events_after, events_for_export
+from chat.eventlog.reads import events_for_export
 from chat.inspector import trace as run_traces
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
 from chat.ops import metrics as metrics_series
 from chat.realtime.ending import end_channel
 from chat.runtime.writer import get_writer
+from chat.web.event_pages import events_response
 from chat.web.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
 
 MAX_QUERY_CHARS = 200
@@ -201,7 +202,7 @@ def conversation_events(request, conversation_id: uuid.UUID):
         after = int(request.GET.get("after", "0"))
     except ValueError:
         return json_error(400, "bad_request", "after must be an integer")
-    return JsonResponse({"events": events_after(conversation_id=conversation.pk, after=max(0, after))})
+    return events_response(conversation_id=conversation.pk, after=max(0, after))
 
 
 def feedback_json(feedback) -> dict:

@@ -50,7 +50,7 @@ def client_for(user=None) -> Client:
 
 def get_json(user, url: str) -> tuple[int, dict]:
     response = client_for(user).get(url)
-    return response.status_code, json.loads(response.content)
+    return response.status_code, json.loads(b"".join(response))  # a streamed body too (the events route)
 
 
 def staff_user(make_user, name: str = "root"):

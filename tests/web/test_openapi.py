@@ -6,6 +6,7 @@ when the table and the document part."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -80,7 +81,7 @@ def _validator(document: dict, status: str, method: str, route: str) -> Draft202
 
 
 def _check(response, method: str, route: str) -> dict:
-    body = response.json()
+    body = json.loads(b"".join(response))  # a streamed body too (the events route)
     errors = [
         e.message for e in _validator(served_document(), str(response.status_code), method, route).iter_errors(body)
     ]
