@@ -20,7 +20,7 @@ not keep up sees its sends wait: chat.realtime.backlog counts what queues meanwh
 The application finds it in its scope (chat.realtime.backlog.EXTENSION) to give up on a client:
 its sends no longer wait, so that its last words (an SSE `error` event, a close frame) queue
 behind what it has not read; the connection is closed once they are read, or dropped after
-GRACE_SECONDS.
+AGENT_SLOW_CONSUMER_GRACE_SECONDS, and the memory with it.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-# A given-up client has this long to read what is queued for it (its last words last) before its
-# connection is dropped, and the memory with it.
-GRACE_SECONDS = 30.0
+from django.conf import settings
 
 
 class SendBuffer:
@@ -69,7 +67,7 @@ class SendBuffer:
             return
         self.given_up = True
         self._wake()
-        asyncio.get_running_loop().call_later(GRACE_SECONDS, self._drop)
+        asyncio.get_running_loop().call_later(settings.AGENT_SLOW_CONSUMER_GRACE_SECONDS, self._drop)
 
     def _wake(self) -> None:
         room, self._room = self._room, None

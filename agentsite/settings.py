@@ -308,6 +308,9 @@ AGENT_SEND_BUFFER_BYTES = env_number("AGENT_SEND_BUFFER_BYTES", "262144")
 # before (chat.realtime.backlog); past it the client is a slow consumer: closed 4008, or sent
 # `SLOW_CONSUMER`, to resume from the event log.
 AGENT_SEND_BACKLOG = env_number("AGENT_SEND_BACKLOG", "1000")
+# Seconds a slow consumer has to read what was queued for it, its reason last, before its
+# connection is dropped (agentsite.send_buffer).
+AGENT_SLOW_CONSUMER_GRACE_SECONDS = env_number("AGENT_SLOW_CONSUMER_GRACE_SECONDS", "30", float)
 # Seconds between the process's full garbage collections (agentsite.collector); 0: none but
 # Python's own, which with agentsite.asgi's thresholds come hours apart.
 GC_FULL_COLLECTION_SECONDS = env_number("GC_FULL_COLLECTION_SECONDS", "60", float)

@@ -29,6 +29,8 @@ SETTINGS = {
     "AGENT_STREAM_FLUSH_MS": "1",
     "AGENT_STREAM_FLUSH_MAX_MS": "1",
     "GC_FULL_COLLECTION_SECONDS": "1",
+    # The slow consumers are read once the run is over, however long a loaded machine makes it.
+    "AGENT_SLOW_CONSUMER_GRACE_SECONDS": "600",
 }
 
 
@@ -214,8 +216,8 @@ async def test_silent_streams_and_pages_hold_bounded_memory_and_resume_without_l
         f"{len(run)}-event run: {during:.0f} MiB, {after_streams:.0f} MiB once closed; {SILENT_PAGES} unread "
         f"/events/ pages of {size:.1f} MiB: {pages_during:.0f} MiB, {after:.0f} MiB once closed"
     )
-    # The code before the send buffer on this test (docs/performance.md, "Slow clients"): 234 MiB
-    # at the start, 355 with the silent streams, 315 once closed; 1204 with the pages, 502 closed.
+    # Main before the send buffer on this test (docs/performance.md, "Slow clients"): 209 MiB at
+    # the start, 364 with the silent streams, 259 once closed; 1060 with the pages, 426 closed.
     assert during - before < 80, (before, during)
     assert after_streams - before < 30, (before, after_streams)
     assert pages_during - before < 150, (before, pages_during)
