@@ -95,10 +95,21 @@ class AgentProfile(models.Model):
 API_SOURCE = "api"
 
 
+class TitleSource(models.TextChoices):
+    """Who named a conversation: nobody yet (its first message stands in), a model, or the user."""
+
+    DEFAULT = "default"
+    GENERATED = "generated"
+    USER = "user"
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True, default="")
+    title_source = models.CharField(max_length=16, choices=TitleSource.choices, default=TitleSource.DEFAULT)
+    pinned = models.BooleanField(default=False)  # listed first
+    archived = models.BooleanField(default=False)  # left out of the list unless asked for
     # Null: the environment's configuration (the "default" agent). PROTECT: deleting a profile in use
     # would silently move its conversations to another model and endpoint; the admin disables it instead.
     agent = models.ForeignKey(
@@ -119,7 +130,8 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_recent")]
+        # The list's query: the owner's archived or not, pinned first, newest first (chat.conversations.paging).
+        indexes = [models.Index(fields=["owner", "archived", "-pinned", "-updated_at"], name="conversation_owner_list")]
 
     def __str__(self) -> str:
         return self.title or f"Conversation {str(self.id)[:8]}"
@@ -294,6 +306,8 @@ class ModelCall(models.Model):
     """One model call attempt of a run, failed ones included (chat.agent.trace.ModelCallRecord)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    # "answer": a call of the run's loop; "title": the conversation's title, asked after the run (chat.runtime.titles).
+    purpose = models.CharField(max_length=16, default="answer")
     iteration = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     started_at = models.DateTimeField()

@@ -27,6 +27,7 @@ from chat.models import (
     Conversation,
     Event,
     Run,
+    TitleSource,
     ToolRecord,
 )
 
@@ -52,6 +53,10 @@ def conversation_import(*, owner, imported: Imported, title: str | None = None) 
         conversation = Conversation.objects.create(
             owner=owner,
             title=imported_title(imported.title) if title is None else title,
+            # A copy of a shared link keeps nothing of how its owner organized it.
+            title_source=imported.title_source,
+            pinned=imported.pinned and title is None,
+            archived=imported.archived and title is None,
             created_at=min(moments, default=now),
             updated_at=now,
             last_seq=sum(len(run.events) for run in imported.runs),
@@ -179,6 +184,10 @@ class ImportedRun:
 class Imported:
     title: str
     runs: list[ImportedRun]
+    # How the conversation was organized, as exported (an older export has none of them).
+    title_source: str = TitleSource.DEFAULT
+    pinned: bool = False
+    archived: bool = False
 
 
 def _check_text(value: Any, where: str, depth: int = 0) -> None:
@@ -291,6 +300,7 @@ def _parse_document(data: Any) -> Imported:
     if len(title) > 200:
         raise ImportRefused("conversation.title is longer than 200 characters")
     _check_text(title, "conversation.title")
+    organized = _organized(data["conversation"])
     if not data["events"]:
         raise ImportRefused("the conversation has no events")
 
@@ -352,7 +362,22 @@ def _parse_document(data: Any) -> Imported:
         raise ImportRefused("the last run has no complete event (a run left running)")
     for run in runs:
         _check_tool_calls(run)
-    return Imported(title=title, runs=runs)
+    return Imported(title=title, runs=runs, **organized)
+
+
+def _organized(conversation: dict[str, Any]) -> dict[str, Any]:
+    """titleSource, pinned and archived of an exported conversation, each checked when present."""
+    out: dict[str, Any] = {}
+    source = conversation.get("titleSource", TitleSource.DEFAULT)
+    if source not in TitleSource.values:
+        raise ImportRefused(f"conversation.titleSource must be one of {sorted(TitleSource.values)}")
+    out["title_source"] = source
+    for name in ("pinned", "archived"):
+        value = conversation.get(name, False)
+        if not isinstance(value, bool):
+            raise ImportRefused(f"conversation.{name} must be true or false")
+        out[name] = value
+    return out
 
 
 def _check_tool_calls(run: ImportedRun) -> None:

@@ -30,12 +30,13 @@ def conversations_for_user(*, user) -> QuerySet[Conversation]:
 
 
 def conversations_page(
-    *, user, limit: int = CONVERSATION_PAGE, before: str | None = None, q: str = ""
+    *, user, limit: int = CONVERSATION_PAGE, before: str | None = None, q: str = "", archived: bool = False
 ) -> tuple[list, str | None]:
-    """One page of the user's conversations, newest first, and the cursor of the next page (None on
-    the last); BadCursor (a ValueError) for a `before` this list did not hand out. With a query `q`,
-    only the conversations that match it (chat.eventlog.search), ranked, each with a `snippet` attribute."""
-    rows = conversations_for_user(user=user)
+    """One page of the user's conversations, pinned first, newest first, and the cursor of the next
+    page (None on the last); BadCursor (a ValueError) for a `before` this list did not hand out.
+    The archived ones alone with `archived`, else all the others. With a query `q`, only the
+    conversations that match it (chat.eventlog.search), ranked, each with a `snippet` attribute."""
+    rows = conversations_for_user(user=user).filter(archived=archived)
     if q.strip():
         rows = search.conversations_matching(rows, q=q, owner=user)
     page, cursor = page_of(rows, limit=min(limit, CONVERSATION_PAGE_MAX), before=before, ranked=bool(q.strip()))

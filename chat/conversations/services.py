@@ -1,5 +1,5 @@
-"""Writes of conversations over HTTP: create, rename, choose the agent, the version viewed,
-delete; and the feedback on a run. Keyword-only and typed; each is one transaction."""
+"""Writes of conversations over HTTP: create, rename, choose the agent, the version viewed, pin
+and archive, delete; and the feedback on a run. Keyword-only and typed; each is one transaction."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from chat.models import (
     Conversation,
     Feedback,
     Run,
+    TitleSource,
 )
 
 TITLE_MAX = 200
@@ -21,10 +22,21 @@ TITLE_MAX = 200
 FEEDBACK_COMMENT_MAX = 2000
 
 
-def conversation_create(*, owner, title: str = "", agent: AgentProfile | None = None, source: str = "") -> Conversation:
-    """`agent`: a profile the owner may use (the caller checked it); None: the default agent.
-    `source`: Conversation.source ("api" for the OpenAI-compatible endpoint's)."""
-    return Conversation.objects.create(owner=owner, title=clean(title.strip()[:TITLE_MAX]), agent=agent, source=source)
+def conversation_create(
+    *,
+    owner,
+    title: str = "",
+    agent: AgentProfile | None = None,
+    source: str = "",
+    title_source: str = TitleSource.DEFAULT,
+) -> Conversation:
+    """`agent`: a profile the owner may use (chat.agents.selectors.agent_chosen checked it); None:
+    the default agent. `source`: Conversation.source ("api" for the OpenAI-compatible endpoint's).
+    `title_source`: USER for a title the user gave; DEFAULT for one that stands in (the API's
+    first message), which the title generated after the first answer replaces."""
+    return Conversation.objects.create(
+        owner=owner, title=clean(title.strip()[:TITLE_MAX]), agent=agent, source=source, title_source=title_source
+    )
 
 
 def conversation_set_agent(*, conversation: Conversation, agent: AgentProfile | None) -> Conversation:
@@ -36,9 +48,26 @@ def conversation_set_agent(*, conversation: Conversation, agent: AgentProfile | 
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    """The user's title: from now on no generated title replaces it."""
     conversation.title = clean(title.strip()[:TITLE_MAX])
+    conversation.title_source = TitleSource.USER
     conversation.updated_at = timezone.now()
-    conversation.save(update_fields=["title", "updated_at"])
+    conversation.save(update_fields=["title", "title_source", "updated_at"])
+    return conversation
+
+
+def conversation_organize(*, conversation: Conversation, pinned: bool | None, archived: bool | None) -> Conversation:
+    """Pin or unpin, archive or unarchive (None: unchanged). Organizing is not activity:
+    `updated_at` stays, so the conversation keeps its place among the others."""
+    fields = []
+    if pinned is not None:
+        conversation.pinned = pinned
+        fields.append("pinned")
+    if archived is not None:
+        conversation.archived = archived
+        fields.append("archived")
+    if fields:
+        conversation.save(update_fields=fields)
     return conversation
 
 

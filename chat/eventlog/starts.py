@@ -45,10 +45,13 @@ from chat.models import (
     Run,
 )
 
+# An untitled conversation's title until one is generated or given (docs/protocol.md, "Titles").
+FIRST_MESSAGE_TITLE_CHARS = 60
 
-def _title_of(content: str) -> str:
-    """A new conversation's title: its first message, whitespace collapsed, cut at 60 characters."""
-    return clean(" ".join(content.split())[:60])
+
+def first_message_title(content: str) -> str:
+    """An untitled conversation's title: its first message, whitespace collapsed, cut at 60 characters."""
+    return clean(" ".join(content.split())[:FIRST_MESSAGE_TITLE_CHARS].rstrip())
 
 
 def run_start(
@@ -184,7 +187,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             pk__in={run.conversation_id for _, run in accepted}, viewed_seq__isnull=False
         ).update(viewed_seq=None)
         titles = {
-            run.conversation_id: _title_of(turns[index]["content"])
+            run.conversation_id: first_message_title(turns[index]["content"])
             for index, run in accepted
             if not starts[index].conversation.title
         }

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from chat.agent.text import invalid_reason
-from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
+from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import importing
 from chat.conversations.export import export_filename, export_json, export_markdown
 from chat.conversations.importing import ImportRefused, parse_import_file
@@ -36,6 +36,7 @@ from chat.conversations.services import (
     TITLE_MAX,
     conversation_create,
     conversation_delete,
+    conversation_organize,
     conversation_rename,
     conversation_set_agent,
     conversation_view_version,
@@ -43,7 +44,7 @@ from chat.conversations.services import (
 )
 from chat.eventlog.reads import events_for_export
 from chat.inspector import trace as run_traces
-from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation
+from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation, TitleSource
 from chat.ops import metrics as metrics_series
 from chat.realtime.ending import end_channel
 from chat.runtime.writer import get_writer
@@ -54,6 +55,8 @@ MAX_QUERY_CHARS = 200
 NOT_FOUND = {"error": "not_found", "message": "No such conversation."}
 RUN_NOT_FOUND = {"error": "not_found", "message": "No such run."}
 AGENT_NOT_FOUND = {"error": "not_found", "message": "No such agent."}
+PATCHABLE = {"title", "agent", "viewed_seq", "pinned", "archived"}
+ARCHIVED_VALUES = {"0": False, "1": True, "false": False, "true": True}
 
 
 def _title(body: dict, *, required: bool) -> str | None:
@@ -64,21 +67,16 @@ def _title(body: dict, *, required: bool) -> str | None:
     return text_field(body["title"], "title", TITLE_MAX)
 
 
-def _agent(body: dict, user) -> AgentProfile | None:
-    """The profile `agent` names (None: the default agent); LookupError for one the user may not
-    use, which answers 404 exactly like a slug that does not exist."""
-    slug = body["agent"]
-    if not isinstance(slug, str):
-        raise ValueError("agent must be the slug of an agent (GET /api/agents/)")
-    if slug == DEFAULT_AGENT_SLUG:
-        return None
-    profile = agent_profile_for_user(user=user, slug=slug)
-    if profile is None:
-        raise LookupError(slug)
-    return profile
-
-
 UNCHANGED = object()
+
+
+def _flag(body: dict, name: str) -> bool | None:
+    """`pinned` or `archived` of a PATCH: a JSON boolean, None when the body has none."""
+    if name not in body:
+        return None
+    if not isinstance(body[name], bool):
+        raise ValueError(f"{name} must be true or false")
+    return body[name]
 
 
 def _viewed_seq(body: dict):
@@ -108,6 +106,9 @@ def conversation_json(conversation: Conversation, *, running: bool | None = None
     out = {
         "id": str(conversation.pk),
         "title": conversation.title,
+        "titleSource": conversation.title_source,
+        "pinned": conversation.pinned,
+        "archived": conversation.archived,
         "agent": conversation.agent.slug if conversation.agent_id else DEFAULT_AGENT_SLUG,
         "created_at": conversation.created_at.isoformat(),
         "updated_at": conversation.updated_at.isoformat(),
@@ -128,18 +129,21 @@ def conversations(request):
     try:
         body = json_body(request)
         title = _title(body, required=False) or ""
-        agent = _agent(body, request.user) if "agent" in body else None
+        agent = agent_chosen(user=request.user, slug=body["agent"]) if "agent" in body else None
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
     except LookupError:
         return JsonResponse(AGENT_NOT_FOUND, status=404)
-    conversation = conversation_create(owner=request.user, title=title, agent=agent)
+    # A title given is the user's; without one the first message stands in until one is generated.
+    source = TitleSource.USER if title.strip() else TitleSource.DEFAULT
+    conversation = conversation_create(owner=request.user, title=title, agent=agent, title_source=source)
     return JsonResponse(conversation_json(conversation, running=False), status=201)
 
 
 def _conversation_list(request) -> JsonResponse:
     """A page (docs/protocol.md, "Conversations"): `limit` (default 50, at most 200) and `before`, the `next`
-    cursor of the previous page; `q` keeps the conversations that match it, each with a `snippet`."""
+    cursor of the previous page; `q` keeps the conversations that match it, each with a `snippet`;
+    `archived=1` lists the archived ones alone, which the list leaves out otherwise."""
     limit = request.GET.get("limit", "")
     if limit and not (limit.isascii() and limit.isdigit() and len(limit) <= 9 and int(limit) >= 1):
         return json_error(400, "bad_request", "limit must be a whole number from 1 (at most 200 are sent)")
@@ -148,12 +152,16 @@ def _conversation_list(request) -> JsonResponse:
         return json_error(400, "bad_request", f"q is longer than {MAX_QUERY_CHARS} characters")
     if invalid_reason(q):
         return json_error(400, "bad_request", f"q contains text that cannot be searched: {invalid_reason(q)}")
+    archived = request.GET.get("archived", "0")
+    if archived not in ARCHIVED_VALUES:
+        return json_error(400, "bad_request", "archived must be 1 (the archived conversations alone) or 0")
     try:
         page, cursor = conversations_page(
             user=request.user,
             limit=int(limit) if limit else CONVERSATION_PAGE,
             before=request.GET.get("before") or None,
             q=q,
+            archived=ARCHIVED_VALUES[archived],
         )
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
@@ -171,11 +179,12 @@ def conversation_detail(request, conversation_id: uuid.UUID):
     if request.method == "PATCH":
         try:
             body = json_body(request)
-            if not {"title", "agent", "viewed_seq"} & body.keys():
-                raise ValueError("title, agent or viewed_seq is required")
+            if not PATCHABLE & body.keys():
+                raise ValueError("title, agent, viewed_seq, pinned or archived is required")
             title = _title(body, required=False)
             changes_agent = "agent" in body
-            agent = _agent(body, request.user) if changes_agent else None
+            agent = agent_chosen(user=request.user, slug=body["agent"]) if changes_agent else None
+            pinned, archived = _flag(body, "pinned"), _flag(body, "archived")
             viewed_seq = _viewed_seq(body)
             if viewed_seq is not UNCHANGED:
                 conversation_view_version(conversation=conversation, seq=viewed_seq)
@@ -187,6 +196,7 @@ def conversation_detail(request, conversation_id: uuid.UUID):
             conversation_rename(conversation=conversation, title=title)
         if changes_agent:
             conversation_set_agent(conversation=conversation, agent=agent)
+        conversation_organize(conversation=conversation, pinned=pinned, archived=archived)
         return JsonResponse(conversation_json(conversation))
     conversation_delete(conversation=conversation)
     return HttpResponse(status=204)

@@ -24,9 +24,10 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
 from agentsite.loop_middleware import request_db
-from chat.agents.selectors import agent_profile_for_user, agent_profiles_for_user
+from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import uploads
 from chat.conversations.services import conversation_create, conversation_delete
+from chat.eventlog.starts import first_message_title
 from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation, Run
 from chat.realtime import run_actions
 from chat.realtime.client_frames import ProtocolError, message_content
@@ -93,14 +94,13 @@ def _new_conversation(*, user, checked: CheckedCall) -> tuple[Conversation, dict
     """The call's conversation with the request's images in its workspace, and the attachment each
     became (by URL); None when the user may not use that agent. BadRequest when the upload service
     refuses an image (the workspace quota): the conversation is deleted again."""
-    slug = checked.call.model
-    if slug == DEFAULT_AGENT_SLUG:
-        agent = None
-    else:
-        agent = agent_profile_for_user(user=user, slug=slug)
-        if agent is None:
-            return None
-    conversation = conversation_create(owner=user, title=checked.content, agent=agent, source=API_SOURCE)
+    try:
+        agent = agent_chosen(user=user, slug=checked.call.model)
+    except LookupError:
+        return None
+    conversation = conversation_create(
+        owner=user, title=first_message_title(checked.content), agent=agent, source=API_SOURCE
+    )
     try:
         return conversation, openai_images.stored(conversation_id=conversation.pk, decoded=checked.images)
     except uploads.FileRefused as exc:

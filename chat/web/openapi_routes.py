@@ -110,9 +110,18 @@ ROUTES: dict[str, dict[str, dict]] = {
     },
     "api/conversations/": {
         "get": operation(
-            "The user's conversations, most recently updated first, paged; with `q`, a search",
+            "The user's conversations, pinned first, then most recently updated first, paged; with `q`, a search",
             {"200": answer("A page.", "ConversationPage"), "400": BAD_REQUEST},
-            parameters=[LIMIT, BEFORE, query("q", "Search words (at most 200 characters).", {"type": "string"})],
+            parameters=[
+                LIMIT,
+                BEFORE,
+                query("q", "Search words (at most 200 characters).", {"type": "string"}),
+                query(
+                    "archived",
+                    "1: the archived conversations alone; 0 (the default): every other one.",
+                    {"enum": ["0", "1", "false", "true"]},
+                ),
+            ],
             tags=["conversations"],
         ),
         "post": operation(
@@ -139,7 +148,7 @@ ROUTES: dict[str, dict[str, dict]] = {
             tags=["conversations"],
         ),
         "patch": operation(
-            "Rename it, change its agent or the version viewed",
+            "Rename it, change its agent or the version viewed, pin or archive it",
             {
                 "200": answer("Changed.", "Conversation"),
                 "400": BAD_REQUEST,

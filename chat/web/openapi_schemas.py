@@ -10,6 +10,11 @@ from chat.conversations.services import FEEDBACK_COMMENT_MAX, TITLE_MAX
 from chat.sharing.links import EXPIRY_DAYS_MAX as SHARE_EXPIRY_DAYS_MAX
 from chat.web.tokens import EXPIRY_DAYS_MAX, NAME_MAX
 
+TITLE_SOURCE = {
+    "enum": ["default", "generated", "user"],
+    "description": "Who titled it: nobody yet (its first message stands in), its model, or its owner.",
+}
+
 
 def ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -59,6 +64,9 @@ SCHEMAS: dict[str, dict] = {
         {
             "id": UUID,
             "title": {"type": "string", "maxLength": TITLE_MAX},
+            "titleSource": TITLE_SOURCE,
+            "pinned": {"type": "boolean", "description": "Listed first."},
+            "archived": {"type": "boolean", "description": "Left out of the list unless `archived=1`."},
             "agent": {"type": "string", "description": "The slug of the agent its next run uses."},
             "created_at": TIME,
             "updated_at": TIME,
@@ -83,8 +91,10 @@ SCHEMAS: dict[str, dict] = {
             "title": {"type": "string", "maxLength": TITLE_MAX},
             "agent": STRING,
             "viewed_seq": {"type": ["integer", "null"], "minimum": 1},
+            "pinned": {"type": "boolean"},
+            "archived": {"type": "boolean"},
         },
-        optional=("title", "agent", "viewed_seq"),
+        optional=("title", "agent", "viewed_seq", "pinned", "archived"),
         minProperties=1,
     ),
     # Loose on purpose: each event type has its own fields (docs/protocol.md, "Events").
@@ -97,7 +107,18 @@ SCHEMAS: dict[str, dict] = {
     "EventList": _list_of("events", "EventFrame"),
     "Export": _object(
         {
-            "conversation": _object({"id": UUID, "title": STRING, "created_at": TIME, "updated_at": TIME}),
+            "conversation": _object(
+                {
+                    "id": UUID,
+                    "title": STRING,
+                    "titleSource": TITLE_SOURCE,
+                    "pinned": {"type": "boolean"},
+                    "archived": {"type": "boolean"},
+                    "created_at": TIME,
+                    "updated_at": TIME,
+                },
+                optional=("titleSource", "pinned", "archived"),  # an older export has none
+            ),
             "events": {"type": "array", "items": ref("EventFrame")},
         }
     ),

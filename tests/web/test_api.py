@@ -38,7 +38,9 @@ def test_create_list_get_rename_delete(api, alice):
     created = api.post("/api/conversations/", {"title": "  Plans  "}, content_type="application/json")
     assert created.status_code == 201
     body = created.json()
-    assert set(body) == {"id", "title", "agent", "created_at", "updated_at", "running", "viewed_seq"}
+    assert set(body) == {
+        "id", "title", "titleSource", "pinned", "archived", "agent", "created_at", "updated_at", "running", "viewed_seq"
+    }  # fmt: skip
     assert body["agent"] == "default" and body["viewed_seq"] is None  # nothing chosen: the newest branch
     assert body["title"] == "Plans" and body["running"] is False
     second = api.post("/api/conversations/", content_type="application/json").json()
@@ -283,10 +285,12 @@ def test_bad_paging_parameters_are_400(api, alice, params, message):
     assert response.json()["error"] == "bad_request" and message in response.json()["message"]
 
 
-def _cursor(stamp: str) -> str:
+def _cursor(stamp: str, *, ranked: bool) -> str:
+    """A cursor of the list's shape (time, id, pinned; and rank for a search) around `stamp`."""
     import base64
 
-    return base64.urlsafe_b64encode(f"{stamp}|{uuid.uuid4()}".encode()).decode().rstrip("=")
+    raw = f"{stamp}|{uuid.uuid4()}|0" + ("|1" if ranked else "")
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 # ISO times that parse but leave Python's range once made UTC (an OverflowError, not a ValueError).
@@ -298,7 +302,7 @@ OUT_OF_RANGE_TIMES = ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"]
 def test_a_cursor_holding_a_time_out_of_range_is_400(api, alice, stamp, q):
     """The list and the search read `before` through the one parser of client times."""
     conversation_create(owner=alice, title="pancake")
-    response = api.get("/api/conversations/", {"before": _cursor(stamp), "q": q})
+    response = api.get("/api/conversations/", {"before": _cursor(stamp, ranked=bool(q)), "q": q})
     assert response.status_code == 400, response.content
     assert "before is not a cursor" in response.json()["message"]
 

@@ -290,8 +290,11 @@ def test_the_method_check_fails_when_a_method_is_not_documented(client):
 def test_an_answer_unlike_its_schema_is_caught():
     validator = _validator(served_document(), "201", "post", "api/conversations/")
     good = {"id": str(uuid.uuid4()), "title": "", "agent": "default", "running": False, "viewed_seq": None}
+    good |= {"titleSource": "default", "pinned": False, "archived": False}
     good |= {"created_at": "2026-12-01T08:24:46.315965+00:00", "updated_at": "2026-12-01T08:24:46+00:00"}
     assert validator.is_valid(good)
     assert not validator.is_valid({**good, "id": "not-a-uuid"})
     assert not validator.is_valid({**good, "updated_at": "yesterday"})
     assert not validator.is_valid({**good, "surprise": 1})  # a new field must be documented
+    assert not validator.is_valid({**good, "titleSource": "someone"})
+    assert not validator.is_valid({**good, "pinned": "yes"})
