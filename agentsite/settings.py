@@ -378,6 +378,8 @@ AGENT_APPROVAL_TIMEOUT = env_number("AGENT_APPROVAL_TIMEOUT", "600", float)
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 # Whether owners may publish read-only links to conversations (chat/sharing/); off: every /s/ link answers 404.
 AGENT_SHARING = env_bool("AGENT_SHARING", True)
+# Whether a conversation gets a short title from its agent's model after its first answer (chat/runtime/titles.py).
+AGENT_TITLES = env_bool("AGENT_TITLES", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")
 # Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.ops.tracing); the SDK reads

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx2
 
+from .titles import TITLE_REQUEST, TITLE_WORDS
+
 DEMO_BASE_URL = "http://demo.agentsite.invalid/v1"
 
 _ARITHMETIC = re.compile(r"[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+")
@@ -173,11 +175,23 @@ def _called_tool(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def demo_title(first_message: str) -> str:
+    """A title the demo makes of a conversation's first message (chat.agent.titles asks): its first
+    words, each begun with a capital, without the question's punctuation. Deterministic, offline."""
+    line = next((line for line in first_message.splitlines() if line.strip()), "")
+    words = [word.strip("?!.,;:？！。，") for word in line.split()[: TITLE_WORDS - 2]]
+    return " ".join(word[:1].upper() + word[1:] for word in words if word) or "Demo Conversation"
+
+
 def demo_reply(body: dict[str, Any]) -> _Script:
     messages = body.get("messages", [])
     tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
     script = _Script()
     last = messages[-1] if messages else {}
+    if last.get("role") == "user" and last.get("content") == TITLE_REQUEST:
+        first: dict[str, Any] = next((m for m in messages if m.get("role") == "user"), {})
+        script.say(demo_title(_last_user_text([first])))
+        return script
     if last.get("role") == "tool":
         results: list[str] = []
         for message in reversed(messages):

@@ -32,6 +32,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
     feedback = getattr(run, "feedback", None)  # absent: Django raises an AttributeError subclass
     model_calls = [
         {
+            "purpose": call.purpose,
             "iteration": call.iteration,
             "attempt": call.attempt,
             "startedAt": frame_time(call.started_at),

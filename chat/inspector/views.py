@@ -165,13 +165,15 @@ def run_page(request, run_id):
         call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
         call["images"] = shown_images(run["conversationId"], messages)
         ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
-        title = f"model call {call['iteration']}.{call['attempt']}: {call['durationMs']} ms{ttft}"
+        # The conversation's title, asked after the run (chat.runtime.titles): no round of its loop.
+        call["name"] = "title" if call["purpose"] == "title" else f"{call['iteration']}.{call['attempt']}"
+        title = f"model call {call['name']}: {call['durationMs']} ms{ttft}"
         call["cancelled"] = call["error"] == CANCELLED
         if call["finishReason"] == "length":
             title += ", cut off by the token limit"
         spans.append(
             Span(
-                label=f"model {call['iteration']}.{call['attempt']}",
+                label=f"model {call['name']}",
                 start_ms=_offset_ms(call["startedAt"], start),
                 duration_ms=call["durationMs"],
                 kind="model-cancelled" if call["cancelled"] else "model-error" if call["error"] else "model",

@@ -357,6 +357,13 @@ class ChatConsumer(HubConsumer):
                 if frame["seq"] > self.last_seq:
                     await self._send_frame(frame)
 
+    async def chat_title(self, message: dict[str, Any]) -> None:
+        """A generated title (chat.runtime.titles): said once, as it comes, never replayed."""
+        if self.revoked or self._sending is None:
+            return
+        async with self._sending:
+            await self._send_json({"type": "title", "title": message["title"]})
+
     async def _catch_up(self) -> None:
         if self.revoked or self._sending is None:
             return

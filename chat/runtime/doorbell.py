@@ -96,6 +96,16 @@ async def ring_cancel(*, run_id, worker: str) -> None:
         logger.warning("could not reach the process of run %s; its heartbeat will see the flag", run_id)
 
 
+async def publish_title(conversation_id, title: str) -> None:
+    """A generated title, to every socket and stream of the conversation (a `title` frame: not
+    persisted, no seq). Best effort: a page that misses it reads the title with its list."""
+    group = conversation_group(conversation_id)
+    try:
+        await get_channel_layer().group_send(group, {"type": "chat.title", "title": title, "group": group})
+    except Exception:
+        logger.warning("could not send the title of conversation %s", conversation_id, exc_info=True)
+
+
 async def ring_processes(message: dict) -> None:
     try:
         await get_channel_layer().group_send(PROCESSES_GROUP, message)

@@ -26,6 +26,7 @@ from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
+from chat.runtime import titles
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
 
@@ -127,6 +128,8 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
             if trace is not None:
                 trace.observe(data, outcome, usage=agent_run.result.usage if outcome is not None else None)
             await sink.add(data, outcome=outcome)
+        # The outcome is stored and published: the title, if the conversation waits for one, comes after.
+        titles.after_run(run_id=run_id, conversation_id=conversation_id, config=handle.config, agent_run=agent_run)
     except asyncio.CancelledError:  # abandoned
         sink.discard()
         if handle.agent_run is not None:

@@ -42,6 +42,26 @@ def window(flushes: int, *, first: float, longest: float) -> float:
     return max(first, min(longest, first * 2 ** min(flushes - 1, 16)))
 
 
+def model_call_data(record: ModelCallRecord) -> ModelCallData:
+    """The ModelCall row of an attempt the agent core reports (a run's, or its title's: chat.runtime.titles)."""
+    return ModelCallData(
+        iteration=record.iteration,
+        attempt=record.attempt,
+        started_at=datetime.fromtimestamp(record.started_at, UTC),
+        first_token_ms=record.first_token_ms,
+        duration_ms=record.duration_ms,
+        message_count=record.message_count,
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens,
+        # An endpoint that reports the parts only still counts against quotas.
+        total_tokens=record.total_tokens or record.prompt_tokens + record.completion_tokens,
+        finish_reason=record.finish_reason,
+        error=record.error,
+        request_messages=elided(record.messages),
+        usage_estimated=record.estimated,
+    )
+
+
 class EventSink:
     def __init__(self, *, conversation_id, run_id, flush_seconds: float, max_flush_seconds: float = 0.0):
         self.conversation_id = conversation_id
@@ -103,24 +123,7 @@ class EventSink:
         its transaction; the run always has one more (at least `complete`)."""
         if self._discarded:
             return
-        self._model_calls.append(
-            ModelCallData(
-                iteration=record.iteration,
-                attempt=record.attempt,
-                started_at=datetime.fromtimestamp(record.started_at, UTC),
-                first_token_ms=record.first_token_ms,
-                duration_ms=record.duration_ms,
-                message_count=record.message_count,
-                prompt_tokens=record.prompt_tokens,
-                completion_tokens=record.completion_tokens,
-                # An endpoint that reports the parts only still counts against quotas.
-                total_tokens=record.total_tokens or record.prompt_tokens + record.completion_tokens,
-                finish_reason=record.finish_reason,
-                error=record.error,
-                request_messages=elided(record.messages),
-                usage_estimated=record.estimated,
-            )
-        )
+        self._model_calls.append(model_call_data(record))
 
     async def flush(self, *, outcome: RunOutcome | None = None) -> None:
         """Store and publish what waits (with the run's outcome, for the batch holding `complete`)."""

@@ -212,6 +212,8 @@ class Stream:
                 elif kind == "chat.events":
                     for chunk in await self._batch(message["events"]):
                         yield chunk
+                elif kind == "chat.title":  # a generated title (chat.runtime.titles): no seq, no id
+                    yield {"type": "title", "title": message["title"]}
                 elif kind == LAYER_BACK:
                     for chunk in await self._from_database():
                         yield chunk

@@ -52,6 +52,8 @@ def server_env(*, database_url: str, llm_base_url: str, redis_url: str | None = 
         AGENT_TOOLS="calculator,current_time",
         AGENT_HEARTBEAT_SECONDS="1",
         AGENT_HEARTBEAT_TIMEOUT="4",
+        # Off as in tests/settings.py: a title call would take a reply scripted for a run.
+        AGENT_TITLES="false",
         PYTHONUNBUFFERED="1",
     )
     if redis_url:
