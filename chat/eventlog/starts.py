@@ -45,7 +45,7 @@ from chat.models import (
     Run,
 )
 
-# An untitled conversation's title until one is generated or given (docs/protocol.md, "Titles").
+# An untitled conversation's title until one is generated or given (docs/protocol.md, "Titles, pinning, archiving").
 FIRST_MESSAGE_TITLE_CHARS = 60
 
 

@@ -66,7 +66,6 @@ JS_STRINGS = (
     gettext_noop("Could not start the conversation: %s"),
     gettext_noop("Cut off by the token limit."),
     gettext_noop("Delete"),
-    gettext_noop("Delete “%s”"),
     gettext_noop("Delete “%s”? Its messages cannot be recovered."),
     gettext_noop("Denied"),
     gettext_noop("Default"),
@@ -105,7 +104,6 @@ JS_STRINGS = (
     gettext_noop("Recovered after %s retries"),
     gettext_noop("Recovered after 1 retry"),
     gettext_noop("Rename"),
-    gettext_noop("Rename “%s”"),
     gettext_noop("Result"),
     gettext_noop("Retrying…"),
     gettext_noop("Running"),
@@ -192,6 +190,17 @@ JS_STRINGS = (
     gettext_noop("Yesterday"),
     gettext_noop("Previous 7 days"),
     gettext_noop("Previous 30 days"),
+    gettext_noop("Pinned"),
+    gettext_noop("Unpin"),
+    gettext_noop("Archived “%s”."),
+    gettext_noop("Unarchive"),
+    gettext_noop("pinned"),
+    gettext_noop("Pin"),
+    gettext_noop("Actions for “%s”"),
+    gettext_noop("Actions"),
+    gettext_noop("Archive"),
+    gettext_noop("Could not change the conversation: %s"),
+    gettext_noop("“%s” is back in the list."),
 )
 
 

@@ -1,7 +1,9 @@
 // The agent picker in the composer (docs/protocol.md, "Agents"): the agents this user may pick, from
-// /api/agents/. A draft's choice goes with the conversation it starts; in an open conversation a
-// change is saved at once (PATCH) and applies from the next message on, each answer naming the
-// agent that wrote it. With a single agent to pick there is nothing to choose and it stays hidden.
+// /api/agents/. A draft's choice (`forNewConversation`, the one place that says it) goes with the
+// conversation it starts, whichever creates it: its first message or a file attached first. In an
+// open conversation a change is saved at once (PATCH) and applies from the next message on, each
+// answer naming the agent that wrote it; changes made quickly are saved one after the other, the
+// last one winning. With a single agent to pick there is nothing to choose and it stays hidden.
 import { api } from "./api.js";
 import { h } from "./dom.js";
 import { showNotice } from "./notices.js";
@@ -18,12 +20,19 @@ export class AgentPicker {
     this.labels = new Map(); // slug -> "Name · model" of every agent listed so far, for one since taken away
     this.conversationId = null; // null: a draft
     this.draftChoice = DEFAULT;
+    this.wanted = null; // the open conversation's agent last chosen, until it is saved
+    this.saving = Promise.resolve(); // the saves, one after the other
     this.select.addEventListener("change", () => this.changed());
   }
 
-  /** The slug the next conversation starts with, or the open one uses. */
-  get value() {
-    return this.select.value || DEFAULT;
+  /** The slug a new conversation starts with: what the user chose in the draft. */
+  get forNewConversation() {
+    return this.draftChoice;
+  }
+
+  /** While a draft's conversation is being created: its agent is decided, the choice waits. */
+  creating(busy) {
+    this.select.disabled = busy;
   }
 
   async load() {
@@ -32,7 +41,7 @@ export class AgentPicker {
     } catch {
       this.agents = []; // the default agent answers; the picker stays hidden
     }
-    this.render(this.conversationId ? this.value : this.draftChoice);
+    this.render(this.conversationId ? this.wanted || this.select.value || DEFAULT : this.draftChoice);
   }
 
   render(current) {
@@ -50,28 +59,43 @@ export class AgentPicker {
 
   toDraft() {
     this.conversationId = null;
+    this.wanted = null;
+    this.creating(false);
     this.render(this.draftChoice);
   }
 
   /** An opened conversation: `agent` is its slug (from the list or GET), when known. */
   show(conversationId, agent) {
+    if (conversationId !== this.conversationId) this.wanted = null;
     this.conversationId = conversationId;
-    this.render(agent || DEFAULT);
+    this.creating(false);
+    this.render(this.wanted || agent || DEFAULT);
   }
 
-  async changed() {
+  changed() {
     const chosen = this.select.value;
     if (!this.conversationId) {
       this.draftChoice = chosen;
-      return;
+      return this.saving;
     }
     const id = this.conversationId;
-    try {
-      const updated = await api.setAgent(id, chosen);
-      if (this.conversationId === id) this.render(updated.agent);
-    } catch (error) {
-      showNotice(tf("Could not change the agent: %s", [error.message]));
-      if (this.conversationId === id) this.load();
-    }
+    this.wanted = chosen;
+    // Saved in turn, a choice replaced before its turn skipped: answers that came back out of
+    // order could otherwise leave the server on one agent and the picker showing another.
+    this.saving = this.saving.then(async () => {
+      if (this.conversationId !== id || this.wanted !== chosen) return;
+      try {
+        const updated = await api.setAgent(id, chosen);
+        if (this.conversationId === id && this.wanted === chosen) {
+          this.wanted = null;
+          this.render(updated.agent);
+        }
+      } catch (error) {
+        if (this.wanted === chosen) this.wanted = null;
+        showNotice(tf("Could not change the agent: %s", [error.message]));
+        if (this.conversationId === id) this.load();
+      }
+    });
+    return this.saving;
   }
 }

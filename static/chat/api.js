@@ -95,12 +95,14 @@ async function stillSignedIn(id, signal) {
 const pathUrl = (path) => path.split("/").map(encodeURIComponent).join("/");
 
 export const api = {
-  /** One page of the list, newest first: {conversations, next}; `before` is the previous page's `next`;
-   * with a `query`, only the conversations that match it, each with a `snippet`. */
-  conversationPage: (before, signal, query = "") => {
+  /** One page of the list, pinned first, newest first: {conversations, next}; `before` is the previous
+   * page's `next`; with a `query`, only the conversations that match it, each with a `snippet`;
+   * `archived`: the archived ones alone (the list leaves them out). */
+  conversationPage: (before, signal, query = "", archived = false) => {
     const params = new URLSearchParams();
     if (query) params.set("q", query);
     if (before) params.set("before", before);
+    if (archived) params.set("archived", "1");
     const search = params.toString();
     return request("GET", `/api/conversations/${search ? `?${search}` : ""}`, { signal });
   },
@@ -123,6 +125,8 @@ export const api = {
    * their next load, on any device. */
   viewVersion: (id, seq) => request("PATCH", `/api/conversations/${id}/`, { body: { viewed_seq: seq } }),
   renameConversation: (id, title) => request("PATCH", `/api/conversations/${id}/`, { body: { title } }),
+  /** Pins or archives it (or undoes it): `changes` is {pinned?, archived?}. */
+  organizeConversation: (id, changes) => request("PATCH", `/api/conversations/${id}/`, { body: changes }),
   deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),
   events: (id, after, signal) =>
     request("GET", `/api/conversations/${id}/events/?after=${after}`, { signal }).then((d) => d.events || []),

@@ -75,14 +75,29 @@ const sidebar = new Sidebar($("conversation-list"), {
     sidebar.remove(id);
     if (state.view && state.view.id === id) startDraft({ push: true });
   },
-  loadPage: (before) => api.conversationPage(before, undefined, query),
+  onUpdate: async (id, changes) => {
+    try {
+      const updated = await api.organizeConversation(id, changes);
+      if (changes.archived !== undefined) {
+        announce(changes.archived ? tf("Archived “%s”.", [conversationTitle(updated)]) : tf("“%s” is back in the list.", [conversationTitle(updated)]));
+      }
+      return updated;
+    } catch (error) {
+      showNotice(tf("Could not change the conversation: %s", [error.message]));
+      return null;
+    }
+  },
+  onView: () => refreshList(),
+  loadPage: (before) => api.conversationPage(before, undefined, query, sidebar.archived),
 });
 
 async function refreshList() {
   try {
     const asked = query;
-    const page = await api.conversationPage(null, undefined, asked);
-    if (asked !== query) return; // the search changed meanwhile: its own fetch fills the list
+    const archived = sidebar.archived;
+    const page = await api.conversationPage(null, undefined, asked, archived);
+    // The search or the view changed meanwhile: its own fetch fills the list.
+    if (asked !== query || archived !== sidebar.archived) return;
     sidebar.setFirstPage(page);
     if (state.view) {
       sidebar.setActive(state.view.id);
@@ -170,6 +185,15 @@ function openConversation(id, { push, firstMessage = null }) {
       files.refresh(); // the agent may have written some
     },
     onScroll: (force) => scrollToEnd(force),
+    // A title generated after the first answer (a `title` frame): in the list and the header at once.
+    onTitle: (title) => {
+      if (state.view !== view) return;
+      sidebar.setTitle(id, title);
+      const current = sidebar.get(id);
+      if (current && current.titleSource === "user") return;
+      els.title.textContent = title;
+      document.title = `${title} · agentsite`;
+    },
     // An edit or regenerate from a turn's buttons: sent when a message could be sent now.
     onVersionFrame: (frame, text) => {
       if (state.view !== view) return false;
@@ -219,35 +243,46 @@ function openConversation(id, { push, firstMessage = null }) {
   }
 }
 
-/** A draft's first message: the conversation is created with it, then the message is sent. */
-async function startConversation(content) {
-  const title = content.split("\n")[0].slice(0, 80);
+// What the server titles an untitled conversation after its first message, until a title is
+// generated (docs/protocol.md, "Titles, pinning, archiving"): shown in the list meanwhile, never sent as a title.
+const FIRST_MESSAGE_TITLE_CHARS = 60;
+
+/** A new conversation, with the agent chosen in the draft whichever path creates it; untitled,
+ * so that the server names it after its first message and then a generated title. */
+async function createConversation() {
   state.create();
+  agentPicker.creating(true);
   try {
-    const conversation = await api.createConversation(title, agentPicker.value);
-    sidebar.upsert({ running: false, ...conversation, title: conversation.title || title });
-    openConversation(conversation.id, { push: true, firstMessage: content });
+    return await api.createConversation("", agentPicker.forNewConversation);
   } catch (error) {
     state.createFailed();
-    composer.giveBack(content);
-    showNotice(tf("Could not start the conversation: %s", [error.message]));
+    agentPicker.creating(false);
+    throw error;
   }
 }
 
-/** The open conversation's id; a draft's conversation is created and opened, so that files can
- * be uploaded into it before anything is sent. It is titled after those files: an untitled one
- * would stand in the list as an empty "New conversation" until its first message names it. */
-async function ensureConversation(fileNames) {
-  if (state.view) return state.view.id;
-  if (state.name !== State.DRAFT) throw new Error(t("Wait a moment and try again."));
-  state.create();
+/** A draft's first message: the conversation is created with it, then the message is sent. */
+async function startConversation(content) {
   let conversation;
   try {
-    conversation = await api.createConversation(fileNames.join(", ").slice(0, 80));
+    conversation = await createConversation();
   } catch (error) {
-    state.createFailed();
-    throw error;
+    composer.giveBack(content);
+    showNotice(tf("Could not start the conversation: %s", [error.message]));
+    return;
   }
+  const title = content.split(/\s+/).join(" ").trim().slice(0, FIRST_MESSAGE_TITLE_CHARS).trim();
+  sidebar.upsert({ running: false, ...conversation, title });
+  openConversation(conversation.id, { push: true, firstMessage: content });
+}
+
+/** The open conversation's id; a draft's conversation is created and opened, so that files can
+ * be uploaded into it before anything is sent. Not titled after the files: its first message
+ * names it, as any other. */
+async function ensureConversation() {
+  if (state.view) return state.view.id;
+  if (state.name !== State.DRAFT) throw new Error(t("Wait a moment and try again."));
+  const conversation = await createConversation();
   sidebar.upsert({ running: false, ...conversation });
   openConversation(conversation.id, { push: true });
   return conversation.id;

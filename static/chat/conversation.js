@@ -21,7 +21,7 @@ export class ConversationView {
    * @param {string} id
    * @param {HTMLElement} container  the scrolling list the turns are drawn into
    * @param {object} hooks  onState({running, connection, ...}), onNotice(text, kind),
-   *                        onGone(), onRunFinished(), onScroll(force)
+   *                        onGone(), onRunFinished(), onScroll(force), onTitle(title)
    */
   constructor(id, container, hooks) {
     this.id = id;
@@ -157,8 +157,10 @@ export class ConversationView {
       return;
     }
     if (typeof frame.seq !== "number") {
-      // Transient answers to this socket alone (RUN_IN_PROGRESS, BAD_REQUEST, ...).
+      // Transient answers to this socket alone (RUN_IN_PROGRESS, BAD_REQUEST, ...), and the
+      // conversation's generated title (sent once, never replayed).
       if (frame.type === "error") this.hooks.onNotice(frame, "error");
+      else if (frame.type === "title" && typeof frame.title === "string") this.hooks.onTitle(frame.title);
       return;
     }
     this.ingest([frame], true);

@@ -134,10 +134,11 @@ def test_sidebar_new_rename_delete_switch(user_page, replies, shot):
     assert page.evaluate("window.__sameDocument") is True
     page.go_back()
     expect(page.locator("article.turn .answer")).to_have_text("Beta answer.")
-    # Rename in place.
+    # Rename in place (from the row's menu of actions).
     item = page.locator(f"li.conv-item[data-id='{first_id}']")
     item.hover()
-    item.locator("[data-action=rename]").click()
+    item.locator("[data-action=menu]").click()
+    page.click(".conv-menu [data-action=rename]")
     page.fill(".rename-input", "Renamed alpha")
     page.keyboard.press("Enter")
     expect(item.locator(".conv-title")).to_have_text("Renamed alpha")
@@ -146,7 +147,8 @@ def test_sidebar_new_rename_delete_switch(user_page, replies, shot):
     # Delete asks first; cancelling keeps it.
     item = page.locator(f"li.conv-item[data-id='{first_id}']")
     item.hover()
-    item.locator("[data-action=delete]").click()
+    item.locator("[data-action=menu]").click()
+    page.click(".conv-menu [data-action=delete]")
     expect(page.locator("#confirm-dialog")).to_be_visible()
     expect(page.locator("#confirm-text")).to_contain_text("Renamed alpha")
     shot(page, "10-delete-confirm")
@@ -154,7 +156,8 @@ def test_sidebar_new_rename_delete_switch(user_page, replies, shot):
     expect(page.locator("#confirm-dialog")).to_be_hidden()
     expect(page.locator("li.conv-item")).to_have_count(2)
     item.hover()
-    item.locator("[data-action=delete]").click()
+    item.locator("[data-action=menu]").click()
+    page.click(".conv-menu [data-action=delete]")
     page.click("#confirm-dialog button[value=confirm]")
     expect(page.locator("li.conv-item")).to_have_count(1)
     page.reload()

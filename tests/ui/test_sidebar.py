@@ -114,13 +114,13 @@ def test_titles_use_the_rows_width_while_its_buttons_are_hidden(user_page, ui_en
     page.reload()
     item = page.locator("li.conv-item").first
     expect(item.locator(".conv-title")).to_have_text(title)
-    page.mouse.move(900, 400)  # nothing hovered, nothing open: the rename and delete buttons are hidden
+    page.mouse.move(900, 400)  # nothing hovered, nothing open: the row's "⋯" button is hidden
 
     def edges() -> dict:
         return item.evaluate(
             """(li) => ({row: li.getBoundingClientRect().right,
                         title: li.querySelector('.conv-title').getBoundingClientRect().right,
-                        rename: li.querySelector('[data-action=rename]').getBoundingClientRect().left})"""
+                        rename: li.querySelector('[data-action=menu]').getBoundingClientRect().left})"""
         )
 
     hidden = edges()
@@ -128,8 +128,8 @@ def test_titles_use_the_rows_width_while_its_buttons_are_hidden(user_page, ui_en
     shot(page, "sidebar-long-title-1280", clip={"x": 0, "y": 0, "width": 300, "height": 360})
     item.hover()
     shown = edges()
-    assert shown["title"] <= shown["rename"], shown  # the buttons do not cover the text
-    # On a phone the buttons always show (no hover): the title ends before them.
+    assert shown["title"] <= shown["rename"], shown  # the button does not cover the text
+    # On a phone the button always shows (no hover): the title ends before it.
     page.set_viewport_size(PHONE)
     page.click("#sidebar-toggle")
     phone = edges()
@@ -146,7 +146,8 @@ def test_one_export_menu_leaves_the_title_its_room(user_page, replies, shot, tmp
     expect(last_turn(page).locator(".answer")).to_have_text("Sunny, 24 °C.")
     conversation_id(page)
     title = page.locator("#chat-title")
-    expect(title).to_have_text(message)
+    named = message[:60]  # an untitled conversation's title: its first message's first 60 characters
+    expect(title).to_have_text(named)
     # The title keeps most of the header row (it read "wha…" beside two words).
     shot(page, "header-390")
     width = title.evaluate("(el) => el.getBoundingClientRect().width")
@@ -171,7 +172,7 @@ def test_one_export_menu_leaves_the_title_its_room(user_page, replies, shot, tmp
         page.click("#export-markdown")
     expect(page.locator("#export-menu")).to_be_hidden()  # choosing closes it
     # Named after the title, not the id ("?" cannot be in a file name).
-    assert info.value.suggested_filename == message.replace("?", "") + ".md"
+    assert info.value.suggested_filename == named.replace("?", "") + ".md"
     toggle.focus()  # from the keyboard: ArrowDown opens the menu on its first item
     page.keyboard.press("ArrowDown")
     expect(page.locator("#export-json")).to_be_focused()
@@ -182,7 +183,9 @@ def test_one_export_menu_leaves_the_title_its_room(user_page, replies, shot, tmp
     assert_clean(page)
 
 
-def test_a_file_attached_first_names_the_conversation_in_the_list(user_page, replies):
+def test_a_file_attached_first_does_not_name_the_conversation(user_page, replies):
+    """The upload creates the conversation untitled: the list says "New conversation" until the
+    first message names it (the file's name was its title before)."""
     page = user_page
     expect(page.locator("li.conv-item")).to_have_count(0)
     page.set_input_files("#attach-input", files=[{"name": "q3-report.txt", "mimeType": "text/plain", "buffer": b"ok"}])
@@ -190,8 +193,14 @@ def test_a_file_attached_first_names_the_conversation_in_the_list(user_page, rep
     conversation_id(page)
     items = page.locator("li.conv-item")
     expect(items).to_have_count(1)
-    expect(items.first.locator(".conv-title")).to_have_text("q3-report.txt")
-    expect(page.locator("#chat-title")).to_have_text("q3-report.txt")
+    expect(items.first.locator(".conv-title")).to_have_text("New conversation")
     page.reload()  # as the server lists it, not only as this page added it
-    expect(page.locator("li.conv-item .conv-title")).to_have_text(["q3-report.txt"])
+    expect(page.locator("li.conv-item .conv-title")).to_have_text(["New conversation"])
+    message = unique("Summarize the quarter")
+    replies.set(message, text_reply("A fine quarter."))
+    send(page, message)
+    expect(last_turn(page).locator(".answer")).to_have_text("A fine quarter.")
+    expect(page.locator("li.conv-item .conv-title")).to_have_text([message])
+    page.reload()
+    expect(page.locator("li.conv-item .conv-title")).to_have_text([message])
     assert_clean(page)
