@@ -1,4 +1,4 @@
-"""A conversation's title, asked of its model after its first answer (docs/protocol.md, "Titles").
+"""A conversation's title, asked of its model after its first answer (docs/protocol.md, "Titles, pinning, archiving").
 
 One small model call: the first message and its answer, then a request for a title; what comes
 back is cleaned into a few words. The server (chat.runtime.titles) decides when to ask, records

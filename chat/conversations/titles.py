@@ -1,4 +1,4 @@
-"""Generated titles in the database (docs/protocol.md, "Titles"): whether a conversation waits for
+"""Generated titles in the database (docs/protocol.md, "Titles, pinning, archiving"): whether a conversation waits for
 one, and the title call stored (its ModelCall, counted in usage, and the title when the
 conversation still has none of its own). chat.runtime.titles asks the model between the two."""
 

@@ -1,4 +1,4 @@
-"""The title of a conversation, generated after its first answer (docs/protocol.md, "Titles").
+"""The title of a conversation, generated after its first answer (docs/protocol.md, "Titles, pinning, archiving").
 
 Off the run's path: asked once the run's `complete` is stored and published, in a task of its
 own, so the title never delays nor fails a run. The call is one of the conversation's agent

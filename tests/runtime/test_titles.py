@@ -1,4 +1,4 @@
-"""Generated titles (docs/protocol.md, "Titles"): after a conversation's first answer, one model call
+"""Generated titles (docs/protocol.md, "Titles, pinning, archiving"): after a conversation's first answer, one model call
 of its agent titles it, recorded as a model call with purpose "title" and counted in usage, and a
 `title` frame (no seq, not stored) reaches its sockets and streams; never over the user's title,
 never a second time, and a failing title call harms nothing."""
