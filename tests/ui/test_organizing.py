@@ -112,14 +112,13 @@ def test_the_agent_chosen_in_the_draft_runs_when_a_file_is_attached_first(
               select.dispatchEvent(new Event("change"));
             }
         }""",
-        [coder, "default", coder],
+        [coder, "default", researcher],
     )
     page.wait_for_function("() => window.__patches.sent >= 1 && window.__patches.done === window.__patches.sent")
-    assert api_get(page, f"/api/conversations/{conversation}/")["agent"] == coder
-    expect(picker).to_have_value(coder)
-    follow_up = replies.set(unique("And now?"), text_reply("Coded."))
-    send(page, follow_up)
-    expect(last_turn(page).locator(".turn-agent")).to_have_text("Coder · code-1")
+    assert api_get(page, f"/api/conversations/{conversation}/")["agent"] == researcher
+    expect(picker).to_have_value(researcher)
+    send(page, unique("And now?"))
+    expect(last_turn(page).locator(".turn-agent")).to_have_text("Researcher · research-1")
     assert_clean(page)
 
 
@@ -201,6 +200,7 @@ def test_pin_and_archive_from_a_rows_menu_by_keyboard_and_pointer(user_page, ui_
     expect(menu.get_by_role("menuitem", name="Pin")).to_be_focused()
     page.keyboard.press("Enter")
     expect(menu).to_be_hidden()
+    expect(page.locator("li.conv-group").first).to_have_text("Pinned")
     expect(item(page, "Quarterly report draft").locator(".conv-link")).to_be_focused()  # focus stays on the row
     rows = list_rows(page)
     assert rows[:2] == [("group", "Pinned"), ("item", "Quarterly report draft")], rows
