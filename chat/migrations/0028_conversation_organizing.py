@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0024_agent_profile_vision'),
+        ('chat', '0027_share_snapshot'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
