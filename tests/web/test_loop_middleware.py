@@ -27,7 +27,7 @@ from django.utils.module_loading import import_string
 from agentsite import loop_middleware
 from agentsite.loop_middleware import REQUEST_DB_THREADS, django_names
 from chat.conversations.services import conversation_create
-from chat.web import bearer, tokens
+from chat.web import token_lockout, tokens
 from chat.web.account import account_language_save
 from chat.web.tokens import token_create
 from tests.asgi_http import RawStream
@@ -81,7 +81,7 @@ async def test_a_bearer_request_reads_the_database_on_the_request_threads(monkey
         threads.append(threading.current_thread().name)
         return real(token)
 
-    monkeypatch.setattr(bearer, "token_user", spy)
+    monkeypatch.setattr(token_lockout, "token_user", spy)
     client = AsyncClient()
     for _ in range(REQUEST_DB_THREADS + 2):
         assert (await client.get("/api/usage/", headers=bearer_header(value))).status_code == 200
