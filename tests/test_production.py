@@ -71,7 +71,7 @@ DEPLOYMENT = (ROOT / "docs" / "deployment.md").read_text()
 
 def documented_file() -> str:
     """The production environment file of docs/deployment.md, "Production", as written there."""
-    block = re.search(r"```sh\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", DEPLOYMENT, re.S)
+    block = re.search(r"```sh[^\n]*\n\s*# /etc/agentsite\.env[^\n]*\n(.*?)```", DEPLOYMENT, re.S)
     assert block, "docs/deployment.md lost its /etc/agentsite.env block"
     return "\n".join(line.strip() for line in block.group(1).splitlines()) + "\n"
 
