@@ -72,7 +72,9 @@ def recorded_history(event: Mapping[str, Any]) -> list[dict[str, Any]]:
 def user_turn(message: Mapping[str, Any]) -> dict[str, Any]:
     """A user's message (a user_message, or a user's item of its `history`) as the memory holds
     it: the text with the attachments line, and the references of its images."""
-    turn: dict[str, Any] = {"role": "user", "content": message["content"] + attachments_note(message)}
+    # Files sent alone: the note is the whole message.
+    text = message["content"] + attachments_note(message) if message["content"] else attachments_note(message).lstrip()
+    turn: dict[str, Any] = {"role": "user", "content": text}
     shown = attached_images(message)
     if shown:
         turn["images"] = shown

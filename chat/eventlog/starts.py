@@ -54,6 +54,11 @@ def first_message_title(content: str) -> str:
     return clean(" ".join(content.split())[:FIRST_MESSAGE_TITLE_CHARS].rstrip())
 
 
+def _first_turn_text(turn: dict[str, Any]) -> str:
+    """What a first message says: its text, or the names of its files when they came alone."""
+    return turn["content"] or ", ".join(file["path"] for file in turn.get("attachments") or ())
+
+
 def run_start(
     *,
     conversation: Conversation,
@@ -187,7 +192,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             pk__in={run.conversation_id for _, run in accepted}, viewed_seq__isnull=False
         ).update(viewed_seq=None)
         titles = {
-            run.conversation_id: first_message_title(turns[index]["content"])
+            run.conversation_id: first_message_title(_first_turn_text(turns[index]))
             for index, run in accepted
             if not starts[index].conversation.title
         }

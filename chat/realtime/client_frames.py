@@ -106,13 +106,15 @@ def approval_answer(frame: dict[str, Any]) -> tuple[str, Decision]:
     return call_id, Decision(ANSWERS[choice], reason.strip())
 
 
-def message_content(frame: dict[str, Any]) -> str:
+def message_content(frame: dict[str, Any], *, with_files: bool = False) -> str:
+    """A message's content; `with_files`: files come with it (a `message` frame's non-empty
+    `attachments`), and they alone are a message, so its text may be empty."""
     if "content" not in frame:
         raise ProtocolError("BAD_REQUEST", "A message needs a content field.", "missing field: content")
     content = frame["content"]
     if not isinstance(content, str):
         raise ProtocolError("BAD_REQUEST", "The content must be a string.", "wrong type: content")
-    if not content.strip():
+    if not content.strip() and not with_files:
         raise ProtocolError("BAD_REQUEST", "The message is empty.", "empty content")
     limit = settings.AGENT_MAX_MESSAGE_CHARS
     if len(content) > limit:

@@ -242,8 +242,9 @@ class ChatConsumer(HubConsumer):
                 await self._revoke()
                 return
             if kind == "message":
-                content, parent_seq = message_content(frame), seq_field(frame, "parentSeq", optional=True)
                 attachments = await run_actions.message_attachments(frame, conversation_id=self.conversation.pk)
+                content = message_content(frame, with_files=bool(attachments))
+                parent_seq = seq_field(frame, "parentSeq", optional=True)
                 await self._start_run(content, parent_seq=parent_seq, attachments=attachments)
             elif kind == "edit":
                 await self._start_run(message_content(frame), edits=seq_field(frame, "seq"))

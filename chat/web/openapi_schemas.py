@@ -234,7 +234,10 @@ SCHEMAS: dict[str, dict] = {
     ),
     "MessageBody": _object(
         {
-            "content": {"type": "string", "minLength": 1},
+            "content": {
+                "type": "string",
+                "description": "The message; empty only when `attachments` names a file (files alone are a message).",
+            },
             "parentSeq": {"type": ["integer", "null"], "minimum": 1},
             "attachments": {"type": ["array", "null"], "items": {"type": "string"}},
         },

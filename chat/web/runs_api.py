@@ -88,8 +88,9 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         if conversation is None:
             return not_found()
         frame = _body(request)
-        content, parent_seq = message_content(frame), seq_field(frame, "parentSeq", optional=True)
         attachments = await run_actions.message_attachments(frame, conversation_id=conversation.pk)
+        content = message_content(frame, with_files=bool(attachments))
+        parent_seq = seq_field(frame, "parentSeq", optional=True)
         run, seq = await run_actions.run_start(
             conversation=conversation,
             user=user,

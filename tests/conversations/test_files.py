@@ -386,6 +386,35 @@ async def test_a_pdf_attachment_points_the_model_at_its_text(alice, owned, root,
     await socket.close()
 
 
+async def test_files_alone_are_a_message(alice, make_user, root, registry, llm_settings):
+    """A message of files with no text is a valid message (docs/protocol.md, "Attachments"): the model
+    is told of the files alone; an untitled conversation is named after them. No text and no
+    file is still an empty message."""
+    from chat.models import Conversation, Run
+    from tests.asgi_socket import Socket
+    from tests.fakellm import text_reply
+
+    untitled = await sync_to_async(conversation_create)(owner=alice, title="")
+    await aupload(alice, untitled, "notes.txt", b"buy milk")
+    llm_settings.script(text_reply("A shopping list."))
+    socket = Socket(alice, untitled.pk)
+    await socket.connect()
+    await socket.history()
+    for empty in ({"content": "  "}, {"content": "", "attachments": []}):
+        await socket.send({"type": "message", **empty})
+        refused = await socket.recv()
+        assert (refused["type"], refused["code"], refused["detail"]) == ("error", "BAD_REQUEST", "empty content")
+    assert not await Run.objects.filter(conversation=untitled).aexists()
+    frames = await _run(socket, {"type": "message", "content": "", "attachments": ["notes.txt"]})
+    assert frames[0]["type"] == "user_message" and frames[0]["content"] == ""
+    assert frames[0]["attachments"] == [{"path": "notes.txt", "size": 8}]
+    assert frames[-1]["status"] == "succeeded"
+    told = llm_settings.requests[0]["messages"][-1]
+    assert told["content"] == "[Attached files in your workspace (read them with read_file): notes.txt (8 bytes)]"
+    assert (await Conversation.objects.aget(pk=untitled.pk)).title == "notes.txt"
+    await socket.close()
+
+
 @pytest.mark.parametrize(
     ("attachments", "detail"),
     [
