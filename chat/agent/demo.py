@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx2
 
+from .estimate import estimate_usage, text_tokens
 from .titles import TITLE_REQUEST, TITLE_WORDS
 
 DEMO_BASE_URL = "http://demo.agentsite.invalid/v1"
@@ -245,10 +246,11 @@ def demo_reply(body: dict[str, Any]) -> _Script:
 
 
 class _EventStream(httpx2.AsyncByteStream):
-    def __init__(self, script: _Script, *, model: str, include_usage: bool, delay: float):
+    def __init__(self, script: _Script, *, model: str, include_usage: bool, usage: dict[str, int], delay: float):
         self.script = script
         self.model = model
         self.include_usage = include_usage
+        self.usage = usage
         self.delay = delay
 
     def _frame(self, delta: dict[str, Any] | None, finish: str | None = None, usage: dict | None = None) -> bytes:
@@ -271,10 +273,28 @@ class _EventStream(httpx2.AsyncByteStream):
             yield self._frame(delta)
         yield self._frame({}, finish=self.script.finish_reason)
         if self.include_usage:
-            completion = len(self.script.deltas)
-            usage = {"prompt_tokens": 50, "completion_tokens": completion, "total_tokens": 50 + completion}
-            yield self._frame(None, usage=usage)
+            yield self._frame(None, usage=self.usage)
         yield b"data: [DONE]\n\n"
+
+
+def _reply_texts(script: _Script) -> list[str]:
+    """What a reply generated: its text (thinking tags included) and its tool calls' names and arguments."""
+    texts = []
+    for delta in script.deltas:
+        texts.append(delta.get("content") or "")
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            texts += [function.get("name") or "", function.get("arguments") or ""]
+    return texts
+
+
+def demo_usage(body: dict[str, Any], script: _Script) -> dict[str, int]:
+    """The usage the demo reports, counted as chat.agent.estimate counts a call cut by Stop: its
+    whole prompt (messages, tool schemas, images) and what it generated. A run stopped in the
+    demo then counts tokens of the same kind as one that completes."""
+    prompt = estimate_usage(body.get("messages") or [], body.get("tools") or [], "").prompt_tokens
+    completion = text_tokens(_reply_texts(script))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 class DemoTransport(httpx2.AsyncBaseTransport):
@@ -290,6 +310,7 @@ class DemoTransport(httpx2.AsyncBaseTransport):
             script,
             model=body.get("model", "demo"),
             include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+            usage=demo_usage(body, script),
             delay=self.chunk_delay,
         )
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)

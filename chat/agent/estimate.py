@@ -12,6 +12,9 @@ per token), rounded up, of
 - the prompt: every message's text (content and its text parts, tool call names and
   arguments) plus the JSON of the tool schemas sent, and IMAGE_TOKENS per image part;
 - the completion: the text and thinking received before the cut.
+
+The offline demo model (chat.agent.demo) reports its usage by this same count, so that a
+stopped demo run and a complete one count tokens of the same kind.
 """
 
 from __future__ import annotations

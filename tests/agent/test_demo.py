@@ -145,3 +145,34 @@ async def test_an_attached_file_is_read_and_described(tmp_path):
     start = next(e for e in events if e["type"] == "tool_start")
     assert start["toolName"] == "read_file" and '"sales.csv"' in start["arguments"]
     assert "CSV with 2 columns: region, amount; 2 data rows" in joined(events, "text")
+
+
+async def test_a_stopped_demo_call_counts_tokens_of_the_same_kind_as_a_complete_one():
+    """The demo reports usage counted as a call cut by Stop is estimated (chat.agent.estimate):
+    the same prompt counts the same, and what was cut counts less than the whole reply."""
+    transport = DemoTransport(chunk_delay=0.01)  # slow enough to be stopped mid-reply
+    client = openai.AsyncOpenAI(
+        api_key="demo", base_url=DEMO_BASE_URL, http_client=httpx2.AsyncClient(transport=transport)
+    )
+    calls = []
+    agent = Agent(
+        ChatModel(client=client, model="demo"),
+        tools=ToolRegistry([make_tool(calculator), make_tool(current_time)]),
+        system_prompt="You are a helpful agent. " * 40,
+        retry_interval=0,
+        observers=[calls.append],
+    )
+    complete = agent.stream("Tell me a story")
+    await run_events(complete)
+    stopped = agent.stream("Tell me a story")
+    seen = 0
+    async for event in stopped:
+        seen += event.type == "text"
+        if seen == 3:
+            stopped.cancel()
+    await client.close()
+    whole, cut = calls
+    assert (whole.estimated, cut.estimated) == (False, True)
+    assert cut.prompt_tokens == whole.prompt_tokens > 200  # the system prompt and tool schemas, both times
+    assert 0 < cut.completion_tokens < whole.completion_tokens
+    assert complete.result.usage.total_tokens == whole.total_tokens
