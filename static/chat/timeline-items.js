@@ -166,7 +166,8 @@ export class ErrorItem {
         h("summary", { text: t("Discarded partial answer") }), h("div", { className: "discarded-text", text: this.discarded })));
     }
     const kind = this.isCancel ? " is-cancel" : this.isWarning ? " is-warning" : "";
-    this.el = h("li", { className: `tl-item tl-error${kind}`, role: "note" },
+    // A row of the timeline's list like the others (a list's children are list items).
+    this.el = h("li", { className: `tl-item tl-error${kind}` },
       statusIcon(this.isCancel ? "stopped" : this.isWarning ? "warn" : "error"), body);
     return this.el;
   }

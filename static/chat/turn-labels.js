@@ -8,10 +8,6 @@ export function turnSummary(turn) {
   const tools = turn.items.filter((i) => i.kind === "tool");
   const errors = turn.items.filter((i) => i.kind === "error" && !i.isCancel && !i.isWarning);
   const thought = turn.items.some((i) => i.kind === "thinking");
-  const counts = [];
-  if (tools.length) counts.push(tools.length === 1 ? t("1 tool call") : tf("%s tool calls", [tools.length]));
-  if (turn.retries) counts.push(turn.retries === 1 ? t("1 retry") : tf("%s retries", [turn.retries]));
-  if (errors.length) counts.push(errors.length === 1 ? t("1 error") : tf("%s errors", [errors.length]));
   const state = turn.running
     ? "running"
     : turn.hasError
@@ -21,6 +17,11 @@ export function turnSummary(turn) {
         : turn.retries
           ? "recovered"
           : "done";
+  const counts = [];
+  if (tools.length) counts.push(tools.length === 1 ? t("1 tool call") : tf("%s tool calls", [tools.length]));
+  // Each fact once: "Recovered after 1 retry" has said how many retries there were.
+  if (turn.retries && state !== "recovered") counts.push(turn.retries === 1 ? t("1 retry") : tf("%s retries", [turn.retries]));
+  if (errors.length) counts.push(errors.length === 1 ? t("1 error") : tf("%s errors", [errors.length]));
   return {
     state,
     icon: { recovered: "warn" }[state] || state,

@@ -1,5 +1,6 @@
 """The timeline's finer points in a real browser: recovered runs, Stop, plain answers, interrupted
-runs, empty conversations, feedback, and the demo model's banner and suggestions."""
+runs, empty conversations, feedback, the demo model's banner and suggestions, and the rename
+field's row."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_a_run_that_recovered_reads_as_recovered_and_its_discarded_text_leaves_t
     expect(timeline.locator(".tl-label")).to_have_text("Recovered after 2 retries")
     expect(timeline).to_have_attribute("data-state", "recovered")
     expect(timeline.locator("summary .status-icon")).to_have_class(re.compile(r"\bwarn\b"))
-    expect(timeline.locator(".tl-counts")).to_have_text(" · 2 retries")
+    expect(timeline.locator(".tl-counts")).to_have_text("")  # the label said the retries: said once
     retries = turn.locator("li.tl-error")
     expect(retries).to_have_count(2)
     expect(turn.locator("li.tl-error.is-warning .status-icon.warn")).to_have_count(2)
@@ -218,9 +219,9 @@ def test_every_suggestion_and_every_hint_of_the_demo_gets_a_sensible_answer(new_
     for index, prompt in enumerate(prompts):
         if index:
             page.click("#new-chat")
-        page.locator(f"#empty-state [data-suggestion='{prompt}']").click()
-        page.press("#message-input", "Enter")
+        page.locator(f"#empty-state [data-suggestion='{prompt}']").click()  # sent as it is
         turn = last_turn(page)
+        expect(turn.locator(".msg-user .bubble")).to_have_text(prompt)
         expect(turn).not_to_have_class(re.compile("is-running"), timeout=20000)
         answer = turn.locator(".answer")
         expect(answer).not_to_contain_text("I am the offline demo model")  # never the fallback
@@ -250,4 +251,33 @@ def test_every_suggestion_and_every_hint_of_the_demo_gets_a_sensible_answer(new_
         expect(turn.locator("li.tl-tool")).to_have_count(1)
         expect(turn.locator(".answer")).to_contain_text("The tool says")
     expect(last_turn(page).locator(".answer")).to_contain_text("+09:00")  # Tokyo, as the hint says
+    assert_clean(page)
+
+
+# The visible element at the rename field's far end, inside it: the field, or what lies over it.
+AT_THE_FIELDS_END = """(input) => {
+  const r = input.getBoundingClientRect();
+  const over = document.elementFromPoint(r.right - 6, r.top + r.height / 2);
+  return over === input ? "the field" : over.outerHTML.slice(0, 120);
+}"""
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}])
+def test_the_rename_field_has_its_row_to_itself(user_page, replies, viewport, shot):
+    page = user_page
+    message = unique("A conversation to rename")
+    replies.set(message, text_reply("Renamed soon."))
+    send(page, message)
+    expect(last_turn(page).locator(".answer")).to_have_text("Renamed soon.")
+    page.set_viewport_size(viewport)
+    if viewport["width"] < 760:
+        page.locator("#sidebar-toggle").click()
+    page.get_by_role("button", name=f"Rename “{message}”").click()
+    field = page.get_by_role("textbox", name="New title")
+    expect(field).to_be_focused()
+    assert field.evaluate(AT_THE_FIELDS_END) == "the field"
+    shot(page, f"31-rename-field-{viewport['width']}")
+    field.fill("Renamed")
+    field.press("Enter")
+    expect(page.locator(".conv-item.active .conv-title")).to_have_text("Renamed")
     assert_clean(page)

@@ -129,9 +129,10 @@ def test_message_thinking_tool_answer_and_fold(user_page, replies, shot):
     timeline = turn.locator("details.timeline")
     expect(timeline).to_have_attribute("open", "")
     expect(turn.locator(".thinking-text")).to_contain_text("I will use the calculator")
-    # While it runs: composer disabled with its reason, Stop offered, sidebar mark.
-    expect(page.locator("#message-input")).to_be_disabled()
-    expect(page.locator("#composer-reason")).to_contain_text("working")
+    # While it runs: the composer stays open, Send waits with its reason, Stop offered, sidebar mark.
+    expect(page.locator("#message-input")).to_be_editable()
+    expect(page.locator("#send-button")).to_be_disabled()
+    expect(page.locator("#composer-reason")).to_contain_text("An answer is in progress")
     expect(page.locator("#stop-button")).to_be_visible()
     expect(page.locator(".conv-item.active.running")).to_have_count(1)
     tool = turn.locator("li.tl-tool")
@@ -198,7 +199,8 @@ def test_error_retries_keep_timeline_open(user_page, replies, shot):
     expect(errors.first.locator(".badge")).to_have_text("retry 1 of 3")
     expect(errors.nth(1).locator(".badge")).to_have_text("retry 2 of 3")
     expect(errors.first).to_contain_text("LLM_CALL_FAILED")
-    expect(timeline.locator(".tl-counts")).to_contain_text("2 retries")
+    expect(timeline.locator(".tl-label")).to_have_text("Recovered after 2 retries")
+    expect(timeline.locator(".tl-counts")).not_to_contain_text("retries")  # said once, by the label
     shot(page, "05-error-retries-open")
 
     # A run that fails for good: timeline open, the failure said under it.
