@@ -4,11 +4,24 @@
 // the Turn renders model output through the same sanitising Markdown path as the chat page.
 import { Turn } from "../chat/timeline.js";
 
+// A replay is read, not acted on: no thumbs (staff do not rate another user's answer, and the
+// rating endpoint is its owner's), no edit, regenerate, continue or approval.
+const READ_ONLY = {
+  readOnly: true,
+  showVersion: () => {},
+  edit: () => false,
+  regenerate: () => false,
+  continueAnswer: () => false,
+  approve: () => false,
+  connection: () => "closed",
+  fileUrl: () => null,
+};
+
 const data = document.getElementById("replay-events");
 const target = document.getElementById("replay");
 if (data && target) {
   const events = JSON.parse(data.textContent);
-  const turn = new Turn(target.dataset.runId);
+  const turn = new Turn(target.dataset.runId, READ_ONLY);
   for (const frame of events) turn.apply(frame, false);
   target.replaceChildren(turn.mount());
   target.dataset.replayed = String(events.length);

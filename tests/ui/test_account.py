@@ -4,6 +4,8 @@ open page leaves for the sign-in page), and the password change in the app's sty
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -33,7 +35,10 @@ def test_the_account_page_from_the_sidebar_saves_the_name_and_the_language(user_
     expect(page.locator("h1")).to_have_text("Account")
     for section in ("Profile", "Password", "Sessions"):
         expect(page.locator(".account-card h2", has_text=section)).to_be_visible()
-    expect(page.locator("#account-sessions ~ form button.btn-danger")).to_be_disabled()  # no other session yet
+    sign_out_others = page.get_by_role("button", name="Sign out of all other sessions")
+    expect(sign_out_others).to_be_disabled()  # no other session yet
+    # Nothing is destroyed by it: a plain secondary button, not a red one.
+    expect(sign_out_others).not_to_have_class(re.compile(r"\bbtn-danger\b"))
     shot(page, "account-1280", full_page=True)
 
     page.fill("#id_display_name", "Ada Lovelace")
@@ -76,10 +81,10 @@ def test_signing_out_the_other_sessions_sends_their_open_page_to_sign_in(user_pa
 
     page.goto("/account/")
     expect(page.locator("#account-sessions + .account-text")).to_contain_text("1 other browser or device")
-    page.locator("#account-sessions ~ form button.btn-danger").click()
+    page.get_by_role("button", name="Sign out of all other sessions").click()
     page.wait_for_url("**/account/")
     expect(page.locator(".form-ok")).to_have_text("Signed out of 1 other session.")
-    expect(page.locator("#account-sessions ~ form button.btn-danger")).to_be_disabled()
+    expect(page.get_by_role("button", name="Sign out of all other sessions")).to_be_disabled()
     # The phone's socket closed (4401): its page finds itself signed out and goes to sign in.
     phone.wait_for_url("**/accounts/login/**")
     page.goto("/")

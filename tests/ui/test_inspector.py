@@ -126,6 +126,10 @@ def test_run_page_and_dashboard(user_page, replies, ui_env, shot):
     expect(replay.locator("li.tl-tool")).to_have_count(2)
     expect(replay.locator("li.tl-error")).to_have_count(1)
     expect(replay.locator(".bubble")).to_have_text(message)
+    # Read, not acted on: staff do not rate another user's answer, nor edit or regenerate it.
+    expect(replay.locator(".feedback")).to_be_hidden()
+    for name in ("Good answer", "Bad answer", "Regenerate", "Edit"):
+        expect(replay.get_by_role("button", name=name)).to_have_count(0)
     page.evaluate("window.scrollTo(0, 0)")
     shot(page, "inspector-run", full_page=True)
     page.set_viewport_size({"width": 1280, "height": 800})
