@@ -2,7 +2,7 @@
 them. Agent profiles are the one thing staff write here."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin as AuthGroupAdmin
 from django.contrib.auth.models import Group
 from django.db import models
@@ -196,6 +196,12 @@ class AgentProfileAdmin(admin.ModelAdmin):
         (None, {"fields": ("created_at", "updated_at")}),
     )
     prepopulated_fields = {"slug": ("name",)}
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # An empty Tools field is allowed (a plain chat model) but easy to leave by mistake: said.
+        if not obj.tools:
+            messages.warning(request, f"“{obj.name}” has no tools: its model will answer without calling any.")
 
 
 @admin.register(ApiToken)

@@ -166,7 +166,7 @@ def build_agent(
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
         # ImageParts after the trimming: only the kept messages' images are built. The demo model
         # always accepts them (it answers with their size), so the offline demo shows the feature.
-        hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES), ImageParts(vision=config.vision or config.is_demo)],
+        hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES), ImageParts(vision=config.sees_images)],
         tool_interceptors=[
             rate_limit(settings.AGENT_TOOL_RATE_LIMIT),
             ToolErrorPolicy(),

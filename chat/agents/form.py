@@ -32,7 +32,8 @@ class NameListField(forms.CharField):
 class AgentProfileForm(forms.ModelForm):
     tools = NameListField(
         required=False,
-        help_text="Built-in tools (calculator, read_file, ...) and MCP tools as <server>__<tool> or <server>__*.",
+        help_text="Built-in tools (calculator, read_file, ...) and MCP tools as <server>__<tool> or <server>__*. "
+        "Empty: this agent has no tools at all (it only answers from its model).",
     )
     skills = NameListField(
         required=False,

@@ -73,6 +73,11 @@ class AgentConfig:
     def is_demo(self) -> bool:
         return self.model == "demo"
 
+    @property
+    def sees_images(self) -> bool:
+        """Attached images are shown to its model (the demo's reads their sizes)."""
+        return self.vision or self.is_demo
+
 
 def _float(value: str | None) -> float | None:
     return float(value) if value is not None else None

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from chat.agent.text import invalid_reason
+from chat.agents.profiles import default_config, profile_config
 from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import importing
 from chat.conversations.export import export_filename, export_json, export_markdown
@@ -92,14 +93,23 @@ def _viewed_seq(body: dict):
 
 
 def agent_json(profile: AgentProfile | None) -> dict:
+    """An agent as GET /api/agents/ lists it; `vision`: its model is shown attached images (the
+    demo model always is), so the page can say beforehand when an image will not be."""
     if profile is None:
         return {
             "slug": DEFAULT_AGENT_SLUG,
             "name": DEFAULT_AGENT_NAME,
             "description": "",
             "model": settings.AGENT_MODEL,
+            "vision": default_config().sees_images,
         }
-    return {"slug": profile.slug, "name": profile.name, "description": profile.description, "model": profile.model}
+    return {
+        "slug": profile.slug,
+        "name": profile.name,
+        "description": profile.description,
+        "model": profile.model,
+        "vision": profile_config(profile).sees_images,
+    }
 
 
 def conversation_json(conversation: Conversation, *, running: bool | None = None) -> dict:

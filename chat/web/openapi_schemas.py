@@ -165,7 +165,15 @@ SCHEMAS: dict[str, dict] = {
         optional=("comment",),
     ),
     "FeedbackList": _list_of("feedback", "Feedback"),
-    "Agent": _object({"slug": STRING, "name": STRING, "description": STRING, "model": STRING}),
+    "Agent": _object(
+        {
+            "slug": STRING,
+            "name": STRING,
+            "description": STRING,
+            "model": STRING,
+            "vision": {"type": "boolean", "description": "Its model accepts images (docs/protocol.md, Images)."},
+        }
+    ),
     "AgentList": _list_of("agents", "Agent"),
     "TokenCounts": _TOKEN_COUNTS,
     "Usage": _object(

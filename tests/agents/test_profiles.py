@@ -243,7 +243,7 @@ def test_access_by_user_group_and_everyone(make_user):
     alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
     team = Group.objects.create(name="team")
     carol.groups.add(team)
-    make_profile("open", everyone=True)
+    make_profile("open", everyone=True, vision=True)
     make_profile("for-alice", users=[alice])
     make_profile("for-team", groups=[team], users=[carol])  # two ways in: still listed once
     make_profile("off", everyone=True, enabled=False)
@@ -256,9 +256,9 @@ def test_access_by_user_group_and_everyone(make_user):
     assert slugs(carol) == ["for-team", "open"]
     listed = _client_of(carol).get("/api/agents/").json()["agents"]
     assert listed == [
-        {"slug": "default", "name": "Default", "description": "", "model": "demo"},
-        {"slug": "for-team", "name": "For-Team", "description": "", "model": "for-team-model"},
-        {"slug": "open", "name": "Open", "description": "", "model": "open-model"},
+        {"slug": "default", "name": "Default", "description": "", "model": "demo", "vision": True},
+        {"slug": "for-team", "name": "For-Team", "description": "", "model": "for-team-model", "vision": False},
+        {"slug": "open", "name": "Open", "description": "", "model": "open-model", "vision": True},
     ]
     bob.is_active = False
     bob.save()
@@ -270,7 +270,7 @@ def test_without_profiles_the_default_agent_alone_is_listed(make_user, settings)
     settings.AGENT_MODEL = "gpt-test"
     response = _client_of(make_user("alice")).get("/api/agents/")
     assert response.json() == {
-        "agents": [{"slug": "default", "name": "Default", "description": "", "model": "gpt-test"}]
+        "agents": [{"slug": "default", "name": "Default", "description": "", "model": "gpt-test", "vision": False}]
     }
 
 
@@ -446,3 +446,17 @@ def test_the_admin_adds_a_profile_through_the_form(key_set, admin_client):
     saved = admin_client.post("/admin/chat/agentprofile/add/", VALID)
     assert saved.status_code == 302
     assert AgentProfile.objects.get(slug="fast").tools == ["calculator", "current_time", "load_skill"]
+
+
+def test_a_profile_saved_without_tools_says_it_has_none(key_set, admin_client):
+    page = admin_client.get("/admin/chat/agentprofile/add/")
+    assert b"Empty: this agent has no tools at all" in page.content  # said next to the field
+    with_tools = admin_client.post("/admin/chat/agentprofile/add/", VALID, follow=True)
+    assert [str(m) for m in with_tools.context["messages"] if m.level_tag == "warning"] == []
+    toolless = admin_client.post(
+        "/admin/chat/agentprofile/add/", {**VALID, "slug": "plain", "name": "Plain", "tools": ""}, follow=True
+    )
+    assert toolless.status_code == 200
+    warnings = [str(m) for m in toolless.context["messages"] if m.level_tag == "warning"]
+    assert warnings == ["“Plain” has no tools: its model will answer without calling any."]
+    assert AgentProfile.objects.get(slug="plain").tools == []
