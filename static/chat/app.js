@@ -17,7 +17,7 @@ import { announce, confirmDialog, showNotice } from "./notices.js";
 import { watchSearchBox } from "./search.js";
 import { setUpShareDialog } from "./share-dialog.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
-import { statusMessage } from "./turn-labels.js";
+import { agentName, statusMessage } from "./turn-labels.js";
 import { refreshUsage } from "./usage.js";
 import { t, tf } from "./i18n.js";
 
@@ -45,8 +45,9 @@ let query = ""; // the sidebar's search; "" lists every conversation
 
 const state = new ConversationState();
 const files = new FilesPanel({ toggle: $("files-toggle"), panel: $("files-panel"), list: $("file-list"), close: $("files-close") });
-const composer = new Composer(state, { startConversation, ensureConversation, onFilesChanged: () => files.refresh() });
 const agentPicker = new AgentPicker();
+const composer = new Composer(state, { startConversation, ensureConversation, onFilesChanged: () => files.refresh(), imageless });
+$("agent-select").addEventListener("change", () => composer.render());
 const exportMenu = setUpMenu($("export-toggle"), $("export-menu"));
 showConnection(state);
 setUpShareDialog($("share-open"), () => state.view);
@@ -286,6 +287,12 @@ async function ensureConversation() {
   sidebar.upsert({ running: false, ...conversation });
   openConversation(conversation.id, { push: true });
   return conversation.id;
+}
+
+/** The chosen agent's name when its model is not shown attached images ("" when it is, or unknown). */
+function imageless() {
+  const agent = agentPicker.agents.find((each) => each.slug === agentPicker.value);
+  return agent && agent.vision === false ? agentName(agent.slug, agent.name) : "";
 }
 
 // --- search, import ------------------------------------------------------------------------

@@ -32,12 +32,18 @@ export function fileChip(name, extra, { className = "", href = null } = {}) {
   return h("span", { className: `chip ${className}`.trim() }, icon("paperclip", "icon chip-icon"), label, extra);
 }
 
+/** On a phone the chips are one row that scrolls sideways: the newest is brought into view. */
+function reveal(each) {
+  each.el.scrollIntoView({ block: "nearest", inline: "nearest" });
+}
+
 class Pending {
   constructor(file) {
     this.file = file;
     this.name = file.name || "pasted-file";
     this.status = "uploading"; // then "ready" or "failed"
     this.path = null;
+    this.image = false;
     this.abort = new AbortController();
     this.progress = h("progress", { className: "chip-progress", max: "1", value: "0", "aria-label": tf("Uploading %s", [this.name]) });
     this.meta = h("span", { className: "chip-meta", text: humanSize(file.size) });
@@ -75,6 +81,11 @@ export class Attachments {
     return this.pending.some((each) => each.status === "uploading");
   }
 
+  /** Whether an uploaded file is an image (known by its content, the server's "image"). */
+  get hasImages() {
+    return this.pending.some((each) => each.status === "ready" && each.image);
+  }
+
   /** The workspace paths of the files uploaded so far. */
   get paths() {
     return this.pending.filter((each) => each.status === "ready").map((each) => each.path);
@@ -89,6 +100,7 @@ export class Attachments {
       this.list.append(each.el);
     }
     this.render();
+    reveal(picked[picked.length - 1]);
     let id;
     this.creating = true; // a draft's conversation being opened for them must not clear them
     try {
@@ -113,8 +125,10 @@ export class Attachments {
       each.set("ready", humanSize(stored.size));
       // Known to be an image by its content (the server's "image"), not by its name.
       if (stored.image) {
+        each.image = true;
         each.el.classList.add("has-thumb");
         each.el.prepend(thumbnail(api.thumbnailUrl(id, stored.path), stored.path));
+        if (this.pending[this.pending.length - 1] === each) reveal(each); // wider now
       }
       this.hooks.onUploaded();
     } catch (error) {

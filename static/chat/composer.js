@@ -1,10 +1,11 @@
-// The message box and its buttons: whether a message may be written and sent in the current
-// conversation state (and why not), Enter to send, Stop, the suggestions of an empty
-// conversation, and the message given back when it could not be sent.
+// The message box and its buttons: whether a message may be sent in the current conversation
+// state (and why not), Enter to send, Stop and Escape, the suggestions of an empty
+// conversation, and the message given back when it could not be sent. The box itself is never
+// locked: while an answer streams the user keeps the focus and writes the next message.
 import { Attachments } from "./attachments.js";
 import { State } from "./conversation-state.js";
 import { showNotice } from "./notices.js";
-import { t } from "./i18n.js";
+import { t, tf } from "./i18n.js";
 
 const MAX_HEIGHT_PX = 240;
 
@@ -30,7 +31,9 @@ export class Composer {
    * @param {object} hooks  startConversation(content): a draft's first message was submitted;
    *                        ensureConversation(fileNames): the open conversation's id, a draft's
    *                        created first (files are uploaded into it, and name it);
-   *                        onFilesChanged(): a file was uploaded
+   *                        onFilesChanged(): a file was uploaded;
+   *                        imageless(): the name of the chosen agent when its model is not
+   *                        shown images, else "" (a notice says so when one is attached)
    */
   constructor(state, hooks) {
     this.state = state;
@@ -40,6 +43,7 @@ export class Composer {
     this.sendButton = document.getElementById("send-button");
     this.stopButton = document.getElementById("stop-button");
     this.reason = document.getElementById("composer-reason");
+    this.attachNote = document.getElementById("attach-note");
     this.fileInput = document.getElementById("attach-input");
     this.lastAttachments = [];
     this.attachments = new Attachments(document.getElementById("attachment-list"), {
@@ -70,14 +74,38 @@ export class Composer {
       this.render();
     });
     this.stopButton.addEventListener("click", () => state.stop());
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.escapeStops(event)) {
+        event.preventDefault();
+        state.stop();
+      }
+    });
+    // A suggestion is sent as it is, like a message typed and sent; when nothing can be sent
+    // now it waits in the box instead.
     for (const button of document.querySelectorAll("[data-suggestion]")) {
       button.addEventListener("click", () => {
-        this.input.value = button.dataset.suggestion;
-        this.autosize();
-        this.render();
+        const text = button.dataset.suggestion;
+        if (this.canSend(text)) {
+          this.dispatch(text);
+        } else {
+          this.input.value = text;
+          this.autosize();
+          this.render();
+        }
         this.input.focus();
       });
     }
+  }
+
+  /** Escape stops a run when the focus is in the message box or on no control of the page; not
+   * in a dialog, the drawer or a menu, nor in another field (which uses Escape to cancel). */
+  escapeStops(event) {
+    if (event.defaultPrevented || event.isComposing || this.state.name !== State.RUNNING) return false;
+    if (document.querySelector("dialog[open]") || document.body.classList.contains("drawer-open")) return false;
+    if (document.querySelector(".menu:not([hidden])")) return false;
+    const target = event.target;
+    return this.form.contains(target) || target === document.body || target === document.documentElement
+      || target.id === "messages-scroll";
   }
 
   /** Files come from the paperclip, a drop onto the composer, or a paste into the message box. */
@@ -132,7 +160,7 @@ export class Composer {
         if (state.facts && state.facts.awaitingApproval) {
           return t("The agent is waiting for your decision: approve or deny its request above, or press Stop.");
         }
-        return t("The agent is working on an answer. Wait for it, or press Stop.");
+        return t("An answer is in progress. Keep writing; Stop or Esc ends it.");
       case State.STOPPING:
         return t("Stopping…");
       case State.IDLE:
@@ -148,13 +176,20 @@ export class Composer {
     this.reason.textContent = block;
     this.reason.hidden = !block;
     this.form.dataset.blocked = String(Boolean(block));
-    // A message of ours in flight, or a run going: what is typed now could not be sent.
-    this.input.disabled = [State.CREATING, State.QUEUED, State.SENDING, State.RUNNING, State.STOPPING].includes(state.name);
     this.input.setAttribute("aria-describedby", block ? "composer-reason composer-hint" : "composer-hint");
-    this.sendButton.disabled = Boolean(block) || this.input.value.trim() === "" || this.attachments.uploading;
+    // Text or a file alone is a message. While a run goes on, Send stays in view, disabled, and
+    // says why (sending then is for a later version: queueing); Stop is beside it.
+    this.sendButton.disabled = !this.canSend(this.input.value.trim());
+    this.sendButton.title = state.running ? t("An answer is in progress") : "";
+    if (block) this.sendButton.setAttribute("aria-describedby", "composer-reason");
+    else this.sendButton.removeAttribute("aria-describedby");
+    // Said before sending: an image attached for an agent that will not see it.
+    const blind = this.attachments.hasImages ? this.hooks.imageless() : "";
+    const note = blind ? tf("%s does not accept images: it will get the file's name, not the picture.", [blind]) : "";
+    if (this.attachNote.textContent !== note) this.attachNote.textContent = note;
+    this.attachNote.hidden = !note;
     this.fileInput.disabled = state.name === State.CREATING;
     this.fileInput.parentElement.classList.toggle("is-disabled", this.fileInput.disabled);
-    this.sendButton.hidden = state.running;
     this.stopButton.hidden = !state.running;
     this.stopButton.disabled = state.name === State.STOPPING || !(state.facts && state.facts.connection === "open");
   }
@@ -175,14 +210,26 @@ export class Composer {
     this.input.focus();
   }
 
+  /** Whether `content` (with the files attached, which may go alone) could be sent now. */
+  canSend(content) {
+    const { name } = this.state;
+    if (name !== State.DRAFT && name !== State.IDLE) return false;
+    if (this.blockReason() || this.attachments.uploading) return false;
+    return Boolean(content) || this.attachments.paths.length > 0;
+  }
+
   submit() {
     const content = this.input.value.trim();
-    const { name } = this.state;
-    if (!content || this.blockReason() || this.attachments.uploading || (name !== State.DRAFT && name !== State.IDLE)) return;
+    if (!this.canSend(content)) return;
     this.input.value = "";
     this.autosize();
+    this.dispatch(content);
+  }
+
+  /** Sends `content` and the files attached (canSend said it may). */
+  dispatch(content) {
     // A draft has no files: attaching one opens its conversation first.
-    if (name === State.DRAFT) {
+    if (this.state.name === State.DRAFT) {
       this.hooks.startConversation(content);
       return;
     }
@@ -191,13 +238,14 @@ export class Composer {
     if (!this.state.send(content, attachments)) this.unsent(content);
   }
 
-  /** Puts a message that did not go through back into an empty input, with its files. */
+  /** Puts a message that did not go through back into the input, with its files: before what
+   * was typed since (the box stays open while a message is on its way), so neither is lost. */
   giveBack(content) {
-    if (content && !this.input.value) {
-      this.input.value = content;
+    if (content && !this.input.value.startsWith(content)) {
+      this.input.value = [content, this.input.value].filter(Boolean).join("\n\n");
       this.autosize();
-      this.attachments.restore(this.attachments.conversationId, this.lastAttachments);
     }
+    this.attachments.restore(this.attachments.conversationId, this.lastAttachments);
     this.lastAttachments = [];
     this.render();
   }

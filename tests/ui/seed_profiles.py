@@ -2,7 +2,7 @@
 USERNAME alone, written through the admin's form while the server runs (no restart).
 
 "Coder" (model code-1, calculator) talks to BASE_URL_A, "Researcher" (model research-1,
-current_time) to BASE_URL_B; both with the server's own OPENAI_API_KEY.
+current_time, accepts images) to BASE_URL_B; both with the server's own OPENAI_API_KEY.
 
 `python -m tests.ui.seed_profiles USERNAME --revoke SLUG`: the user may no longer use that profile.
 """
@@ -29,9 +29,9 @@ def main() -> None:
         AgentProfile.objects.get(slug=base_b).users.remove(user)
         print("revoked")
         return
-    for slug, name, model, base_url, tools in (
-        (f"coder-{username}", "Coder", "code-1", base_a, "calculator"),
-        (f"researcher-{username}", "Researcher", "research-1", base_b, "current_time"),
+    for slug, name, model, base_url, tools, vision in (
+        (f"coder-{username}", "Coder", "code-1", base_a, "calculator", ""),
+        (f"researcher-{username}", "Researcher", "research-1", base_b, "current_time", "on"),
     ):
         form = AgentProfileForm(
             data={
@@ -43,6 +43,7 @@ def main() -> None:
                 "api_key_env": "OPENAI_API_KEY",
                 "model": model,
                 "tools": tools,
+                "vision": vision,
                 "max_iterations": "10",
                 "max_retries": "3",
                 "retry_interval": "0",
