@@ -6,7 +6,8 @@ axe-core comes from the npm registry (tests/ui/package-lock.json, installed by `
 
 `audit(page, name)` checks the page as it stands at both viewports of the UI tests and in both
 colour schemes, saves a screenshot of each under artifacts/a11y/, and fails on any serious or
-critical violation, listing every one of them.
+critical violation, listing every one of them; it counts the rules each impact broke (over the
+four views), for a table of the states checked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.ui.conftest import ROOT
 AXE_SOURCE = Path(__file__).resolve().parent / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = ROOT / "artifacts" / "a11y"
 BLOCKING = ("serious", "critical")
+IMPACTS = ("critical", "serious", "moderate", "minor")
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 SCHEMES = ("light", "dark")
 
@@ -62,18 +64,23 @@ def describe(found: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def audit(page, name: str) -> None:
-    """No serious or critical violation on `page` at 1280x800 and 390x844, light and dark."""
+def audit(page, name: str, counts: dict[str, int] | None = None) -> None:
+    """No serious or critical violation on `page` at 1280x800 and 390x844, light and dark;
+    `counts` gets the number of rules broken at each impact over the four views (failing or not)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     viewport = page.viewport_size
     failures = []
+    broken: dict[str, set[str]] = {impact: set() for impact in IMPACTS}
     try:
         for size_name, size in VIEWPORTS.items():
             page.set_viewport_size(size)
             for scheme in SCHEMES:
                 page.emulate_media(color_scheme=scheme)
                 page.screenshot(path=str(SCREENSHOTS / f"{name}-{size_name}-{scheme}.png"), animations="disabled")
-                found = violations(page)
+                every = violations(page, IMPACTS)
+                for violation in every:
+                    broken[violation["impact"]].add(violation["id"])
+                found = [violation for violation in every if violation["impact"] in BLOCKING]
                 if found:
                     failures.append(
                         f"{name} at {size_name} ({size['width']}x{size['height']}), {scheme}:\n{describe(found)}"
@@ -82,4 +89,6 @@ def audit(page, name: str) -> None:
         page.emulate_media(color_scheme="light")
         if viewport:
             page.set_viewport_size(viewport)
+    if counts is not None:
+        counts.update({impact: len(rules) for impact, rules in broken.items()})
     assert not failures, "axe-core found serious or critical violations:\n" + "\n".join(failures)

@@ -1,5 +1,6 @@
 """Accessibility in a real browser: axe-core finds no serious or critical violation on any page
-of the product, light and dark, at 1280x800 and 390x844 (tests/ui/axe.py).
+of the product, light and dark, at 1280x800 and 390x844 (tests/ui/axe.py); the rules broken
+per state, at every impact, are printed as a table at the end (artifacts/a11y/violations.txt).
 
 Each entry of PAGES brings a page to one state; a new page is one more entry, most often
 `"name": at("/path/", "selector shown once it is ready")`.
@@ -20,8 +21,10 @@ from playwright.sync_api import expect
 
 from tests.e2e.harness import answer_text
 from tests.fakellm import text_reply, tool_call_reply
-from tests.ui.axe import audit
+from tests.ui.axe import IMPACTS, SCREENSHOTS, audit
 from tests.ui.conftest import ROOT, PageWatch
+from tests.ui.test_images import png
+from tests.ui.test_shares import make_link, open_share_dialog, seed_shared
 from tests.ui.test_timeline import assert_clean, last_turn, send, unique
 
 pytestmark = pytest.mark.browser
@@ -141,6 +144,103 @@ def chat_approval(ui: UI) -> None:
     expect(last_turn(ui.page).locator("li.tl-approval")).to_have_attribute("data-state", "pending")
 
 
+FAILING = {"status": 500, "body": {"error": {"message": "upstream overloaded"}}}
+
+
+def chat_retries(ui: UI) -> None:
+    """A run that recovered after two retries: warning rows in the open timeline, a discarded answer."""
+    earlier = ui.replies.set(unique("Hello first"), text_reply("Hello."))
+    send(ui.page, earlier)
+    expect(last_turn(ui.page).locator(".answer")).to_have_text("Hello.")
+    broken = {"chunks": [{"delta": {"content": "Partial words"}}], "truncate_after": 1}
+    message = ui.replies.set(unique("Flaky then fine"), broken, FAILING, text_reply("The full answer."))
+    send(ui.page, message)
+    turn = last_turn(ui.page)
+    expect(turn.locator(".answer")).to_have_text("The full answer.")
+    expect(turn.locator("li.tl-error")).to_have_count(2)
+
+
+def chat_failed(ui: UI) -> None:
+    """A run whose every attempt failed: error rows, the failure said under it."""
+    send(ui.page, ui.replies.set(unique("Always failing"), FAILING))
+    turn = last_turn(ui.page)
+    expect(turn.locator(".turn-status")).to_have_text("The run failed.", timeout=20000)
+
+
+def chat_versions(ui: UI) -> None:
+    """An answer regenerated and a message edited: both version switchers shown."""
+    message = ui.replies.set(unique("Versions"), text_reply("Take 1."), text_reply("Take 2."))
+    send(ui.page, message)
+    turn = last_turn(ui.page)
+    expect(turn.locator(".answer")).to_have_text("Take 1.")
+    turn.locator("[data-action=regenerate]").click()
+    expect(ui.page.locator("article.turn:visible").last.locator(".answer-actions .version-label")).to_have_text("2 / 2")
+    turn = ui.page.locator("article.turn:visible").last
+    turn.get_by_role("button", name="Edit this message").click()
+    turn.get_by_role("textbox", name="Edit your message").fill(ui.replies.set(unique("Edited"), text_reply("Edited.")))
+    turn.locator(".edit-form").get_by_role("button", name="Send").click()
+    turn = ui.page.locator("article.turn:visible").last
+    expect(turn.locator(".answer")).to_have_text("Edited.")
+    expect(turn.locator(".msg-user .version-label")).to_have_text("2 / 2")
+
+
+def chat_composer_files(ui: UI) -> None:
+    """Files to send in the composer, one an image its agent will not see (said under them)."""
+    page = ui.page
+    page.locator("#attach-input").set_input_files(
+        [
+            {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"buy milk"},
+            {"name": "photo.png", "mimeType": "image/png", "buffer": png(40, 30, "teal")},
+        ]
+    )
+    expect(page.locator("#attachment-list .chip[data-status=ready]")).to_have_count(2)
+    expect(page.locator("#attach-note")).to_be_visible()
+    page.fill("#message-input", "What are these?")
+
+
+def shared_page(ui: UI):
+    """A conversation's shared link, opened signed out."""
+    cid = seed_shared(ui.env, ui.page.username)
+    ui.page.goto(f"/?c={cid}")
+    expect(ui.page.locator("article.turn").first).to_be_visible()
+    open_share_dialog(ui.page)
+    url = make_link(ui.page)
+    visitor = ui.new_context().new_page()
+    visitor.watch = PageWatch(visitor, ui.server.base)
+    visitor.goto(url)
+    expect(visitor.locator("article.turn").first).to_be_visible()
+    return visitor
+
+
+def make_admin(ui: UI) -> str:
+    """The page's user becomes a superuser with a profile of no tools (tests/ui/seed_admin.py); its pk."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.ui.seed_admin", ui.page.username],
+        cwd=ROOT, env=ui.env, check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return result.stdout.split()[-1]
+
+
+def admin_profile_add(ui: UI) -> None:
+    make_admin(ui)
+    ui.page.goto("/admin/chat/agentprofile/add/")
+    expect(ui.page.locator("#id_tools")).to_be_visible()
+
+
+def admin_profile_saved_without_tools(ui: UI) -> None:
+    """The change form, saved with no tools: its warning on top."""
+    pk = make_admin(ui)
+    ui.page.goto(f"/admin/chat/agentprofile/{pk}/change/")
+    ui.page.locator("input[name=_continue]").click()
+    expect(ui.page.locator(".messagelist .warning")).to_contain_text("has no tools")
+
+
+def admin_group_add(ui: UI) -> None:
+    make_admin(ui)
+    ui.page.goto("/admin/auth/group/add/")
+    expect(ui.page.locator("#id_name")).to_be_visible()
+
+
 def inspector_run(ui: UI) -> None:
     finished_with_tools(ui)
     at(f"/inspect/?user={ui.page.username}", "tr.run-row", staff=True)(ui)
@@ -158,17 +258,51 @@ PAGES: dict[str, Callable[[UI], Any]] = {
     "chat-streaming": chat_streaming,
     "chat-finished-with-tools": finished_with_tools,
     "chat-approval": chat_approval,
+    "chat-retries": chat_retries,
+    "chat-failed": chat_failed,
+    "chat-versions": chat_versions,
+    "chat-composer-files": chat_composer_files,
+    "share": shared_page,
     "inspector-runs": at("/inspect/", "tr.run-row", staff=True),
     "inspector-run": inspector_run,
     "inspector-dashboard": at("/inspect/dashboard/", ".chart", staff=True),
+    "admin-profile-add": admin_profile_add,
+    "admin-profile-saved-without-tools": admin_profile_saved_without_tools,
+    "admin-group-add": admin_group_add,
 }
+
+# The rules each state broke, by impact: printed as a table when the module's tests are done.
+TABLE: dict[str, dict[str, int]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def violation_table(request):
+    yield
+    if not TABLE:
+        return
+    lines = [
+        "axe-core: rules broken per state (1280x800 and 390x844, light and dark)",
+        f"{'state':<36} {'critical':>8} {'serious':>8} {'moderate':>8} {'minor':>8}",
+    ]
+    for name, counts in TABLE.items():
+        lines.append(f"{name:<36} " + " ".join(f"{counts.get(impact, 0):>8}" for impact in IMPACTS))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS / "violations.txt").write_text("\n".join(lines) + "\n")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # past the capture of the fixture's teardown
+            reporter.write_line("")
+            for line in lines:
+                reporter.write_line(line)
 
 
 @pytest.mark.parametrize("name", PAGES)
 def test_no_serious_accessibility_violation(name, user_page, replies, ui_env, new_context, ui_server):
     ui = UI(page=user_page, replies=replies, env=ui_env, new_context=new_context, server=ui_server)
     page = PAGES[name](ui) or user_page
-    audit(page, name)
+    TABLE[name] = counts = {}
+    audit(page, name, counts)
     assert_clean(page)
 
 
