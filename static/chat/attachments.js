@@ -127,8 +127,12 @@ export class Attachments {
       if (stored.image) {
         each.image = true;
         each.el.classList.add("has-thumb");
-        each.el.prepend(thumbnail(api.thumbnailUrl(id, stored.path), stored.path));
-        if (this.pending[this.pending.length - 1] === each) reveal(each); // wider now
+        const thumb = thumbnail(api.thumbnailUrl(id, stored.path), stored.path);
+        // The chip is wider once its picture is in: the newest is brought into view again.
+        thumb.addEventListener("load", () => {
+          if (this.pending[this.pending.length - 1] === each) reveal(each);
+        }, { once: true });
+        each.el.prepend(thumb);
       }
       this.hooks.onUploaded();
     } catch (error) {
