@@ -291,7 +291,8 @@ async function ensureConversation() {
 
 /** The chosen agent's name when its model is not shown attached images ("" when it is, or unknown). */
 function imageless() {
-  const agent = agentPicker.agents.find((each) => each.slug === agentPicker.value);
+  const chosen = agentPicker.select.value || "default"; // the draft's choice, or the open conversation's
+  const agent = agentPicker.agents.find((each) => each.slug === chosen);
   return agent && agent.vision === false ? agentName(agent.slug, agent.name) : "";
 }
 

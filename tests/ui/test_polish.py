@@ -272,7 +272,9 @@ def test_the_rename_field_has_its_row_to_itself(user_page, replies, viewport, sh
     page.set_viewport_size(viewport)
     if viewport["width"] < 760:
         page.locator("#sidebar-toggle").click()
-    page.get_by_role("button", name=f"Rename “{message}”").click()
+    row = page.locator("li.conv-item.active")
+    row.locator("[data-action=menu]").click()
+    page.locator("#conversation-menu").get_by_role("menuitem", name="Rename").click()
     field = page.get_by_role("textbox", name="New title")
     expect(field).to_be_focused()
     assert field.evaluate(AT_THE_FIELDS_END) == "the field"
