@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 
 from chat.agents import build
 from chat.conversations.services import conversation_create
@@ -91,3 +92,17 @@ async def registry():
 @pytest.fixture
 def conversation(make_user):
     return conversation_create(owner=make_user("alice"), title="test")
+
+
+@pytest.fixture
+def alice(make_user):
+    """A signed-up user, the owner in the API tests."""
+    return make_user("alice")
+
+
+@pytest.fixture
+def api(alice):
+    """A test client signed in as alice."""
+    client = Client()
+    client.force_login(alice)
+    return client

@@ -23,18 +23,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.services]
 RENEWED = ("runId",)
 
 
-@pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def api(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def answered(owner, title: str, question: str, answer: str) -> Conversation:
     conversation = conversation_create(owner=owner, title=title)
     run_with(conversation, owner, question, [{"type": "text", "content": answer}])

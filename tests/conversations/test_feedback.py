@@ -16,18 +16,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 
 @pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def api(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def finished_run(alice):
     conversation = conversation_create(owner=alice, title="rated")
     run, _ = run_start(conversation=conversation, user=alice, content="hi", model="m", worker="")

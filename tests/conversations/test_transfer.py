@@ -20,18 +20,6 @@ from chat.models import Conversation, Event, ModelCall, Run, SearchDocument, Too
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 
-@pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def api(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def run_with(conversation, user, content: str, payloads: list[dict], status: str = "succeeded") -> None:
     run, _ = run_start(conversation=conversation, user=user, content=content, model="m", worker="")
     # complete's usage is summed from the run's model calls when it is stored

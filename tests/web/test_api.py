@@ -17,18 +17,6 @@ from chat.models import Conversation, Run
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
 
-@pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def api(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def test_anonymous_gets_401(client):
     assert client.get("/api/conversations/").status_code == 401
     assert client.get(f"/api/conversations/{uuid.uuid4()}/events/").status_code == 401

@@ -8,7 +8,6 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from chat.conversations.services import conversation_create
@@ -17,18 +16,6 @@ from chat.eventlog.starts import run_start
 from chat.models import Conversation
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
-
-
-@pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def api(alice):
-    client = Client()
-    client.force_login(alice)
-    return client
 
 
 def _patch(api, conversation_id, body):
