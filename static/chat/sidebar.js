@@ -40,6 +40,9 @@ export class Sidebar {
     this.conversations = [];
     this.activeId = null;
     this.runningOverride = new Map();
+    // Titles generated while this page is open (their `title` frames): a list fetched before one
+    // was stored and answered after its frame must not put the first message back.
+    this.generatedTitles = new Map();
     this.editingId = null;
     this.signature = null;
     this.next = null; // the cursor of the page after the ones shown; null: nothing older
@@ -75,7 +78,7 @@ export class Sidebar {
   /** The newest page, fetched again every few seconds: it replaces the top of the list and keeps
    * the older pages already loaded (those older than its last row). */
   setFirstPage(page) {
-    const first = (page && page.conversations) || [];
+    const first = ((page && page.conversations) || []).map((c) => this.withGeneratedTitle(c));
     if (!this.extended || !page.next || !first.length) {
       this.conversations = first.slice();
       this.next = (page && page.next) || null;
@@ -171,10 +174,18 @@ export class Sidebar {
     this.render();
   }
 
+  /** A fetched conversation, with the title its frame brought when the fetch predates it. */
+  withGeneratedTitle(conversation) {
+    const title = this.generatedTitles.get(conversation.id);
+    if (title === undefined || conversation.titleSource !== "default") return conversation;
+    return { ...conversation, title, titleSource: "generated" };
+  }
+
   /** A title generated for a conversation (its `title` frame), shown at once. */
   setTitle(id, title) {
     const conversation = this.get(id);
     if (!conversation || conversation.titleSource === "user") return;
+    this.generatedTitles.set(id, title);
     conversation.title = title;
     conversation.titleSource = "generated";
     this.render();
