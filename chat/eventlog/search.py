@@ -37,6 +37,12 @@ from chat.agent.text import clean
 from chat.models import Event, SearchDocument
 
 MAX_TERMS = 8
+# What a document keeps of a run's text (and of its user's words): PostgreSQL refuses a tsvector
+# past 1 MB, and the GIN index computes one when the row is stored, in the transaction that stores
+# the run's `complete`; a long answer of distinct words (a few MB) then lost the run its database.
+# 100,000 characters stay well under that limit however dense in distinct words they are, and hold
+# any answer a person reads; words past it are not found (on SQLite alike: both find the same).
+MAX_DOCUMENT_CHARS = 100_000
 MAX_TERM_CHARS = 64
 SNIPPET_CHARS = 160
 # Context kept before the first hit: short, so that the hit shows in a narrow sidebar.
@@ -105,8 +111,8 @@ def documents_store(*, runs: Mapping[Any, tuple[Any, list[dict[str, Any]]]]) -> 
         SearchDocument(
             run_id=run_id,
             conversation_id=conversation_id,
-            body=clean(run_text(payloads)),
-            asked=clean(asked_text(payloads)),
+            body=clean(run_text(payloads)[:MAX_DOCUMENT_CHARS]),
+            asked=clean(asked_text(payloads)[:MAX_DOCUMENT_CHARS]),
         )
         for run_id, (conversation_id, payloads) in runs.items()
     )

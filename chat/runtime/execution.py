@@ -135,7 +135,11 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         if handle.agent_run is not None:
             await handle.agent_run.aclose()
         raise
-    except DATABASE_OUTAGES:
+    except DATABASE_OUTAGES as exc:
+        if refused_for_good(exc):
+            logger.exception("run %s was refused by the database", run_id)
+            await _interrupt(handle)
+            return
         # Closed or resumed by this process as soon as the database answers (registry's hand
         # over), never left `running` for another process's heartbeat timeout. What the sink
         # held was never stored, so no client saw it.
@@ -150,17 +154,28 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
             await handle.agent_run.aclose()
     except Exception:
         logger.exception("run %s failed outside the agent", run_id)
-        if handle.agent_run is not None:
-            await handle.agent_run.aclose()
-        # Whatever broke, the run must not stay `running` forever (nor be resumed to break again).
-        interruption = await database_sync_to_async(run_interrupt)(
-            run_id=run_id, message="The run stopped because of a server error."
-        )
-        if interruption is not None:
-            await publish(conversation_id, interruption.frames)
+        await _interrupt(handle)
     finally:
         if trace is not None:
             trace.close()
+
+
+def refused_for_good(exc: BaseException) -> bool:
+    """An OperationalError the database answered with, that storing the same again would meet
+    again: PostgreSQL's class 54, program limit exceeded (a value past what a type or an index
+    holds). Handed over, such a run was resumed to fail the same way, again and again."""
+    return str(getattr(exc.__cause__, "sqlstate", None) or "").startswith("54")
+
+
+async def _interrupt(handle: RunHandle) -> None:
+    """Whatever broke, the run must not stay `running` forever (nor be resumed to break again)."""
+    if handle.agent_run is not None:
+        await handle.agent_run.aclose()
+    interruption = await database_sync_to_async(run_interrupt)(
+        run_id=handle.run_id, message="The run stopped because of a server error."
+    )
+    if interruption is not None:
+        await publish(handle.conversation_id, interruption.frames)
 
 
 def _outcome(agent_run: AgentRun) -> RunOutcome:

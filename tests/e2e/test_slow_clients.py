@@ -17,6 +17,8 @@ from websockets.exceptions import ConnectionClosed
 
 from .harness import Client, Replies, Socket, assert_contiguous, slow_text_reply
 
+pytestmark = pytest.mark.services
+
 SILENT_STREAMS = 20
 SILENT_PAGES = 20
 # The run: about 6 MB of text (past what the kernel buffers for a connection, 4 MB here) in 1 KB pieces; each piece its own event and doorbell (1 ms windows).

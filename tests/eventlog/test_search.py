@@ -8,6 +8,7 @@ from django.test import Client
 
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.eventlog.append import events_append
+from chat.eventlog.search import MAX_DOCUMENT_CHARS
 from chat.eventlog.starts import run_start
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import RunOutcome
@@ -154,6 +155,21 @@ def test_indexed_once_at_complete_and_hostile_queries(api, alice):
         search(api, q)
     assert api.get("/api/conversations/", {"q": "x" * 201}).status_code == 400
     assert api.get("/api/conversations/", {"q": "a\x00b"}).status_code == 400
+
+
+def test_a_long_answer_of_distinct_words_is_indexed_up_to_the_cap(api, alice):
+    """A few MB of distinct words once made PostgreSQL refuse the document's tsvector (past 1 MB),
+    and with it the run's `complete`: the document keeps MAX_DOCUMENT_CHARS of the text."""
+    words = [f"{i:x}" for i in range(600_000)]  # about 3.3 MB, every word its own lexeme
+    conversation = conversation_create(owner=alice, title="")
+    finished_run(conversation, alice, "count in hex", [{"type": "text", "content": " ".join(words)}])
+    document = SearchDocument.objects.get()
+    assert len(document.body) == MAX_DOCUMENT_CHARS
+    # The densest text at the cap: short distinct words, one per two or three characters.
+    dense = conversation_create(owner=alice, title="")
+    finished_run(dense, alice, "dense", [{"type": "text", "content": " ".join(words[:40_000])}])
+    assert titles(search(api, "1f3a")) == ["dense", "count in hex"]  # a word inside the cap
+    assert titles(search(api, "8f000")) == []  # past it
 
 
 def test_interrupted_run_is_indexed(alice):

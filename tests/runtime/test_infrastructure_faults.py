@@ -9,6 +9,7 @@ import asyncio
 import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -109,6 +110,37 @@ async def test_a_run_whose_writes_fail_is_handed_over_by_its_own_process(
     assert [e for e in stored if e["type"] == "error" and e.get("resumed")]
     assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
     assert "".join(f["content"] for f in frames if f["type"] == "text").endswith("Resumed answer.")
+    await sock.close()
+
+
+async def test_a_run_the_database_refuses_for_good_ends_once_and_is_not_resumed(
+    conversation, registry, llm_settings, monkeypatch
+):
+    """A refusal that storing again would meet again (PostgreSQL's class 54, as a tsvector past
+    1 MB was): the run ends with a server error, where a hand-over resumed it to fail again."""
+    llm_settings.script(text_reply("An answer the database refuses."), text_reply("Never asked."))
+    real = events_append_many
+
+    def append(*, batches):
+        if any(p["type"] == "complete" for b in batches for p in b.payloads):
+            try:
+                raise psycopg.errors.ProgramLimitExceeded("string is too long for tsvector")
+            except psycopg.Error as cause:
+                raise OperationalError("string is too long for tsvector") from cause
+        return real(batches=batches)
+
+    monkeypatch.setattr(writer, "events_append_many", append)
+    sock = Socket(conversation.owner, conversation.pk)
+    await sock.connect()
+    await sock.history()
+    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    frames = await sock.until(lambda f: f.get("type") == "complete", timeout=20)
+    assert frames[-1]["status"] != "succeeded"
+    assert any(f["type"] == "error" and "server error" in f["message"] for f in frames)
+    stored = await sync_to_async(_payloads)(run.pk)
+    assert [e["type"] for e in stored].count("complete") == 1
+    assert not [e for e in stored if e.get("resumed")]
+    assert len(llm_settings.requests) == 1  # not asked again
     await sock.close()
 
 
