@@ -158,6 +158,9 @@ async def chat_completions(request):
             after=0,
             until_complete=True,
             new=True,
+            # A streamed answer whose client falls too far behind ends (SLOW_CONSUMER below);
+            # a whole one is read here at the run's pace and sent at once.
+            scope=request.scope if call.stream else None,
         )
         frames = stream.frames()
         try:
@@ -247,6 +250,8 @@ async def _chunks(
             if isinstance(frame, bytes):
                 yield KEEPALIVE  # a comment line: OpenAI clients skip it
                 continue
+            if stream.behind:  # nothing more is queued behind what the client has not read
+                break
             outcome.add(frame)
             if frame.get("runId") != outcome.run_id:
                 continue
@@ -257,6 +262,13 @@ async def _chunks(
     finally:
         await frames.aclose()
     ended = ENDED.get(stream.ended_by or "")
+    if stream.behind:
+        ended = (
+            408,
+            "slow_consumer",
+            f"The client fell too far behind the answer and was given up on; the run goes on and is "
+            f"stored: read it from /api/conversations/{stream.conversation.pk}/events/.",
+        )
     if ended is not None:
         yield shapes.error_chunk(*ended)
         yield shapes.DONE

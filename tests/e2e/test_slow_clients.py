@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
 
@@ -76,13 +77,16 @@ class Silent:
     """An HTTP GET on a raw socket that reads nothing until asked, with a small receive buffer,
     so that the kernel takes little of what the server sends it."""
 
-    def __init__(self, server, path: str, headers: dict[str, str]):
+    def __init__(self, server, path: str, headers: dict[str, str], body: bytes | None = None):
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.connect(("127.0.0.1", server.port))
-        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{server.port}"]
+        method = "GET" if body is None else "POST"
+        lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{server.port}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b""))
         self.raw = b""
 
     def read_until(self, marker: bytes, timeout: float = 30) -> None:
@@ -256,4 +260,37 @@ async def test_a_socket_that_stops_reading_is_closed_4008_and_resumes_without_lo
     replay, _ = await again.sync()
     assert got + replay == run
     await again.close()
+    await user.aclose()
+
+
+async def test_a_streamed_completion_that_stops_reading_ends_slow_consumer_and_its_run_goes_on(
+    make_server, databases, e2e_llm
+):
+    """/v1's streamed answer follows the run like an SSE stream: a client that stops reading is
+    given up on with an error chunk `slow_consumer` and [DONE]; the run ends as it would have."""
+    server, replies, user = await _slow_server(make_server, databases, e2e_llm)
+    token = (await user.api("POST", "/api/tokens/", json_body={"name": "slow"})).json()["token"]
+    message = _long_answer(replies, "a long answer for a completion that stops reading")
+    body = json.dumps({"model": "default", "stream": True, "messages": [{"role": "user", "content": message}]})
+    call = Silent(
+        server,
+        "/v1/chat/completions",
+        {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        body.encode(),
+    )
+    await asyncio.to_thread(call.read_until, b"data: ")
+    conversation = re.search(rb"x-agentsite-conversation: ([0-9a-f-]+)", call.raw.lower()).group(1).decode()
+    run = await read_stream(user, conversation, {}, "after=0&until=complete")
+    assert run[-1]["type"] == "complete" and run[-1]["status"] == "succeeded"
+    lines = [line for line in (await asyncio.to_thread(call.read_to_end)).decode().split("\n") if line]
+    call.close()
+    assert lines[-1] == "data: [DONE]"
+    error = json.loads(lines[-2].removeprefix("data: "))["error"]
+    assert error["code"] == "slow_consumer" and f"/api/conversations/{conversation}/events/" in error["message"]
+    answer = "".join(
+        chunk["choices"][0]["delta"].get("content", "")
+        for chunk in (json.loads(line.removeprefix("data: ")) for line in lines[:-2] if line.startswith("data: "))
+    )
+    whole = "".join(frame["content"] for frame in run if frame["type"] == "text")
+    assert 0 < len(answer) < len(whole) and whole.startswith(answer)  # what it was sent, in order, then the end
     await user.aclose()
