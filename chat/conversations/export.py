@@ -30,40 +30,26 @@ def export_filename(*, conversation, suffix: str) -> str:
     return f"{name or f'conversation-{str(conversation.pk)[:8]}'}.{suffix}"
 
 
+def conversation_fields(conversation) -> dict[str, Any]:
+    """The `conversation` object of an export (its `events` follow it)."""
+    return {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "titleSource": conversation.title_source,
+        "pinned": conversation.pinned,
+        "archived": conversation.archived,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+    }
+
+
 def export_document(*, conversation, frames: list[dict[str, Any]]) -> dict[str, Any]:
     """The JSON export of one conversation, as an object (import reads it back)."""
-    return {
-        "conversation": {
-            "id": str(conversation.pk),
-            "title": conversation.title,
-            "titleSource": conversation.title_source,
-            "pinned": conversation.pinned,
-            "archived": conversation.archived,
-            "created_at": conversation.created_at.isoformat(),
-            "updated_at": conversation.updated_at.isoformat(),
-        },
-        "events": frames,
-    }
+    return {"conversation": conversation_fields(conversation), "events": frames}
 
 
 def export_json(*, conversation, frames: list[dict[str, Any]]) -> bytes:
     return json.dumps(export_document(conversation=conversation, frames=frames), ensure_ascii=False, indent=1).encode()
-
-
-def export_all_json(documents: list[dict[str, Any]]) -> bytes:
-    """Every conversation of a user in one file, `{"conversations": [<export_document>, ...]}`,
-    which import reads back too."""
-    return json.dumps({"conversations": documents}, ensure_ascii=False, indent=1).encode()
-
-
-def finished_frames(frames: list[dict[str, Any]], *, running_run_ids: set[str]) -> list[dict[str, Any]]:
-    """The frames before the run still running (a conversation runs one run at a time, its last):
-    an unfinished run cannot be imported, and one refused conversation would refuse a whole
-    file of them."""
-    for index, frame in enumerate(frames):
-        if str(frame["runId"]) in running_run_ids:
-            return frames[:index]
-    return frames
 
 
 def _fence(text: str, info: str = "") -> str:

@@ -6,13 +6,11 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpResponse
 from django.utils import timezone
-from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods
 
-from chat.conversations.export import export_all_json, export_document, finished_frames
 from chat.conversations.selectors import conversations_to_export
-from chat.eventlog.reads import events_for_export
 from chat.web.account import account_delete, account_delete_confirmed, confirms_with_username
+from chat.web.export_streams import account_body, export_response
 from chat.web.json_api import api_login_required, json_body, json_error
 
 CONFIRMATION_MAX = 4096  # longer than any password or username: refused before it is hashed
@@ -24,15 +22,8 @@ def conversations_export_all(request):
     """Every conversation of the user, oldest first, as one download that the import reads back.
     A run still in progress is left out (it has no end to import), and so is a conversation with
     nothing finished in it."""
-    documents = []
-    for conversation, running_run_ids in conversations_to_export(user=request.user):
-        frames = finished_frames(events_for_export(conversation_id=conversation.pk), running_run_ids=running_run_ids)
-        if frames:
-            documents.append(export_document(conversation=conversation, frames=frames))
-    response = HttpResponse(export_all_json(documents), content_type="application/json")
     filename = f"agentsite-conversations-{timezone.now():%Y-%m-%d}.json"
-    response["Content-Disposition"] = content_disposition_header(True, filename)
-    return response
+    return export_response(account_body(conversations_to_export(user=request.user)), filename=filename)
 
 
 def _confirmation(body: dict, name: str) -> str:

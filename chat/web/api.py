@@ -22,7 +22,7 @@ from chat.agent.text import invalid_reason
 from chat.agents.profiles import default_config, profile_config
 from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import importing
-from chat.conversations.export import export_filename, export_json, export_markdown
+from chat.conversations.export import export_filename, export_markdown
 from chat.conversations.importing import ImportRefused, parse_import_file
 from chat.conversations.selectors import (
     CONVERSATION_PAGE,
@@ -50,6 +50,7 @@ from chat.ops import metrics as metrics_series
 from chat.realtime.ending import end_channel
 from chat.runtime.writer import get_writer
 from chat.web.event_pages import events_response
+from chat.web.export_streams import conversation_body, export_response
 from chat.web.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
 
 MAX_QUERY_CHARS = 200
@@ -306,19 +307,13 @@ def conversation_export(request, conversation_id: uuid.UUID):
     kind = request.GET.get("format", "json")
     if kind not in ("json", "markdown"):
         return json_error(400, "bad_request", "format must be json or markdown")
-    frames = events_for_export(conversation_id=conversation.pk)
     if kind == "json":
-        body, content_type, suffix = (
-            export_json(conversation=conversation, frames=frames),
-            "application/json",
-            "json",
-        )
-    else:
-        body = export_markdown(conversation=conversation, frames=frames).encode()
-        content_type, suffix = "text/markdown; charset=utf-8", "md"
-    response = HttpResponse(body, content_type=content_type)
+        filename = export_filename(conversation=conversation, suffix="json")
+        return export_response(conversation_body(conversation), filename=filename)
+    body = export_markdown(conversation=conversation, frames=events_for_export(conversation_id=conversation.pk))
+    response = HttpResponse(body.encode(), content_type="text/markdown; charset=utf-8")
     # Django's header: a quoted ASCII name, or RFC 5987 `filename*` (UTF-8) for any other.
-    filename = export_filename(conversation=conversation, suffix=suffix)
+    filename = export_filename(conversation=conversation, suffix="md")
     response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
 

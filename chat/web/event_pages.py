@@ -6,7 +6,7 @@ server (ten thousand events: megabytes a request; 551 MB for a few dozen such re
 the same body, `{"events": [...]}`, is written a page of frames at a time, each page read from
 the database when the one before has been handed over; the server's send waits while the client
 has not taken what it holds (agentsite.send_buffer), so a client that does not read holds at
-most that and one page.
+most that and one page. The JSON exports are written the same way (chat.web.export_streams).
 """
 
 from __future__ import annotations
@@ -29,22 +29,30 @@ def events_response(*, conversation_id, after: int) -> StreamingHttpResponse:
     return StreamingHttpResponse(_events_body(conversation_id, after), content_type="application/json")
 
 
-def _json(frame: dict[str, Any]) -> bytes:
+def frame_json(frame: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(frame)
     except TypeError:  # a surrogate stored before text was cleaned on the way in, as on the socket
         return orjson.dumps(clean_value(frame))
 
 
-async def _events_body(conversation_id, after: int) -> AsyncIterator[bytes]:
+async def frame_pages(conversation_id, *, after: int = 0) -> AsyncIterator[list[dict[str, Any]]]:
+    """The conversation's frames after `after`, PAGE at a time, each read once the one before
+    has been handed over."""
     # The request's own thread (thread-sensitive), as the view's queries: its connection.
     page = sync_to_async(events_after)
-    head = b'{"events":['
     while True:
         frames = await page(conversation_id=conversation_id, after=after, limit=PAGE)
         if frames:
-            yield head + b",".join(_json(frame) for frame in frames)
-            head, after = b",", frames[-1]["seq"]
+            yield frames
+            after = frames[-1]["seq"]
         if len(frames) < PAGE:
-            break
+            return
+
+
+async def _events_body(conversation_id, after: int) -> AsyncIterator[bytes]:
+    head = b'{"events":['
+    async for frames in frame_pages(conversation_id, after=after):
+        yield head + b",".join(frame_json(frame) for frame in frames)
+        head = b","
     yield b"]}" if head == b"," else head + b"]}"

@@ -16,6 +16,7 @@ from chat.eventlog.reads import events_for_export
 from chat.eventlog.starts import run_start
 from chat.models import Conversation, Event, Run
 from tests.conversations.test_transfer import run_with
+from tests.http_body import response_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -45,14 +46,15 @@ def test_every_conversation_exports_as_one_download_that_imports_back_whole(alic
     answer = api.get("/api/conversations/export/")
     assert answer.status_code == 200 and answer["Content-Type"] == "application/json"
     assert answer["Content-Disposition"].startswith('attachment; filename="agentsite-conversations-')
-    exported = json.loads(answer.content)
+    raw = response_body(answer)  # a stream: read once
+    exported = json.loads(raw)
     assert [doc["conversation"]["title"] for doc in exported["conversations"]] == ["First ✓", "Second"]
     assert [len(doc["events"]) for doc in exported["conversations"]] == [3, 6]
     # Each entry is exactly what the single export of that conversation gives.
     for conversation, document in zip((first, second), exported["conversations"], strict=True):
-        assert document == json.loads(api.get(f"/api/conversations/{conversation.pk}/export/").content)
+        assert document == json.loads(response_body(api.get(f"/api/conversations/{conversation.pk}/export/")))
 
-    imported = api.post("/api/conversations/import/", answer.content, content_type="application/json")
+    imported = api.post("/api/conversations/import/", raw, content_type="application/json")
     assert imported.status_code == 201, imported.content
     made = imported.json()["conversations"]
     assert [c["title"] for c in made] == ["First ✓ (imported)", "Second (imported)"]
@@ -70,7 +72,7 @@ def test_a_run_in_progress_and_a_conversation_without_an_answer_are_left_out(ali
     busy = answered(alice, "Busy", "q1", "a1")
     run_start(conversation=busy, user=alice, content="still going", model="m", worker="")
     conversation_create(owner=alice, title="Empty")
-    exported = json.loads(api.get("/api/conversations/export/").content)
+    exported = json.loads(response_body(api.get("/api/conversations/export/")))
     assert [doc["conversation"]["title"] for doc in exported["conversations"]] == ["Done", "Busy"]
     busy_events = exported["conversations"][1]["events"]
     assert [e["type"] for e in busy_events] == ["user_message", "text", "complete"]
@@ -81,7 +83,7 @@ def test_a_run_in_progress_and_a_conversation_without_an_answer_are_left_out(ali
 
 
 def test_a_user_without_conversations_gets_an_empty_list(api):
-    assert json.loads(api.get("/api/conversations/export/").content) == {"conversations": []}
+    assert json.loads(response_body(api.get("/api/conversations/export/"))) == {"conversations": []}
 
 
 @pytest.mark.parametrize(
@@ -98,7 +100,7 @@ def test_a_user_without_conversations_gets_an_empty_list(api):
 def test_a_file_with_one_bad_conversation_creates_none(alice, api, spoil, problem):
     for n in range(3):
         answered(alice, f"c{n}", "q", "a")
-    document = json.loads(api.get("/api/conversations/export/").content)
+    document = json.loads(response_body(api.get("/api/conversations/export/")))
     before = (Conversation.objects.count(), Run.objects.count(), Event.objects.count())
     spoiled = copy.deepcopy(document)
     spoil(spoiled)
@@ -111,7 +113,7 @@ def test_a_failure_while_writing_the_third_conversation_leaves_none(alice, api, 
     """All or nothing also past the checks: a write that fails midway rolls back the ones before."""
     for n in range(3):
         answered(alice, f"c{n}", "q", "a")
-    raw = api.get("/api/conversations/export/").content
+    raw = response_body(api.get("/api/conversations/export/"))
     before = Conversation.objects.count()
     real, calls = importing.conversation_import, []
 

@@ -21,6 +21,7 @@ from chat.conversations.importing import ImportRefused, conversation_import, par
 from chat.conversations.services import conversation_create
 from chat.conversations.uploads import pdf_text
 from chat.tools.confine import tree_size, workspace_path
+from tests.http_body import response_body
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -479,7 +480,7 @@ def test_export_keeps_attachments(alice, owned, root):
     conversation = conversation_import(
         owner=alice, imported=parse_import(_export_with_attachments([{"path": "data.csv", "size": 3}]))
     )
-    exported = json.loads(b"".join([api.get(f"/api/conversations/{conversation.pk}/export/?format=json").content]))
+    exported = json.loads(response_body(api.get(f"/api/conversations/{conversation.pk}/export/?format=json")))
     assert exported["events"][0]["attachments"] == [{"path": "data.csv", "size": 3}]
     markdown = api.get(f"/api/conversations/{conversation.pk}/export/?format=markdown").content.decode()
     assert "- Attached: `data.csv` (3 bytes)" in markdown

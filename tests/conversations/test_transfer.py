@@ -16,6 +16,7 @@ from chat.eventlog.append import events_append
 from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
 from chat.models import Conversation, Event, ModelCall, Run, SearchDocument, ToolRecord
+from tests.http_body import response_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -96,13 +97,13 @@ def post_import(api, body):
 
 
 def test_round_trip_equal_event_for_event(api, alice, rich):
-    exported = json.loads(export(api, rich).content)
+    exported = json.loads(response_body(export(api, rich)))
     assert exported["conversation"]["title"] == rich.title
     response = post_import(api, exported)
     assert response.status_code == 201, response.content
     created = Conversation.objects.get(pk=response.json()["id"])
     assert created.pk != rich.pk and created.owner == alice and created.title == f"{rich.title} (imported)"
-    again = json.loads(export(api, created).content)
+    again = json.loads(response_body(export(api, created)))
     originals, copies = exported["events"], again["events"]
     run_map = {o["runId"]: c["runId"] for o, c in zip(originals, copies)}
     assert len(run_map) == 2 and not set(run_map) & set(run_map.values())  # new run ids
@@ -144,7 +145,7 @@ def test_an_import_is_marked_as_imported_in_the_users_language(api, alice, title
     conversation = conversation_create(owner=alice, title="")
     run_with(conversation, alice, "hi", [{"type": "text", "content": "hello"}])  # an import needs a run
     Conversation.objects.filter(pk=conversation.pk).update(title=title)  # not retitled by its message
-    exported = json.loads(export(api, conversation).content)
+    exported = json.loads(response_body(export(api, conversation)))
     raw = json.dumps(exported).encode()
     response = api.generic(
         "POST",
@@ -203,7 +204,7 @@ def test_export_is_named_after_the_title(api, alice, title, disposition, kind, s
 
 
 def good_file(api, rich) -> dict:
-    return json.loads(export(api, rich).content)
+    return json.loads(response_body(export(api, rich)))
 
 
 def broken(document: dict, change) -> dict:
@@ -289,7 +290,7 @@ def test_large_import_beyond_django_memory_limit(api, alice, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     conversation = conversation_create(owner=alice, title="big")
     run_with(conversation, alice, "y" * 5000, [])
-    response = post_import(api, json.loads(export(api, conversation).content))
+    response = post_import(api, json.loads(response_body(export(api, conversation))))
     assert response.status_code == 201, response.content
 
 

@@ -152,7 +152,7 @@ def _long_answer(replies: Replies, message: str) -> str:
     return replies.set(message, slow_text_reply(text, chunks=PIECES, delay=0.001))
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 async def test_silent_streams_and_pages_hold_bounded_memory_and_resume_without_loss(make_server, databases, e2e_llm):
     server, replies, user = await _slow_server(make_server, databases, e2e_llm)
     pid = server.proc.pid
@@ -214,11 +214,27 @@ async def test_silent_streams_and_pages_hold_bounded_memory_and_resume_without_l
         page.close()
     after = await settled_rss(pid)
 
+    # Exports of the conversation and of the whole account asked for and not read: streamed alike.
+    sampler = RssPeak(pid)
+    exports = [
+        Silent(server, path, cookie)
+        for path in [f"/api/conversations/{conversation}/export/", "/api/conversations/export/"] * (SILENT_PAGES // 2)
+    ]
+    await settled_rss(pid)
+    exports_during = await sampler.stop()
+    assert json.loads(await asyncio.to_thread(exports[0].read_to_end))["events"] == history
+    account = json.loads(await asyncio.to_thread(exports[1].read_to_end))
+    assert [document["events"] for document in account["conversations"]] == [history]
+    for export in exports:
+        export.close()
+    after_exports = await settled_rss(pid)
+
     size = len(json.dumps({"events": history})) / 2**20
     print(
         f"\nslow clients: daphne RSS {before:.0f} MiB at the start; {SILENT_STREAMS} silent streams over a "
         f"{len(run)}-event run: {during:.0f} MiB, {after_streams:.0f} MiB once closed; {SILENT_PAGES} unread "
-        f"/events/ pages of {size:.1f} MiB: {pages_during:.0f} MiB, {after:.0f} MiB once closed"
+        f"/events/ pages of {size:.1f} MiB: {pages_during:.0f} MiB, {after:.0f} MiB once closed; {len(exports)} "
+        f"unread exports: {exports_during:.0f} MiB, {after_exports:.0f} MiB once closed"
     )
     # Main before the send buffer on this test (docs/performance.md, "Slow clients"): 209 MiB at
     # the start, 364 with the silent streams, 259 once closed; 1060 with the pages, 426 closed.
@@ -226,6 +242,8 @@ async def test_silent_streams_and_pages_hold_bounded_memory_and_resume_without_l
     assert after_streams - before < 30, (before, after_streams)
     assert pages_during - before < 150, (before, pages_during)
     assert after - before < 120, (before, after)
+    assert exports_during - before < 150, (before, exports_during)
+    assert after_exports - before < 120, (before, after_exports)
     await user.aclose()
 
 

@@ -222,9 +222,8 @@ def test_run_answers_match_the_documented_schemas(api, alice):
     )
     _check(api.get(f"{base}/feedback/"), "get", "api/conversations/<uuid:conversation_id>/feedback/")
     _check(api.get(f"/api/runs/{run.pk}/trace/"), "get", "api/runs/<uuid:run_id>/trace/")  # 404: not staff
-    exported = api.get(f"{base}/export/")
-    _check(exported, "get", "api/conversations/<uuid:conversation_id>/export/")
-    imported = api.post("/api/conversations/import/", exported.content, content_type="application/json")
+    exported = _check(api.get(f"{base}/export/"), "get", "api/conversations/<uuid:conversation_id>/export/")
+    imported = api.post("/api/conversations/import/", exported, content_type="application/json")
     _check(imported, "post", "api/conversations/import/")  # 400: the run is unfinished
     get_user_model().objects.filter(pk=alice.pk).update(is_staff=True)
     _check(api.get(f"/api/runs/{run.pk}/trace/"), "get", "api/runs/<uuid:run_id>/trace/")

@@ -14,6 +14,7 @@ from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
 from chat.eventlog.starts import run_start
 from chat.models import Conversation
+from tests.http_body import response_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -147,7 +148,7 @@ def test_export_and_import_carry_the_title_source_and_the_organization(api, alic
     )
     Conversation.objects.filter(pk=conversation.pk).update(title="Greetings", title_source="generated")
     _patch(api, conversation.pk, {"pinned": True, "archived": True})
-    exported = json.loads(api.get(f"/api/conversations/{conversation.pk}/export/").content)
+    exported = json.loads(response_body(api.get(f"/api/conversations/{conversation.pk}/export/")))
     assert {k: exported["conversation"][k] for k in ("title", "titleSource", "pinned", "archived")} == {
         "title": "Greetings",
         "titleSource": "generated",
