@@ -47,7 +47,9 @@ def test_folders_nested_thousands_deep(workspace, outside):
 
 
 def test_a_missing_workspace_is_fine(tmp_path):
+    """Removing a workspace that was never made raises nothing and makes nothing."""
     remove_tree(tmp_path / "never-created")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_folders_locked_by_their_owner(outside):
