@@ -118,7 +118,7 @@ run: install .secret_key
 	$(PY) manage.py migrate --noinput
 	@lib=$$($(PY) -c "import ctypes.util; print(ctypes.util.find_library('jemalloc') or '')"); \
 	[ -n "$$lib" ] || echo "serving with glibc's malloc: 'apt-get install libjemalloc2' keeps a long-running server's memory flat (docs/deployment.md)"; \
-	LD_PRELOAD=$$lib exec $(PY) -m agentsite.serve -b $(HOST) -p $(PORT) agentsite.asgi:application
+	LD_PRELOAD=$$lib exec $(PY) -m serving.serve -b $(HOST) -p $(PORT) agentsite.asgi:application
 
 # Everything on SQLite + the in-memory layer, then the tests marked `services` again on
 # PostgreSQL + Redis, with the `multiprocess` ones (several daphnes) that need them.

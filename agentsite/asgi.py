@@ -8,9 +8,9 @@ import django
 from django.conf import settings
 
 from agentsite import startup
-from agentsite.collector import FullCollections
-from agentsite.loop_handler import LoopASGIHandler
-from agentsite.malloc import give_back_large_blocks
+from serving.collector import FullCollections
+from serving.loop_handler import LoopASGIHandler
+from serving.malloc import give_back_large_blocks
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 with startup.one_line_errors():  # a bad setting or database: one line and exit, not a traceback
@@ -47,5 +47,5 @@ if settings.GC_FULL_COLLECTION_SECONDS > 0:
 # With these thresholds a full collection would wait for hours: FullCollections runs one a minute.
 gc.freeze()
 gc.set_threshold(10_000, 20, 100)
-# A decoded image's memory goes back to the system when it is freed (agentsite.malloc).
+# A decoded image's memory goes back to the system when it is freed (serving.malloc).
 give_back_large_blocks()

@@ -127,28 +127,28 @@ INSTALLED_APPS = [
     "axes",
 ]
 
-# Django's own middleware and WhiteNoise as agentsite.loop_middleware runs them: on daphne's event
+# Django's own middleware and WhiteNoise as serving.loop_middleware runs them: on daphne's event
 # loop, a thread only for what blocks (every one here must be able to run in async mode). Django's
 # deployment checks see them as Django's classes (chat.checks); see SILENCED_SYSTEM_CHECKS.
 MIDDLEWARE = [
     # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
-    "agentsite.proxy.TrustedProxyMiddleware",
-    "agentsite.loop_middleware.SecurityMiddleware",
+    "serving.proxy.TrustedProxyMiddleware",
+    "serving.loop_middleware.SecurityMiddleware",
     # Serves /static/ from the app's own process (daphne serves no files), with
     # far-future caching for hashed names; no web server needed in front.
-    "agentsite.loop_middleware.WhiteNoiseMiddleware",
+    "serving.loop_middleware.WhiteNoiseMiddleware",
     "chat.web.csp.ContentSecurityPolicyMiddleware",
-    "agentsite.loop_middleware.SessionMiddleware",
-    "agentsite.loop_middleware.LocaleMiddleware",
-    "agentsite.loop_middleware.CommonMiddleware",
-    "agentsite.loop_middleware.CsrfViewMiddleware",
-    "agentsite.loop_middleware.AuthenticationMiddleware",
+    "serving.loop_middleware.SessionMiddleware",
+    "serving.loop_middleware.LocaleMiddleware",
+    "serving.loop_middleware.CommonMiddleware",
+    "serving.loop_middleware.CsrfViewMiddleware",
+    "serving.loop_middleware.AuthenticationMiddleware",
     # Authorization: Bearer on /api/, instead of the session and CSRF (chat/web/bearer.py).
     "chat.web.bearer.BearerTokenMiddleware",
     # The language saved on the account wins over the browser's (chat/web/language.py).
     "chat.web.language.AccountLanguageMiddleware",
-    "agentsite.loop_middleware.MessageMiddleware",
-    "agentsite.loop_middleware.XFrameOptionsMiddleware",
+    "serving.loop_middleware.MessageMiddleware",
+    "serving.loop_middleware.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -301,7 +301,7 @@ AGENT_IMAGE_DECODES = env_number("AGENT_IMAGE_DECODES", "2")
 # Open WebSockets and SSE streams, together, one user may hold in one server process (0: no
 # cap); over it: a socket is closed 4429, a stream answered 429 (chat.realtime.sockets).
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
-# Bytes a connection keeps for a client that has not read them (agentsite.send_buffer): a send
+# Bytes a connection keeps for a client that has not read them (serving.send_buffer): a send
 # past it waits until the client has taken them (0: no bound).
 AGENT_SEND_BUFFER_BYTES = env_number("AGENT_SEND_BUFFER_BYTES", "262144")
 # Live event batches a socket or SSE stream keeps while its client has not taken what came
@@ -309,9 +309,9 @@ AGENT_SEND_BUFFER_BYTES = env_number("AGENT_SEND_BUFFER_BYTES", "262144")
 # `SLOW_CONSUMER`, to resume from the event log.
 AGENT_SEND_BACKLOG = env_number("AGENT_SEND_BACKLOG", "1000")
 # Seconds a slow consumer has to read what was queued for it, its reason last, before its
-# connection is dropped (agentsite.send_buffer).
+# connection is dropped (serving.send_buffer).
 AGENT_SLOW_CONSUMER_GRACE_SECONDS = env_number("AGENT_SLOW_CONSUMER_GRACE_SECONDS", "30", float)
-# Seconds between the process's full garbage collections (agentsite.collector); 0: none but
+# Seconds between the process's full garbage collections (serving.collector); 0: none but
 # Python's own, which with agentsite.asgi's thresholds come hours apart.
 GC_FULL_COLLECTION_SECONDS = env_number("GC_FULL_COLLECTION_SECONDS", "60", float)
 AGENT_SYSTEM_PROMPT = os.environ.get(
@@ -418,7 +418,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # failures only; no row for every successful sign-in
 AXES_VERBOSE = False  # no start-up banner: an operator's start-up error stays one line
-AXES_CLIENT_IP_CALLABLE = "agentsite.proxy.client_address"
+AXES_CLIENT_IP_CALLABLE = "serving.proxy.client_address"
 AXES_LOCKOUT_CALLABLE = "chat.web.signin.login_locked_out"
 # Sign-in with an OpenID Connect provider (docs/configuration.md, "Sign-in with OpenID Connect";
 # chat.web.oidc). The issuer is kept without a trailing slash: discovery appends its path to it.
@@ -473,21 +473,21 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Every record through one formatter that escapes what a request may have put in it: a newline
-    # or a terminal escape from a client cannot forge a line (agentsite/log_escape.py).
+    # or a terminal escape from a client cannot forge a line (serving/log_escape.py).
     "formatters": {
         "plain": {
-            "class": "agentsite.log_escape.EscapingFormatter",
+            "class": "serving.log_escape.EscapingFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
-    "filters": {"daphne_startup": {"()": "agentsite.daphne_log.DaphneStartupLines"}},
+    "filters": {"daphne_startup": {"()": "serving.daphne_log.DaphneStartupLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "chat": {"level": os.environ.get("LOG_LEVEL", "INFO")},
         "django": {"level": "WARNING"},
         "daphne": {"level": "INFO"},  # "Listening on TCP address ..."
-        # No HTTP/2 notice, and the page to open once it listens (agentsite/daphne_log.py).
+        # No HTTP/2 notice, and the page to open once it listens (serving/daphne_log.py).
         "daphne.server": {"filters": ["daphne_startup"]},
     },
 }

@@ -198,7 +198,7 @@ def run(*, root: Path, database: str, turns: list[int], samples: int) -> dict:
         print(f"seeded {turns} turns in {time.monotonic() - started:.1f} s", flush=True)
         port = free_port()
         log = open(os.path.join(tmp, "server.log"), "w")
-        daphne = [sys.executable, "-m", "agentsite.serve", "-b", "127.0.0.1", "-p", str(port), "-v", "0"]
+        daphne = [sys.executable, "-m", "serving.serve", "-b", "127.0.0.1", "-p", str(port), "-v", "0"]
         server = subprocess.Popen(
             [*daphne, "agentsite.asgi:application"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT
         )

@@ -191,8 +191,8 @@ class Stack:
             "daphne-counted": "bench.counted_asgi:application",
             "daphne-stepped": "bench.stepped_asgi:application",
         }.get(self.server, "agentsite.asgi:application")
-        # The project's daphne (agentsite/serve.py), as `make run` and deploy/ start it.
-        return [str(VENV_BIN / "python"), "-m", "agentsite.serve", "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
+        # The project's daphne (serving/serve.py), as `make run` and deploy/ start it.
+        return [str(VENV_BIN / "python"), "-m", "serving.serve", "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
 
     def _spawn(self, port: int) -> None:
         env = {**self.env, **self.process_env.get(len(self.servers), {})}

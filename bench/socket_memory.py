@@ -27,7 +27,7 @@ from pathlib import Path
 
 from daphne.cli import CommandLineInterface
 
-from agentsite.serve import ServeCommand
+from serving.serve import ServeCommand
 
 from . import clients, reference
 from .pool import Pool
@@ -67,7 +67,7 @@ def serve(port: str, directory: str, app: str = PROJECT_APP) -> None:
     # connect timeout, which would drop it without an HTTP answer.
     sys.argv = ["daphne", "-b", "127.0.0.1", "-p", port, "-v", "0", "--websocket_connect_timeout", "120"]
     sys.argv.append(app)
-    # The project as it is served (agentsite/serve.py), the relay on daphne as it comes.
+    # The project as it is served (serving/serve.py), the relay on daphne as it comes.
     (ServeCommand if app == PROJECT_APP else CommandLineInterface).entrypoint()
 
 

@@ -11,7 +11,6 @@ from django.core.checks.security import csrf as csrf_checks
 from django.core.checks.security import sessions as session_checks
 from django.test.utils import override_settings
 
-from agentsite.loop_middleware import django_names
 from chat.agents.build import tool_settings
 from chat.conversations.images import parse_box
 from chat.inspector.pricing import price_problems
@@ -19,6 +18,7 @@ from chat.mcp.config import read
 from chat.tools import BUILTIN_TOOLS
 from chat.tools.sandbox import SandboxUnavailable, check_available
 from chat.tools.skill_catalogue import discover
+from serving.loop_middleware import django_names
 
 
 @checks.register()
@@ -209,7 +209,7 @@ def check_oidc(app_configs, **kwargs):
 
 # Django's deployment checks of its security, session, CSRF and X-Frame-Options middleware find
 # that middleware by its dotted name in MIDDLEWARE, and pass without it; the chain runs subclasses
-# of those classes (agentsite.loop_middleware) under names of their own. So the checks that depend
+# of those classes (serving.loop_middleware) under names of their own. So the checks that depend
 # on the middleware run again here, Django's own code and warnings, with MIDDLEWARE naming the
 # Django classes that the chain runs. Django's own run of them then says nothing, but for the
 # middleware it cannot find by name: W001, W002, W003 and W010, W013 (the sessions app without

@@ -3,11 +3,12 @@
 - no import cycle among the project's modules, counting imports inside functions and those made
   only for type hints (a function-local import is how a cycle hides: it only shows when that
   function first runs);
-- no function-local import in chat/ or agentsite/ but in migrations and the few places listed
+- no function-local import in chat/, agentsite/ or serving/ but in migrations and the few places listed
   in DEFERRED, each with the reason it must wait;
 - chat/agent imports nothing of the project outside itself; chat/agent and chat/tools import no
   Django, Channels or daphne (they are usable on their own);
-- no module of chat/ over MAX_LINES lines.
+- serving/ (the server under the project) imports nothing of chat/ or agentsite/;
+- no module of chat/ or serving/ over MAX_LINES lines.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = ("chat", "agentsite", "bench", "tests")
+PROJECT = ("chat", "agentsite", "serving", "bench", "tests")
 FRAMEWORKS = ("django", "channels", "daphne")
 MAX_LINES = 450
 
@@ -158,7 +159,9 @@ def test_a_cycle_is_seen():
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in FILES if p.parts[len(ROOT.parts)] in ("chat", "agentsite")], ids=lambda p: _module_name(p)
+    "path",
+    [p for p in FILES if p.parts[len(ROOT.parts)] in ("chat", "agentsite", "serving")],
+    ids=lambda p: _module_name(p),
 )
 def test_no_imports_inside_functions(path):
     rel = str(path.relative_to(ROOT))
@@ -182,6 +185,18 @@ def test_the_agent_core_imports_only_itself(path):
     assert outside == []
 
 
+@pytest.mark.parametrize(
+    "path", [p for p in FILES if p.is_relative_to(ROOT / "serving")], ids=lambda p: _module_name(p)
+)
+def test_the_server_layer_imports_nothing_of_the_project_above_it(path):
+    above = [
+        f"line {node.lineno}: {target}"
+        for node, target, _ in _imports(path)
+        if target.split(".")[0] in ("chat", "agentsite")
+    ]
+    assert above == []
+
+
 @pytest.mark.parametrize("path", FREE, ids=lambda p: _module_name(p))
 def test_no_django_in_the_core_and_the_tools(path):
     """Also inside functions, where importing the modules would not see it."""
@@ -191,11 +206,12 @@ def test_no_django_in_the_core_and_the_tools(path):
     assert found == []
 
 
-def test_no_module_of_chat_is_long():
+def test_no_module_of_chat_or_serving_is_long():
     long = {
         str(path.relative_to(ROOT)): n
         for path in FILES
-        if path.is_relative_to(ROOT / "chat") and (n := len(path.read_text().splitlines())) > MAX_LINES
+        if (path.is_relative_to(ROOT / "chat") or path.is_relative_to(ROOT / "serving"))
+        and (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
 

@@ -15,7 +15,7 @@ import pytest
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from agentsite.proxy import TrustedProxyMiddleware, forwarded_client
+from serving.proxy import TrustedProxyMiddleware, forwarded_client
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

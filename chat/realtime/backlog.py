@@ -3,7 +3,7 @@
 A client that reads slowly, or not at all, is bounded twice, each bound counted in one place
 for both kinds of connection:
 
-- in bytes, by the server (agentsite.send_buffer): a connection keeps at most
+- in bytes, by the server (serving.send_buffer): a connection keeps at most
   AGENT_SEND_BUFFER_BYTES the client has not taken, and a send past it waits until the client
   has taken them. What is sent at the application's own pace (a history, a page of events)
   goes at the client's;
@@ -15,7 +15,7 @@ for both kinds of connection:
 
 Giving up on it (give_up) lets its last words through: its sends no longer wait, so they queue
 behind what the client has not read, and the server closes the connection once the client has
-read them, or drops it after agentsite.send_buffer's grace if it never does.
+read them, or drops it after serving.send_buffer's grace if it never does.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from typing import Any
 
 from django.conf import settings
 
-from chat.realtime.mailbox import Mailbox
+from serving.mailbox import Mailbox
+from serving.send_buffer import EXTENSION
 
-# Where the server puts a connection's send buffer in its scope (an ASGI extension).
-EXTENSION = "agentsite.send_buffer"
 SLOW_CONSUMER = "SLOW_CONSUMER"
 CLOSE_SLOW_CONSUMER = 4008
 SLOW_CONSUMER_MESSAGE = "The client fell too far behind the conversation; resume from the last seq it read."

@@ -12,7 +12,7 @@ trip (1.1 us for a doorbell) instead of copy.deepcopy (6.5 us); a message that
 JSON cannot give back equal (tuples, bytes, non-str keys, big ints, NaN) is
 deep-copied as before.
 
-Each channel's queue is a Mailbox (chat/realtime/mailbox.py), not an asyncio.Queue: every idle
+Each channel's queue is a Mailbox (serving/mailbox.py), not an asyncio.Queue: every idle
 socket waits on one.
 """
 
@@ -26,7 +26,7 @@ import orjson
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer as _ChannelsInMemoryLayer
 
-from chat.realtime.mailbox import Mailbox
+from serving.mailbox import Mailbox
 
 CLEAN_INTERVAL = 1.0
 

@@ -21,7 +21,7 @@ from channels_redis.pubsub import RedisPubSubLoopLayer
 from channels_redis.utils import _wrap_close
 from redis.exceptions import RedisError
 
-from chat.realtime.mailbox import Mailbox
+from serving.mailbox import Mailbox
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
-from agentsite.loop_middleware import DualMiddleware, request_db
-from agentsite.proxy import client_address, socket_client_address
 from chat.web.token_lockout import token_check
+from serving.loop_middleware import DualMiddleware, request_db
+from serving.proxy import client_address, socket_client_address
 
 BEARER_PATHS = ("/api/", "/v1/")
 # Where refusals take OpenAI's error shape (docs/protocol.md, "OpenAI-compatible endpoint").

@@ -7,7 +7,7 @@ attributes, inline styles, foreign images and foreign connections stay blocked.
 
 from __future__ import annotations
 
-from agentsite.loop_middleware import InlineMiddleware
+from serving.loop_middleware import InlineMiddleware
 
 
 def policy_for(request) -> str:

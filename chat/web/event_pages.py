@@ -5,7 +5,7 @@ handed to the server at once: a client that asked and did not read held all of i
 server (ten thousand events: megabytes a request; 551 MB for a few dozen such requests). Here
 the same body, `{"events": [...]}`, is written a page of frames at a time, each page read from
 the database when the one before has been handed over; the server's send waits while the client
-has not taken what it holds (agentsite.send_buffer), so a client that does not read holds at
+has not taken what it holds (serving.send_buffer), so a client that does not read holds at
 most that and one page. The JSON exports are written the same way (chat.web.export_streams).
 """
 

@@ -6,7 +6,7 @@ handed to the server at once: an account of long conversations held hundreds of 
 in the server, and a client that asked and did not read kept them there. Here the same files
 are written a page of frames at a time (chat.web.event_pages), each page read once the one
 before has been handed over, so that a request holds one page and what its client has not read
-yet (agentsite.send_buffer). The Markdown transcript follows the conversation's versions, a
+yet (serving.send_buffer). The Markdown transcript follows the conversation's versions, a
 tree read from all its frames, and is still built whole.
 """
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from django.core.exceptions import ObjectDoesNotExist
 from django.utils import translation
 
-from agentsite.loop_middleware import DualMiddleware, request_db
 from chat.web.account import account_language_of
+from serving.loop_middleware import DualMiddleware, request_db
 
 
 class AccountLanguageMiddleware(DualMiddleware):

@@ -23,7 +23,6 @@ from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
-from agentsite.loop_middleware import request_db
 from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import uploads
 from chat.conversations.services import conversation_create, conversation_delete
@@ -36,6 +35,7 @@ from chat.web import openai_shapes as shapes
 from chat.web.json_api import BodyTooLarge, json_body, limited_body
 from chat.web.runs_api import request_user
 from chat.web.streams import KEEPALIVE, Stream
+from serving.loop_middleware import request_db
 
 log = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ from django.db import DatabaseError
 from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from agentsite.loop_middleware import request_db
 from chat.conversations.selectors import conversation_owned, run_for_user
 from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.realtime import run_actions
 from chat.realtime.client_frames import ProtocolError, already_answered, approval_answer, message_content, seq_field
 from chat.web.json_api import json_body
+from serving.loop_middleware import request_db
 
 # The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
 ERROR_STATUS = {

@@ -34,7 +34,6 @@ from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
-from agentsite.loop_middleware import request_db
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
@@ -49,6 +48,7 @@ from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 from chat.web.runs_api import not_found, not_signed_in, request_user, run_error
 from chat.web.tokens import token_is_current
+from serving.loop_middleware import request_db
 
 logger = logging.getLogger(__name__)
 

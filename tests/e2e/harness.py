@@ -28,7 +28,7 @@ from websockets.asyncio.client import ClientConnection, connect
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # The server as `make run` and deploy/ start it: daphne with the project's connection queue.
-SERVE = [str(BIN / "python"), "-m", "agentsite.serve"]
+SERVE = [str(BIN / "python"), "-m", "serving.serve"]
 PASSWORD = "e2e-Pass-w0rd-long"  # noqa: S105 - a test account
 
 

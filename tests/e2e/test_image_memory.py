@@ -4,7 +4,7 @@ a real daphne, images just under AGENT_IMAGE_MAX_INPUT_PIXELS (7000x7000, 49 meg
 through /v1 (each request's own conversation, so each image is decoded for the model).
 Decoding one takes about 200 MB; AGENT_IMAGE_DECODES bounds how many decode at once in a process,
 so the process's peak resident memory (VmHWM, read from /proc) grows by about that many
-decodings, not by one per request, and comes back down once they are done (agentsite.malloc).
+decodings, not by one per request, and comes back down once they are done (serving.malloc).
 The figures are printed (pytest -s): before the bound, the four thumbnails took the process from
 168 MB to 2450 MB, the three /v1 requests from 184 MB to 1951 MB, where it stayed."""
 

@@ -19,7 +19,6 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agentsite.proxy import socket_client_address
 from chat.conversations.services import conversation_create
 from chat.models import ApiToken, UserSession
 from chat.realtime import consumers
@@ -28,6 +27,7 @@ from chat.web.process_cache import cache
 from chat.web.sessions import SessionStore
 from chat.web.token_lockout import ADDRESS_LIMIT_FACTOR
 from chat.web.tokens import token_create
+from serving.proxy import socket_client_address
 from tests.asgi_socket import Socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

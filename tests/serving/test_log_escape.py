@@ -1,7 +1,7 @@
-"""The log's formatter (agentsite/log_escape.py) as settings.LOGGING configures it: a request's
+"""The log's formatter (serving/log_escape.py) as settings.LOGGING configures it: a request's
 text in a record's arguments, in a message a library built, or in an exception's message, is
 written on the record's one line, escaped; a traceback keeps its own lines; daphne's start-up
-line to open and its access log (agentsite/daphne_log.py)."""
+line to open and its access log (serving/daphne_log.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 from django.conf import settings
 
-from agentsite.daphne_log import LISTENING, DaphneStartupLines, EscapedAccessLog
+from serving.daphne_log import LISTENING, DaphneStartupLines, EscapedAccessLog
 
 ATTACK = "x\r\n2099-01-01 00:00:00,000 INFO chat: forged\x1b[31m\x85\u2028\ty"
 ESCAPED = "x\\r\\n2099-01-01 00:00:00,000 INFO chat: forged\\x1b[31m\\x85\\u2028\\ty"

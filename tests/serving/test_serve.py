@@ -1,11 +1,11 @@
-"""`python -m agentsite.serve` (agentsite/serve.py): daphne with a Mailbox as each connection's queue."""
+"""`python -m serving.serve` (serving/serve.py): daphne with a Mailbox as each connection's queue."""
 
 from __future__ import annotations
 
 import asyncio
 
-from agentsite.serve import MailboxServer, ServeCommand
-from chat.realtime.mailbox import Mailbox
+from serving.mailbox import Mailbox
+from serving.serve import MailboxServer, ServeCommand
 
 
 async def test_each_connection_gets_a_mailbox_that_its_application_reads():

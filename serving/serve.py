@@ -1,4 +1,4 @@
-"""`python -m agentsite.serve`: daphne, its command line and options unchanged, with a lighter
+"""`python -m serving.serve`: daphne, its command line and options unchanged, with a lighter
 queue per connection.
 
 daphne gives each connection an `asyncio.Queue` for what it passes the application (a socket's
@@ -6,15 +6,15 @@ frames, its disconnect). That queue starts with four deques (its items, its gett
 and its `join()` event's waiters), each a block of 64 slots: 3 KiB of every idle socket, the
 largest single line of one by `python -m bench.socket_memory` after daphne's own protocol object.
 A connection's queue holds a message or two, has one reader and is never joined or put to
-blocking: chat.realtime.mailbox's Mailbox (the channel layers' queue) is what it needs. daphne's
+blocking: serving.mailbox's Mailbox (the channel layers' queue) is what it needs. daphne's
 command line takes its server class as an attribute (`server_class`) for this kind of change;
 the rest of the server is daphne's, but for its access log, whose lines are escaped as the log's
-are (agentsite/daphne_log.py).
+are (serving/daphne_log.py).
 
-Each connection also gets a bounded send buffer (agentsite.send_buffer): its `send` waits while
+Each connection also gets a bounded send buffer (serving.send_buffer): its `send` waits while
 the client has not taken AGENT_SEND_BUFFER_BYTES.
 
-    python -m agentsite.serve -b 127.0.0.1 -p 8000 agentsite.asgi:application
+    python -m serving.serve -b 127.0.0.1 -p 8000 agentsite.asgi:application
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from daphne.server import Server
 from django.conf import settings
 from twisted.web.http import HTTPChannel
 
-from agentsite.daphne_log import EscapedAccessLog
-from agentsite.send_buffer import SendBuffer, is_last
-from chat.realtime.backlog import EXTENSION
-from chat.realtime.mailbox import Mailbox
+from serving.daphne_log import EscapedAccessLog
+from serving.mailbox import Mailbox
+from serving.send_buffer import EXTENSION, SendBuffer, is_last
 
 
 def send_buffer(protocol, limit: int) -> SendBuffer | None:

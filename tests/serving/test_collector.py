@@ -1,4 +1,4 @@
-"""agentsite.collector: the process's full garbage collections on a clock, started by its first
+"""serving.collector: the process's full garbage collections on a clock, started by its first
 connection and run on the loop; the application keeps answering around them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from agentsite.collector import FullCollections
+from serving.collector import FullCollections
 
 
 class Cycle:

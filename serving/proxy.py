@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from django.conf import settings
 
-from agentsite.loop_middleware import InlineMiddleware
+from serving.loop_middleware import InlineMiddleware
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

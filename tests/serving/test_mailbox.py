@@ -1,4 +1,4 @@
-"""chat/realtime/mailbox.py: asyncio.Queue's behaviour for what the channel layers use, in a
+"""serving/mailbox.py: asyncio.Queue's behaviour for what the channel layers use, in a
 fraction of its memory."""
 
 import asyncio
@@ -7,7 +7,7 @@ import tracemalloc
 import pytest
 
 from chat.realtime import layers
-from chat.realtime.mailbox import Mailbox
+from serving.mailbox import Mailbox
 
 
 async def test_items_come_out_in_order_and_a_full_box_refuses():

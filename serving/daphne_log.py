@@ -1,5 +1,5 @@
 """daphne's start-up lines for this setup (settings.LOGGING puts this filter on `daphne.server`),
-and its access log's lines escaped like the log's (agentsite.serve uses EscapedAccessLog).
+and its access log's lines escaped like the log's (serving.serve uses EscapedAccessLog).
 
 daphne says "HTTP/2 support not enabled" at every start: here TLS and HTTP/2 are the reverse
 proxy's job (deploy/), so the line only makes a new operator look for something to fix. Its
@@ -13,7 +13,7 @@ import logging
 
 from daphne.access import AccessLogGenerator
 
-from agentsite.log_escape import escape
+from serving.log_escape import escape
 
 HTTP2_NOTICE = "HTTP/2 support not enabled (install the http2 and tls Twisted extras)"
 LISTENING = "Listening on TCP address %s:%s"
@@ -32,7 +32,7 @@ class DaphneStartupLines(logging.Filter):
             return False
         if record.msg == LISTENING and isinstance(record.args, tuple) and len(record.args) == 2:
             host, port = record.args
-            # A line of its own under the record (agentsite.log_escape escapes a newline in a message).
+            # A line of its own under the record (serving.log_escape escapes a newline in a message).
             record.plain_line = f"agentsite is ready: open {page_url(str(host), int(port))} in a browser"
         return True
 

@@ -17,7 +17,7 @@ So a connection holds at most the limit and one message, whatever the applicatio
 own pace (a history, a page of events) goes at the client's, and a live stream whose client does
 not keep up sees its sends wait: chat.realtime.backlog counts what queues meanwhile.
 
-The application finds it in its scope (chat.realtime.backlog.EXTENSION) to give up on a client:
+The application finds it in its scope (EXTENSION; chat.realtime.backlog) to give up on a client:
 its sends no longer wait, so that its last words (an SSE `error` event, a close frame) queue
 behind what it has not read; the connection is closed once they are read, or dropped after
 AGENT_SLOW_CONSUMER_GRACE_SECONDS, and the memory with it.
@@ -29,6 +29,9 @@ import asyncio
 from typing import Any
 
 from django.conf import settings
+
+# Where the server puts a connection's send buffer in its scope (an ASGI extension).
+EXTENSION = "agentsite.send_buffer"
 
 
 class SendBuffer:

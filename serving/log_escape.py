@@ -10,7 +10,7 @@ become `\\n`, `\\r`, `\\x1b`, `\\u2028`... and a record is one line. An exceptio
 its own lines (they come from the code), while each exception's message in it is escaped.
 
 One exception is a line the project's code adds under a record on purpose (`record.plain_line`,
-agentsite/daphne_log.py: the page to open once the server listens); it is the code's own text.
+serving/daphne_log.py: the page to open once the server listens); it is the code's own text.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The middleware chain in async mode (agentsite.loop_middleware), as daphne runs it: Django's
+"""The middleware chain in async mode (serving.loop_middleware), as daphne runs it: Django's
 AsyncClient goes through the ASGI handler, so every request here takes the async path.
 
 Under ASGI the whole chain must be able to run on the loop (one sync-only middleware puts every
@@ -6,7 +6,7 @@ request in a thread until its view returns); the database work of async views an
 on the request database threads, which keep their connections, never on a thread made for the
 request; and what the sync chain did still holds: CSRF for sessions, none for bearer tokens, a
 session saved, messages kept, the account's language. Around the chain, the handler
-(agentsite.loop_handler) sends Django's request signals on the loop, not from a thread it makes
+(serving.loop_handler) sends Django's request signals on the loop, not from a thread it makes
 for the request."""
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from django.db.backends.utils import CursorWrapper
 from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
-from agentsite import loop_middleware
-from agentsite.loop_middleware import REQUEST_DB_THREADS, django_names
 from chat.conversations.services import conversation_create
 from chat.web import token_lockout, tokens
 from chat.web.account import account_language_save
 from chat.web.tokens import token_create
+from serving import loop_middleware
+from serving.loop_middleware import REQUEST_DB_THREADS, django_names
 from tests.asgi_http import RawStream
 from tests.fakellm import text_reply
 
@@ -242,7 +242,7 @@ async def test_blocking_views_run_on_a_kept_thread_that_keeps_its_connection(reg
 def test_threads_beyond_those_kept_close_their_connection_and_end():
     from django.db import connection, connections
 
-    from agentsite.loop_handler import RequestThreads
+    from serving.loop_handler import RequestThreads
 
     threads = RequestThreads(keep=2)
     contexts = [ThreadSensitiveContext() for _ in range(4)]
