@@ -143,8 +143,8 @@ MIDDLEWARE = [
     "serving.loop_middleware.CommonMiddleware",
     "serving.loop_middleware.CsrfViewMiddleware",
     "serving.loop_middleware.AuthenticationMiddleware",
-    # Authorization: Bearer on /api/, instead of the session and CSRF (chat/web/bearer.py).
-    "chat.web.bearer.BearerTokenMiddleware",
+    # Authorization: Bearer on /api/, instead of the session and CSRF (chat/accounts/bearer.py).
+    "chat.accounts.bearer.BearerTokenMiddleware",
     # The language saved on the account wins over the browser's (chat/web/language.py).
     "chat.web.language.AccountLanguageMiddleware",
     "serving.loop_middleware.MessageMiddleware",
@@ -299,7 +299,7 @@ AGENT_IMAGE_MAX_INPUT_PIXELS = env_number("AGENT_IMAGE_MAX_INPUT_PIXELS", "50000
 # Images one server process decodes at once (thumbnails, what a model is sent); the others wait.
 AGENT_IMAGE_DECODES = env_number("AGENT_IMAGE_DECODES", "2")
 # Open WebSockets and SSE streams, together, one user may hold in one server process (0: no
-# cap); over it: a socket is closed 4429, a stream answered 429 (chat.realtime.sockets).
+# cap); over it: a socket is closed 4429, a stream answered 429 (chat.accounts.sockets).
 AGENT_MAX_SOCKETS_PER_USER = env_number("AGENT_MAX_SOCKETS_PER_USER", "20")
 # Bytes a connection keeps for a client that has not read them (serving.send_buffer): a send
 # past it waits until the client has taken them (0: no bound).
@@ -342,7 +342,7 @@ AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")
-# Tool limits (chat/tools/*): chat.agents.build.tool_settings() hands them to the tools, typed.
+# Tool limits (chat/tools/*): chat.runtime.build.tool_settings() hands them to the tools, typed.
 # Per-tool timeouts in seconds overriding AGENT_TOOL_TIMEOUT, e.g. "bash=60,fetch_url=20".
 AGENT_TOOL_TIMEOUTS = env_number_map("AGENT_TOOL_TIMEOUTS")
 # Tool calls one user may start per minute, all conversations and processes together (0: no limit).

@@ -5,7 +5,7 @@ HTTP for reference.
 The fake model (bench/fakemodel.py) serves HTTPS with a certificate of a throwaway CA (trustme),
 in its own process beside the suite's plain-HTTP one. The client is the project's own: a Django
 process builds it as the server does
-(chat.agents.build.build_chat_model, the SDK's aiohttp transport; bench/model_tls_client.py) with the endpoint's URL and
+(chat.runtime.build.build_chat_model, the SDK's aiohttp transport; bench/model_tls_client.py) with the endpoint's URL and
 `SSL_CERT_FILE` naming the CA's certificate (the transport's SSL context reads it), and times
 each call from `ChatModel.stream()` to its first text. Calls go one after the other in rounds,
 each round taking every variant in turn:

@@ -1,7 +1,7 @@
 """The client process of bench/model_tls.py: `python -m bench.model_tls_client` reads
 {"endpoints": {"tls": URL, "plain": URL}, "calls": N} on stdin and prints the figures as JSON.
 
-The model client is the server's own, built by chat.agents.build in this Django process from the
+The model client is the server's own, built by chat.runtime.build in this Django process from the
 environment the bench gives it (SSL_CERT_FILE names the throwaway CA).
 """
 
@@ -24,7 +24,7 @@ django.setup()
 from chat.agent.events import TextEvent  # noqa: E402 - needs the app registry loaded
 from chat.agent.turns import ModelRequest  # noqa: E402
 from chat.agents import profiles  # noqa: E402
-from chat.agents.build import build_chat_model, close_client  # noqa: E402
+from chat.runtime.build import build_chat_model, close_client  # noqa: E402
 
 from .clients import order, percentile  # noqa: E402
 from .model_tls import ROUNDS, TOKENS, VARIANTS  # noqa: E402

@@ -24,7 +24,7 @@ from collections import defaultdict
 from agentsite.asgi import application as project
 from agentsite.sqlite import base as sqlite_base
 from chat.agent import llm
-from chat.realtime import run_actions
+from chat.runs import actions as run_actions
 from chat.runtime import execution, head_start, registry, sink, writer
 
 from .burst_trace import STEPS_PATH

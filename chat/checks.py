@@ -11,10 +11,10 @@ from django.core.checks.security import csrf as csrf_checks
 from django.core.checks.security import sessions as session_checks
 from django.test.utils import override_settings
 
-from chat.agents.build import tool_settings
 from chat.conversations.images import parse_box
 from chat.inspector.pricing import price_problems
 from chat.mcp.config import read
+from chat.runtime.build import tool_settings
 from chat.tools import BUILTIN_TOOLS
 from chat.tools.sandbox import SandboxUnavailable, check_available
 from chat.tools.skill_catalogue import discover

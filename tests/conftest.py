@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
-from chat.agents import build
 from chat.conversations.services import conversation_create
+from chat.runtime import build
 from chat.runtime.registry import get_registry
 from tests.fakellm import FakeLLM
 
@@ -32,7 +32,7 @@ def fake_llm(fake_llm_server):
 @pytest.fixture
 def llm_settings(settings, fake_llm):
     """Django settings aimed at the fake model, with no waiting between retries."""
-    from chat.agents import build as assistant
+    from chat.runtime import build as assistant
 
     settings.AGENT_MODEL = "fake-model"
     settings.OPENAI_API_KEY = "test-key"

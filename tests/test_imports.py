@@ -7,6 +7,9 @@
   in DEFERRED, each with the reason it must wait;
 - chat/agent imports nothing of the project outside itself; chat/agent and chat/tools import no
   Django, Channels or daphne (they are usable on their own);
+- no two folders of chat/ import each other, and no cycle runs through its folders (a module
+  at the top of chat/ counts as a folder of its own): a folder that imports its caller is not a
+  layer (docs/architecture.md, "Dependencies");
 - serving/ (the server under the project) imports nothing of chat/ or agentsite/;
 - no module of chat/ or serving/ over MAX_LINES lines.
 """
@@ -156,6 +159,44 @@ def test_no_import_cycle_anywhere():
 
 def test_a_cycle_is_seen():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _folder(module: str) -> str:
+    """chat.runtime.registry -> chat/runtime; chat.checks -> chat/checks.py."""
+    parts = module.split(".")
+    return "/".join(parts[:2]) if len(parts) > 2 or f"{module}.__init__" in MODULES else "/".join(parts) + ".py"
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The folders of chat/ and the folders each imports (by any of its modules)."""
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if not name.startswith("chat."):
+            continue
+        source = _folder(name)
+        folders.setdefault(source, set())
+        for target in targets:
+            if target.startswith("chat.") and (folder := _folder(target)) != source:
+                folders[source].add(folder)
+                folders.setdefault(folder, set())
+    return folders
+
+
+def two_way_pairs(folders: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted({(a, b) for a, targets in folders.items() for b in targets if a < b and a in folders[b]})
+
+
+def test_no_two_folders_of_chat_import_each_other_and_no_folder_cycle():
+    folders = folder_graph(_graph())
+    assert {"chat/runtime", "chat/realtime", "chat/web", "chat/models", "chat/accounts"} <= set(folders)
+    assert two_way_pairs(folders) == []
+    assert cycles(folders) == []
+
+
+def test_a_two_way_folder_pair_is_seen():
+    folders = folder_graph({"chat.web.api": {"chat.realtime.hub"}, "chat.realtime.hub": {"chat.web.tokens"}})
+    assert two_way_pairs(folders) == [("chat/realtime", "chat/web")]
+    assert cycles(folders) == [["chat/realtime", "chat/web"]]
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 
 from chat import urls
+from chat.accounts import bearer
 from chat.agent import events, loop
-from chat.realtime import backlog, client_frames, consumers, routing, run_actions
-from chat.web import api, api_tokens, bearer, files, json_api, openai_api, openai_shapes, runs_api
+from chat.realtime import backlog, consumers, routing
+from chat.runs import actions as run_actions
+from chat.runs import client_frames
+from chat.web import api, api_tokens, files, json_api, openai_api, openai_shapes, runs_api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 

@@ -1,4 +1,4 @@
-"""Agent profiles as runs use them: the AgentConfig a run's agent is built from (chat.agents.build),
+"""Agent profiles as runs use them: the AgentConfig a run's agent is built from (chat.runtime.build),
 from an AgentProfile row or, for the `default` agent, from the environment (docs/protocol.md, "Configuration"),
 and what a profile's fields may hold (the admin form and the run agree through these checks).
 
@@ -23,6 +23,9 @@ from chat.tools import BUILTIN_TOOLS
 from chat.tools.skill_catalogue import discover
 
 NO_KEY = "unset"
+# The messages an agent's trimming hook keeps (chat.runtime.build): how far back a run start reads
+# its branch for its memory (chat.eventlog.memory).
+MEMORY_MESSAGES = 80
 MCP_SEPARATOR = "__"  # MCP tools are offered as `<server>__<tool>` (chat.mcp.tools)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What a tool name can hold plus fnmatch's own characters (as chat.checks reads AGENT_APPROVAL_TOOLS).

@@ -6,7 +6,7 @@ library for all four formats, with wheels that carry their codecs (no system lib
 
 A file is an image when Pillow opens it as PNG, JPEG, GIF or WebP, whatever its name; a
 `photo.png` holding text is not one. Every image the server opens is opened here: an upload's
-and a /v1 request's (`describe`), what a model is sent (chat.agents.images), the thumbnails of
+and a /v1 request's (`describe`), what a model is sent (chat.runtime.image_parts), the thumbnails of
 the chat page and of the run inspector (chat.conversations.thumbnails).
 
 Memory. Decoding takes width x height x 3 or 4 bytes whatever the file's size: a 150 KB PNG of

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
-from chat.agents.limits import limits_for_user
+from chat.accounts.limits import limits_for_user
 from chat.conversations.paging import page_of
 from chat.eventlog import search
 from chat.models import Conversation, Feedback, ModelCall, Run

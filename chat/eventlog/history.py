@@ -39,7 +39,7 @@ def attachments_note(event: Mapping[str, Any]) -> str:
 
 def attached_images(event: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The images among a user_message's files (docs/protocol.md, "Images"), as references
-    [{"path"}] that the memory keeps: chat.agents.images turns them into image parts when
+    [{"path"}] that the memory keeps: chat.runtime.image_parts turns them into image parts when
     the request is built, so no event or checkpoint holds the image itself."""
     attachments = event.get("attachments")
     if not isinstance(attachments, list):

@@ -2,7 +2,7 @@
 
 A run's memory is its branch's earlier turns (docs/protocol.md, "Versions: edits, regenerated answers and branches") as chat messages
 (chat.eventlog.history), then its own events so far; the trimming hook then keeps the newest
-MEMORY_MESSAGES of them, the cut moved forward to a user message (chat.agents.build). Deriving
+MEMORY_MESSAGES of them, the cut moved forward to a user message (chat.runtime.build). Deriving
 all of it from the event log at every start read every user_message of the conversation and
 every event of its branch, to send the model the last few turns: a message's first text came
 7.7x later at 1,000 turns than in a fresh conversation.
@@ -37,13 +37,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q
 
+from chat.agents.profiles import MEMORY_MESSAGES
 from chat.eventlog import history
 from chat.eventlog.reads import runs_memory_events, user_message_rows
 from chat.models import RAW_PAYLOAD, Event, Run, RunMemory, payload_of
 
-# The messages the trimming hook keeps (chat.agents.build configures it with this): how far back a
-# run start reads its branch.
-MEMORY_MESSAGES = 80
 Message = dict[str, Any]
 # Events a run's messages are made of: all but thinking (chat.eventlog.history never reads it; any other
 # event ends a failed attempt's claim on the text before it, chat.agent.answer).

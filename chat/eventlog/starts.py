@@ -15,11 +15,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Case, Count, Max, OuterRef, Q, Subquery, Sum, Value, When
 from django.utils import timezone
 
+from chat.accounts.limits import limits_for_users
 from chat.agent.events import (
     UserMessageEvent,
 )
 from chat.agent.text import clean
-from chat.agents.limits import limits_for_users
 from chat.agents.selectors import agent_profiles_for_user
 from chat.eventlog.append import _append_batches, _conversation_key
 from chat.eventlog.frames import EventFrame
@@ -86,7 +86,7 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
     (a partial unique index makes that hold across processes too), RateLimited when the user
     started their messages-per-minute limit of runs in the last minute, QuotaExceeded when the
     user's tokens today (UTC) reached their daily quota (their groups' limits, else
-    AGENT_MESSAGES_PER_MINUTE / AGENT_DAILY_TOKEN_QUOTA: chat.agents.limits) or, under a quota,
+    AGENT_MESSAGES_PER_MINUTE / AGENT_DAILY_TOKEN_QUOTA: chat.accounts.limits) or, under a quota,
     while another run of theirs is in progress (QuotaBusy; docs/configuration.md, "The quota and
     runs in progress": at most one run ever goes past an exhausted quota, since none starts
     beside it). A user with a quota is counted under a lock of their row, so that two processes

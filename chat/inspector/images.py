@@ -1,5 +1,5 @@
 """The images a recorded request showed the model, as thumbnails for the run page (docs/protocol.md,
-"Images"): the trace keeps each image's path in place of its data URL (chat.agents.images.elided),
+"Images"): the trace keeps each image's path in place of its data URL (chat.runtime.image_parts.elided),
 and the page shows a small copy made from the conversation's file now (made once and kept:
 chat.conversations.thumbnails), never the base64."""
 

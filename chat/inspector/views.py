@@ -27,7 +27,7 @@ from chat.inspector.charts import Span, horizontal_bars, stacked_columns, waterf
 from chat.inspector.images import shown_images
 from chat.inspector.trace import run_trace
 from chat.models import Run
-from chat.web.pages import js_strings
+from chat.script_strings import js_strings
 
 
 def staff_only(view):

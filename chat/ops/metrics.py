@@ -46,10 +46,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.samples import Sample
 
 from chat import mcp
+from chat.accounts.sockets import open_socket_count
 from chat.agent.trace import CANCELLED
 from chat.mcp.tools import tool_name as mcp_tool_name
 from chat.models import Conversation, MetricTally, ModelCall, ProcessGauge, Run, ToolRecord
-from chat.realtime.sockets import open_socket_count
 from chat.tools import BUILTIN_TOOLS
 
 logger = logging.getLogger(__name__)

@@ -19,11 +19,16 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from django.db import DatabaseError
 
+from chat.accounts import sockets
+from chat.accounts.tokens import token_is_current
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
-from chat.realtime import run_actions, sockets
-from chat.realtime.client_frames import (
+from chat.realtime.credentials import SignedIn, signed_in
+from chat.realtime.hub import HubConsumer
+from chat.realtime.revocation import revokes, session_is_current, user_group
+from chat.runs import actions as run_actions
+from chat.runs.client_frames import (
     ProtocolError,
     after_param,
     already_answered,
@@ -32,12 +37,8 @@ from chat.realtime.client_frames import (
     parse_frame,
     seq_field,
 )
-from chat.realtime.credentials import SignedIn, signed_in
-from chat.realtime.hub import HubConsumer
-from chat.realtime.revocation import revokes, session_is_current, user_group
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
-from chat.web.tokens import token_is_current
 
 try:  # daphne's WebSocket layer: a send racing the peer's disconnect raises this
     from autobahn.exception import Disconnected as PeerGone
@@ -94,7 +95,7 @@ class ChatConsumer(HubConsumer):
     conversation = None
     last_seq = 0
     token_id = None
-    seat: sockets.Seat | None = None  # its place under the user's cap (chat.realtime.sockets)
+    seat: sockets.Seat | None = None  # its place under the user's cap (chat.accounts.sockets)
     revoked = False
     session_checked_at = 0.0
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups

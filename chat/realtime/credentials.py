@@ -3,7 +3,7 @@ trip to the ORM thread as its conversation check (chat.realtime.consumers), rath
 Channels' session and auth middlewares and a bearer middleware, which took a trip each: in a
 reconnect storm those trips queued on the one ORM thread, turn after turn.
 
-The rules are HTTP's: a bearer token (chat.web.bearer) signs in its token's user, and a token's
+The rules are HTTP's: a bearer token (chat.accounts.bearer) signs in its token's user, and a token's
 socket is signed in by the token alone, never by a cookie (a bad token signs in nobody, whatever
 cookie comes along); without a token, the session cookie signs in its session's user while the
 session exists, has not expired, names a user who can still sign in and carries that user's
@@ -18,8 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.http.cookie import parse_cookie
 
+from chat.accounts.bearer import socket_bearer, socket_token_user
 from chat.realtime.revocation import session_user
-from chat.web.bearer import socket_bearer, socket_token_user
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,14 +19,11 @@ import logging
 from channels_redis.pubsub import RedisPubSubChannelLayer as _PubSubLayer
 from channels_redis.pubsub import RedisPubSubLoopLayer
 from channels_redis.utils import _wrap_close
-from redis.exceptions import RedisError
 
+from chat.redis_errors import REDIS_AWAY
 from serving.mailbox import Mailbox
 
 logger = logging.getLogger(__name__)
-
-# What the client raises when it cannot reach its server (refused, reset, timed out).
-REDIS_AWAY = (RedisError, OSError)
 
 
 class RedisPubSubChannelLayer(_PubSubLayer):

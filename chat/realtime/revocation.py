@@ -77,7 +77,7 @@ def sessions_revoke(*, user_id, session_key: str | None = None, tokens: bool = F
 
 
 def token_revoked(*, user_id, token_id) -> None:
-    """Close the sockets and streams opened with this API token, on every process (chat.web.tokens)."""
+    """Close the sockets and streams opened with this API token, on every process (chat.accounts.tokens)."""
     push(user_group(user_id), {"type": REVOKED, "session_key": None, "token_id": token_id})
 
 

@@ -19,14 +19,13 @@ from django.db import InterfaceError, OperationalError
 from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
-from chat.agents import build
 from chat.agents.profiles import AgentConfig
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
-from chat.runtime import titles
+from chat.runtime import build, titles
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
 

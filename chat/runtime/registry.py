@@ -22,7 +22,7 @@ from django.utils import timezone
 from chat.agent.approval import Decision
 from chat.agent.perloop import PerLoop
 from chat.agent.turns import ModelOptions
-from chat.agents import build, profiles
+from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import history, memory
 from chat.eventlog.frames import EventFrame
@@ -32,6 +32,7 @@ from chat.eventlog.takeover import run_request_cancel, runs_release
 from chat.eventlog.types import RunStart
 from chat.exceptions import ApprovalClosed, UnknownApproval
 from chat.models import Run
+from chat.runtime import build
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
 from chat.runtime.batching import Batcher, server_task
 from chat.runtime.doorbell import ring_cancel, ring_processes

@@ -28,10 +28,10 @@ from django.utils import timezone
 from chat.agent import ModelCallRecord
 from chat.agent.answer import DELTA_TYPES, Answer, ends_failed_attempt
 from chat.agent.approval import call_outcome
-from chat.agents.images import elided
 from chat.eventlog.types import EventBatch, ModelCallData, RunOutcome, ToolRecordData
 from chat.runtime.clock import get_clock
 from chat.runtime.doorbell import publish
+from chat.runtime.image_parts import elided
 from chat.runtime.writer import get_writer
 
 

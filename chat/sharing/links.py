@@ -29,8 +29,7 @@ from chat.conversations.export import export_json
 from chat.conversations.importing import conversation_import, parse_import
 from chat.conversations.services import TITLE_MAX
 from chat.eventlog.reads import events_after
-from chat.models import Conversation, Event
-from chat.sharing.models import ShareLink
+from chat.models import Conversation, Event, ShareLink
 from chat.sharing.snapshot import branch_frames, snapshot_leaf
 
 PREFIX = "sh_"

@@ -1,6 +1,6 @@
 """The built-in tools' settings: one frozen dataclass per tool family, its defaults here and only here.
 
-The Django side (chat/agents/build.py) reads the AGENT_* settings once per run into a
+The Django side (chat/runtime/build.py) reads the AGENT_* settings once per run into a
 `ToolSettings` and hands it to the tools as ToolContext.settings; agentsite/settings.py
 takes its defaults from these classes. A tool reads typed attributes
 (`settings_of(context).fetch.max_bytes`), so a misspelt name is an AttributeError, not

@@ -9,8 +9,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
-from chat.identity import AccountSettings
-from chat.models import UserSession
+from chat.models import AccountSettings, UserSession
 from chat.realtime.revocation import sessions_revoke
 
 logger = logging.getLogger(__name__)

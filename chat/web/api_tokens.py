@@ -7,9 +7,9 @@ from __future__ import annotations
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
+from chat.accounts.tokens import EXPIRY_DAYS_MAX, NAME_MAX, token_create, token_revoke, tokens_for_user
 from chat.models import ApiToken
 from chat.web.json_api import api_login_required, expiry_days, iso_time, json_body, json_error, text_field
-from chat.web.tokens import EXPIRY_DAYS_MAX, NAME_MAX, token_create, token_revoke, tokens_for_user
 
 
 def token_json(token: ApiToken) -> dict:

@@ -32,7 +32,7 @@ class AccountLanguageMiddleware(DualMiddleware):
 
 def _saved_language(request) -> str:
     """The signed-in user's saved language ("" for none, or signed out). A bearer token's user
-    comes with the account's settings (chat.web.tokens.token_user)."""
+    comes with the account's settings (chat.accounts.tokens.token_user)."""
     user = request.user
     if not user.is_authenticated:
         return ""

@@ -2,7 +2,7 @@
 client, with a personal API token as its key, lists the agents as models and runs one.
 
 Each completion is a new conversation of the user (Conversation.source "api"), started through
-the one start path (chat.realtime.run_actions: the same limits, quotas and agents as the chat
+the one start path (chat.runs.actions: the same limits, quotas and agents as the chat
 page), its run followed with the conversation stream's follower (chat.web.streams.Stream),
 which joins before the run starts: register-then-fetch with nothing yet to fetch, so every
 event of the run comes live and none is read back. Async views under daphne: no thread waits
@@ -28,8 +28,8 @@ from chat.conversations import uploads
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.eventlog.starts import first_message_title
 from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation, Run
-from chat.realtime import run_actions
-from chat.realtime.client_frames import ProtocolError, message_content
+from chat.runs import actions as run_actions
+from chat.runs.client_frames import ProtocolError, message_content
 from chat.web import openai_images
 from chat.web import openai_shapes as shapes
 from chat.web.json_api import BodyTooLarge, json_body, limited_body

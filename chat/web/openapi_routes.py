@@ -78,7 +78,7 @@ def operation(summary: str, responses: dict, *, security: list = READ, openai: b
 def _or_plain_error(responses: dict) -> dict:
     """The run endpoints answer their own refusals as RunError, but a 404 of a path no route
     matches (an id that is not a UUID) and a 429 of the token throttle come before the view, in
-    the plain Error shape (chat.web.errors, chat.web.bearer): those answers may be either."""
+    the plain Error shape (chat.web.errors, chat.accounts.bearer): those answers may be either."""
     out = dict(responses)
     for status in ("404", "429"):
         content = out.get(status, {}).get("content", {}).get(JSON)

@@ -6,9 +6,9 @@ the protocol promises new fields there, and so do the request bodies (REQUEST_BO
 
 from __future__ import annotations
 
+from chat.accounts.tokens import EXPIRY_DAYS_MAX, NAME_MAX
 from chat.conversations.services import FEEDBACK_COMMENT_MAX, TITLE_MAX
 from chat.sharing.links import EXPIRY_DAYS_MAX as SHARE_EXPIRY_DAYS_MAX
-from chat.web.tokens import EXPIRY_DAYS_MAX, NAME_MAX
 
 TITLE_SOURCE = {
     "enum": ["default", "generated", "user"],

@@ -1,6 +1,6 @@
 """Runs over HTTP (docs/protocol.md, "Runs over HTTP"): a program posts a message, cancels a
 run or answers an approval request as the WebSocket's frames do, through the same functions
-(chat.realtime.run_actions: one start path, the same limits, quotas, agents and codes).
+(chat.runs.actions: one start path, the same limits, quotas, agents and codes).
 
 Async views: the run registry lives on the server's event loop. Refusals carry the frame's
 code as `{"error": {"code", "message"}}` with the HTTP status of ERROR_STATUS. Owner-only:
@@ -18,8 +18,8 @@ from django.views.decorators.http import require_http_methods
 from chat.conversations.selectors import conversation_owned, run_for_user
 from chat.eventlog.reads import run_asked
 from chat.models import Run
-from chat.realtime import run_actions
-from chat.realtime.client_frames import ProtocolError, already_answered, approval_answer, message_content, seq_field
+from chat.runs import actions as run_actions
+from chat.runs.client_frames import ProtocolError, already_answered, approval_answer, message_content, seq_field
 from chat.web.json_api import json_body
 from serving.loop_middleware import request_db
 
@@ -50,7 +50,7 @@ def not_found(what: str = "conversation") -> JsonResponse:
 
 
 async def request_user(request):
-    """The signed-in user of an async view: the bearer token's (chat.web.bearer set it), else the
+    """The signed-in user of an async view: the bearer token's (chat.accounts.bearer set it), else the
     session's; None when neither signs anyone in."""
     if getattr(request, "api_token", None) is not None:
         user = request.user

@@ -18,6 +18,8 @@ from django.views.decorators.http import require_http_methods
 from chat.conversations.importing import ImportRefused
 from chat.conversations.selectors import conversation_for_user
 from chat.exceptions import NotAUserMessage
+from chat.models import ShareLink
+from chat.script_strings import js_strings
 from chat.sharing.links import (
     ACTIVE_MAX,
     EXPIRY_DAYS_MAX,
@@ -31,10 +33,8 @@ from chat.sharing.links import (
     shared_frames,
     shares_of_conversation,
 )
-from chat.sharing.models import ShareLink
 from chat.web.account import account_settings_of
 from chat.web.json_api import api_login_required, expiry_days, iso_time, json_body, json_error
-from chat.web.pages import js_strings
 
 OFF = ("not_found", "Sharing is turned off on this server.")
 

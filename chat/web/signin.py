@@ -11,9 +11,9 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 
-from chat.realtime.redis_layer import REDIS_AWAY
+from chat.accounts.process_cache import cache
+from chat.redis_errors import REDIS_AWAY
 from chat.web.oidc import ID_TOKEN_KEY, provider_logout_url
-from chat.web.process_cache import cache
 from serving.proxy import client_address
 
 logger = logging.getLogger(__name__)

@@ -34,10 +34,11 @@ from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
+from chat.accounts import sockets
+from chat.accounts.tokens import token_is_current
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
-from chat.realtime import sockets
 from chat.realtime.backlog import FELL_BEHIND, SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE, Backlog, give_up
 from chat.realtime.consumers import SESSION_RECHECK_SECONDS
 from chat.realtime.deletion import DELETED
@@ -47,7 +48,6 @@ from chat.realtime.revocation import REVOKED, revokes, session_is_current, user_
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 from chat.web.runs_api import not_found, not_signed_in, request_user, run_error
-from chat.web.tokens import token_is_current
 from serving.loop_middleware import request_db
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from chat.identity import AccountSettings
+from chat.models import AccountSettings
 from chat.web.next_url import safe_next
 
 Theme = AccountSettings.Theme

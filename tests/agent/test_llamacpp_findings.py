@@ -1,6 +1,6 @@
 """What a real model server showed (issue 23: llama-cpp-python 0.3.36's server), against the fake one.
 
-Each test stands for one finding: the product's own aiohttp client (as chat.agents.build makes it)
+Each test stands for one finding: the product's own aiohttp client (as chat.runtime.build makes it)
 over real HTTP; the realmodel group (tests/realmodel/) runs the same through the real server.
 """
 

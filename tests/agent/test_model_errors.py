@@ -1,7 +1,7 @@
 """Failed model calls through the real SDK over real HTTP: each cause named, retried or not, and redacted.
 
 Every transport test runs twice: with the SDK's own httpx2 client (the tests' default) and with
-its aiohttp client, which the server uses (chat/agents/build.py) and which reports a refused
+its aiohttp client, which the server uses (chat/runtime/build.py) and which reports a refused
 connection, a DNS failure and a TLS failure all as "Request timed out".
 """
 

@@ -13,12 +13,12 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from chat.agent.tools import ToolError
-from chat.agents import build as assistant
 from chat.agents import profiles
 from chat.agents.form import AgentProfileForm
 from chat.agents.selectors import agent_profiles_for_user
 from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Event, Run
+from chat.runtime import build as assistant
 from chat.tools.skills import load_skill
 from tests.asgi_socket import Socket
 from tests.fakellm import FakeLLM, text_reply, tool_call_reply

@@ -65,8 +65,8 @@ def test_registry_timeouts_and_companions():
 
 
 def test_build_agent_wires_limits(settings):
-    from chat.agents.build import build_agent, tool_context
     from chat.agents.tool_limits import ToolRateLimit
+    from chat.runtime.build import build_agent, tool_context
 
     settings.AGENT_TOOLS = ["calculator", "bash", "fetch_url"]
     settings.AGENT_TOOL_TIMEOUTS = {"fetch_url": 3.0}

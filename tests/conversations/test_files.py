@@ -195,7 +195,7 @@ def test_parallel_uploads_and_write_file_calls_share_one_quota(alice, owned, roo
     """Uploads and the agent's write_file (each call on an event loop of its own, as in several server
     processes) into room for four: four are written in all, and the rest are refused."""
     from chat.agent.tools import ToolError
-    from chat.agents.build import tool_context
+    from chat.runtime.build import tool_context
     from chat.tools.files import write_file
 
     workspace = workspace_path(root, owned.pk)

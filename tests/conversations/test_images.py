@@ -14,9 +14,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from PIL import Image
 
-from chat.agents.images import image_parts
 from chat.conversations import images
 from chat.models import AgentProfile, ModelCall
+from chat.runtime.image_parts import image_parts
 from tests.conversations.test_files import _run, alice, aupload, client_of, owned, root, upload  # noqa: F401 (fixtures)
 from tests.fakellm import text_reply
 
@@ -191,7 +191,7 @@ async def test_scaling_a_20_megapixel_image_does_not_block_the_event_loop(root, 
 
     from chat.agent.hooks import AgentState
     from chat.agent.tools import ToolContext
-    from chat.agents.images import ImageParts
+    from chat.runtime.image_parts import ImageParts
 
     state = AgentState(
         messages=[{"role": "user", "content": "hi", "images": [{"path": "big.jpg"}]}],

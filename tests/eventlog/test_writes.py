@@ -18,6 +18,7 @@ from chat.eventlog.takeover import run_interrupt, run_request_cancel, runs_heart
 from chat.eventlog.types import EventBatch, ModelCallData, RunOutcome, RunStart, ToolRecordData
 from chat.exceptions import ConversationGone, RateLimited, RunInProgress
 from chat.models import Conversation, Event, Run, ToolRecord
+from tests.stored import stored_frame
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -114,7 +115,7 @@ def test_a_group_of_batches_is_stored_in_one_transaction_each_with_its_frames(ma
     # complete carries the run's time and its tokens, summed over its model calls
     assert results[2][-1]["usage"] == {"promptTokens": 5, "completionTokens": 7, "totalTokens": 12}
     assert results[2][-1]["durationMs"] >= 0
-    assert [e.to_frame() for e in Event.objects.filter(run=run_2).order_by("seq")][1:] == results[2]
+    assert [stored_frame(e) for e in Event.objects.filter(run=run_2).order_by("seq")][1:] == results[2]
     assert len({e.created_at for e in Event.objects.exclude(type="user_message")}) == 1  # one round
     run_2.refresh_from_db()
     assert (run_2.status, run_2.iterations, run_2.total_tokens) == ("succeeded", 2, 12)

@@ -21,6 +21,7 @@ from chat.eventlog.types import EventBatch, ModelCallData
 from chat.models import Event, ModelCall, Run
 from tests.asgi_socket import Socket
 from tests.fakellm import text_reply, tool_call_reply
+from tests.stored import stored_frame
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -133,7 +134,7 @@ def test_ts_is_the_rows_stored_time_to_the_millisecond(conversation):
     assert frame["ts"] == row.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
         f"{row.created_at.microsecond // 1000:03d}Z"
     )
-    assert row.to_frame() == frame
+    assert stored_frame(row) == frame
 
 
 # --- the trace -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from chat.agents import build as assistant
+from chat.runtime import build as assistant
 from tests.fakellm import text_reply, tool_call_reply
 
 

@@ -12,7 +12,7 @@ import pytest
 from chat import mcp
 from chat.agent import ToolContext
 from chat.agent.events import CompleteEvent, ToolEndEvent, ToolStartEvent
-from chat.agents import build as assistant
+from chat.runtime import build as assistant
 from tests.fakellm import text_reply, tool_call_reply
 
 from .conftest import raw_server, stdio_server

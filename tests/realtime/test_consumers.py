@@ -16,6 +16,7 @@ from chat.eventlog.starts import run_start
 from chat.models import Event, Run, ToolRecord
 from chat.runtime.doorbell import publish
 from tests.fakellm import text_reply, tool_call_reply
+from tests.stored import stored_frame
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -119,7 +120,7 @@ async def test_message_runs_the_agent_and_everything_is_stored(conversation, reg
     assert frames[-1]["status"] == "succeeded"
 
     stored = await sync_to_async(list)(Event.objects.filter(conversation=conversation).order_by("seq"))
-    assert [e.to_frame() for e in stored] == frames
+    assert [stored_frame(e) for e in stored] == frames
     run = await Run.objects.aget(pk=frames[0]["runId"])
     assert run.status == "succeeded" and run.iterations == 2 and run.finished_at is not None
     record = await ToolRecord.objects.aget(run=run)
@@ -308,7 +309,7 @@ async def test_connecting_during_a_run_misses_nothing_and_repeats_nothing(conver
         await asyncio.sleep(0.05)
     reference = seen_first + await starter.run_to_end()
     stored = await sync_to_async(list)(Event.objects.filter(conversation=conversation).order_by("seq"))
-    full = [e.to_frame() for e in stored]
+    full = [stored_frame(e) for e in stored]
     for socket in late:
         frames = [f for f in await socket.run_to_end() if f["type"] != "sync"]
         assert frames == full
@@ -619,8 +620,9 @@ async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, regis
 
 
 async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
+    from chat.accounts import sockets
     from chat.eventlog.reads import events_after
-    from chat.realtime import consumers, sockets
+    from chat.realtime import consumers
     from tests.asgi_socket import Socket
 
     settings.AGENT_MAX_SOCKETS_PER_USER = 1
@@ -668,7 +670,7 @@ async def test_a_handshake_takes_two_trips_to_the_orm_thread(conversation, regis
     """Sign-in and conversation in one, history and run state in the other, by session or by
     token: in a reconnect storm every trip more is a turn more in the ORM thread's queue for
     every socket."""
-    from chat.web.tokens import token_create
+    from chat.accounts.tokens import token_create
     from tests.asgi_socket import Socket
 
     warm = Socket(conversation.owner, conversation.pk)  # the registry starts with the first socket

@@ -10,13 +10,13 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
-from chat.agents import build
+from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
 from chat.exceptions import RateLimited, RunInProgress
 from chat.models import AgentProfile, Event, ModelCall, Run
+from chat.runtime import build
 from chat.runtime import registry as registry_module
 from chat.runtime.registry import RunRegistry
-from chat.web.tokens import token_create
 from tests.asgi_http import RawStream
 from tests.asgi_socket import Socket
 from tests.fakellm import text_reply

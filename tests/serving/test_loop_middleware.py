@@ -24,10 +24,10 @@ from django.db.backends.utils import CursorWrapper
 from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
+from chat.accounts import token_lockout, tokens
+from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
-from chat.web import token_lockout, tokens
 from chat.web.account import account_language_save
-from chat.web.tokens import token_create
 from serving import loop_middleware
 from serving.loop_middleware import REQUEST_DB_THREADS, django_names
 from tests.asgi_http import RawStream
@@ -57,7 +57,7 @@ def test_the_deployment_checks_see_the_django_classes_the_chain_runs():
     ):
         assert django_class in names
         assert django_class not in settings.MIDDLEWARE  # the chain runs the subclass
-    assert "chat.web.bearer.BearerTokenMiddleware" in names  # ours keep their names
+    assert "chat.accounts.bearer.BearerTokenMiddleware" in names  # ours keep their names
 
 
 def bearer_header(value: str) -> dict:

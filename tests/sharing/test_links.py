@@ -12,12 +12,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
 from chat.eventlog.starts import run_start
-from chat.identity import AccountSettings
-from chat.models import Conversation, ShareLink
+from chat.models import AccountSettings, Conversation, ShareLink
 from chat.sharing.links import ACTIVE_MAX, CLOSED_KEPT
-from chat.web.tokens import token_create
 from tests.sharing.builders import HOSTILE, shareable, turn
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

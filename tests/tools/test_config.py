@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chat.agent.tools import ToolContext
-from chat.agents.build import tool_context, tool_settings
+from chat.runtime.build import tool_context, tool_settings
 from chat.tools.config import DEFAULTS, FetchSettings, ToolSettings, settings_of
 from chat.tools.files import read_file
 

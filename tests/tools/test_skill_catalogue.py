@@ -145,7 +145,7 @@ def test_system_check_reports_broken_skills(settings, skills_dir):
 
 
 def test_system_prompt_lists_skills_when_load_skill_is_enabled(settings, skills_dir):
-    from chat.agents.build import system_prompt
+    from chat.runtime.build import system_prompt
 
     settings.AGENT_SKILLS_DIR = skills_dir
     settings.AGENT_SYSTEM_PROMPT = "Be nice."
@@ -155,7 +155,7 @@ def test_system_prompt_lists_skills_when_load_skill_is_enabled(settings, skills_
 
 
 def test_the_prompts_list_of_skills_is_rescanned_after_a_short_while(settings, skills_dir, monkeypatch):
-    from chat.agents.build import system_prompt
+    from chat.runtime.build import system_prompt
     from chat.tools import skill_catalogue as skills
 
     settings.AGENT_SKILLS_DIR = skills_dir

@@ -93,7 +93,7 @@ async def test_errors(context, tavily, key, query, message):
 
 
 def test_offered_only_with_a_key(settings):
-    from chat.agents.build import offered_tools
+    from chat.runtime.build import offered_tools
 
     settings.AGENT_TOOLS = ["calculator", "web_search"]
     settings.TAVILY_API_KEY = None

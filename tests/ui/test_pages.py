@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import translation
 
-from chat.web.pages import JS_STRINGS
+from chat.script_strings import JS_STRINGS
 
 STATIC_CHAT = Path(__file__).resolve().parents[2] / "static" / "chat"
 MESSAGE_CALL = re.compile(r'\btf?\("((?:[^"\\]|\\.)*)"')
@@ -20,7 +20,7 @@ def test_every_script_message_is_handed_to_the_page():
     used = set()
     for script in STATIC_CHAT.glob("*.js"):
         used |= set(MESSAGE_CALL.findall(script.read_text()))
-    assert used - set(JS_STRINGS) == set(), "add these to chat.web.pages.JS_STRINGS"
+    assert used - set(JS_STRINGS) == set(), "add these to chat.script_strings.JS_STRINGS"
     assert set(JS_STRINGS) - used == set(), "no longer used by the scripts"
 
 

@@ -18,8 +18,7 @@ from django.test import Client
 
 from agentsite.asgi import application
 from chat.conversations.services import conversation_create
-from chat.identity import AccountSettings
-from chat.models import UserSession
+from chat.models import AccountSettings, UserSession
 
 PASSWORD = "pw-for-tests-123"
 

@@ -13,12 +13,11 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
-from chat.identity import AccountSettings, ApiToken, OidcIdentity
-from chat.models import Conversation, Event, Run, ShareLink, UserSession
+from chat.models import AccountSettings, ApiToken, Conversation, Event, OidcIdentity, Run, ShareLink, UserSession
 from chat.sharing.links import share_create
 from chat.tools.confine import workspace_path
-from chat.web.tokens import token_create
 from tests.asgi_http import RawStream
 from tests.conversations.test_transfer import run_with
 from tests.web.test_account import open_socket

@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from chat.accounts.tokens import token_create
 from chat.eventlog.reads import events_after
 from chat.eventlog.starts import run_start
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.web.sessions)
@@ -22,7 +23,6 @@ from chat.realtime.hub import get_hub
 from chat.realtime.revocation import user_group
 from chat.runtime.doorbell import conversation_group
 from chat.web import streams
-from chat.web.tokens import token_create
 from tests.asgi_http import RawStream
 from tests.asgi_socket import session_cookie
 from tests.fakellm import text_reply
@@ -427,7 +427,7 @@ async def test_a_stream_reads_what_it_missed_when_the_layer_comes_back(conversat
 
 
 async def test_streams_and_sockets_of_a_user_share_one_cap(conversation, registry, settings):
-    """AGENT_MAX_SOCKETS_PER_USER counts a user's sockets and SSE streams together (chat.realtime.sockets):
+    """AGENT_MAX_SOCKETS_PER_USER counts a user's sockets and SSE streams together (chat.accounts.sockets):
     past it a stream is refused 429 RATE_LIMITED before it starts, a socket closed 4429; a stream
     that ends gives its place back."""
     from tests.asgi_socket import Socket

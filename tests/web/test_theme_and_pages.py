@@ -12,7 +12,7 @@ from django.db import OperationalError
 from django.template.loader import render_to_string
 from django.test import Client
 
-from chat.identity import AccountSettings
+from chat.models import AccountSettings
 
 pytestmark = pytest.mark.django_db
 

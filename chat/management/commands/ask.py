@@ -18,7 +18,7 @@ from chat.agent import (
     ToolEndEvent,
     ToolStartEvent,
 )
-from chat.agents.build import build_agent, close_client, tool_context
+from chat.runtime.build import build_agent, close_client, tool_context
 
 
 class Command(BaseCommand):

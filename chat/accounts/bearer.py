@@ -1,4 +1,4 @@
-"""`Authorization: Bearer <token>` (chat.web.tokens) for programs: over HTTP on `/api/` only,
+"""`Authorization: Bearer <token>` (chat.accounts.tokens) for programs: over HTTP on `/api/` only,
 where it replaces the session and CSRF (a script has no cookie to protect), and on the
 WebSocket handshake. A token never opens the admin, the inspector or a page: there the header
 is ignored and only a session signs in."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
-from chat.web.token_lockout import token_check
+from chat.accounts.token_lockout import token_check
 from serving.loop_middleware import DualMiddleware, request_db
 from serving.proxy import client_address, socket_client_address
 

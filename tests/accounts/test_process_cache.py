@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.test import AsyncClient
 
-from chat.web.process_cache import cache
+from chat.accounts.process_cache import cache
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 

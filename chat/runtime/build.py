@@ -18,12 +18,11 @@ from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
 from chat.agents import profiles
-from chat.agents.images import ImageParts
-from chat.agents.profiles import AgentConfig
+from chat.agents.profiles import MEMORY_MESSAGES, AgentConfig
 from chat.agents.tool_limits import rate_limit
 from chat.conversations.workspaces import locked_write
-from chat.eventlog.memory import MEMORY_MESSAGES
 from chat.mcp.tools import UnstartedServers
+from chat.runtime.image_parts import ImageParts
 from chat.tools import build_registry
 from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
 from chat.tools.sandbox import Limits

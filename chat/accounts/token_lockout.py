@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from chat.accounts.process_cache import cache
+from chat.accounts.tokens import token_user
 from chat.models import ApiToken
-from chat.realtime.redis_layer import REDIS_AWAY
-from chat.web.process_cache import cache
-from chat.web.tokens import token_user
+from chat.redis_errors import REDIS_AWAY
 
 logger = logging.getLogger(__name__)
 

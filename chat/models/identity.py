@@ -1,11 +1,10 @@
-"""Who a user or a program is, besides a password: sign-in with OpenID Connect (docs/protocol.md,
-"Sign-in with OpenID Connect"), personal API tokens ("API tokens") and the account's own settings.
-A module of its own so that chat/models.py stays within its size; chat.models imports these models."""
+"""Who a user or program is: OpenID Connect identities, provider groups, API tokens, account settings, sessions, and the limits of a group."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -84,3 +83,37 @@ class AccountSettings(models.Model):
 
     def __str__(self) -> str:
         return f"Settings of user {self.user_id}"
+
+
+class GroupLimits(models.Model):
+    """A group's limits (docs/configuration.md, "Limits per group"), read at each run start. Blank:
+    the group sets none; 0: unlimited, as the settings' 0. A user gets their most generous group's."""
+
+    group = models.OneToOneField("auth.Group", on_delete=models.CASCADE, primary_key=True, related_name="limits")
+    daily_token_quota = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: not set. 0: no quota.")
+    messages_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: not set. 0: no limit.")
+
+    class Meta:
+        verbose_name_plural = "group limits"
+
+    def __str__(self) -> str:
+        return f"Limits of {self.group.name}"
+
+
+class UserSession(AbstractBaseSession):
+    """A session that names its user (chat.web.sessions, the SESSION_ENGINE), so that "sign out of all
+    other sessions" finds them without decoding every session of the site."""
+
+    # No database constraint: a request may save its session just after its user was deleted, and
+    # that save must not fail; deleting a user still deletes their sessions (the ORM's cascade).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="+",
+    )
+
+    class Meta(AbstractBaseSession.Meta):
+        db_table = "chat_user_session"

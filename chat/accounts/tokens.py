@@ -5,7 +5,7 @@ socket that presents one as `Authorization: Bearer`.
 A value is `as_` and 43 URL-safe characters (256 random bits); only its SHA-256 is stored, so a
 copy of the database opens nothing. Revoking a token deletes its row and closes the sockets
 opened with it on every process (chat.realtime.revocation). Failed attempts are counted and
-locked out by chat.web.token_lockout.
+locked out by chat.accounts.token_lockout.
 """
 
 from __future__ import annotations

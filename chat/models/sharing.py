@@ -1,5 +1,4 @@
-"""ShareLink, kept apart from chat/models.py (which re-exports it) so that the sharing feature is
-one folder. It names its relations by string and imports nothing of chat.models."""
+"""Shared links: a read-only snapshot of a conversation for anyone with the link (chat.sharing)."""
 
 from __future__ import annotations
 

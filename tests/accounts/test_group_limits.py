@@ -14,7 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from chat.agents.limits import Limits, limits_for_user, limits_for_users, most_generous
+from chat.accounts.limits import Limits, limits_for_user, limits_for_users, most_generous
 from chat.conversations.services import conversation_create
 from chat.eventlog.starts import run_start, runs_start
 from chat.eventlog.types import RunStart

@@ -23,7 +23,7 @@ from chat.exceptions import (
     UnknownApproval,
 )
 from chat.models import Run
-from chat.realtime.client_frames import ProtocolError, already_answered
+from chat.runs.client_frames import ProtocolError, already_answered
 from chat.runtime.registry import get_registry
 
 
