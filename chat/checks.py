@@ -12,6 +12,7 @@ from django.core.checks.security import sessions as session_checks
 from django.test.utils import override_settings
 
 from chat.conversations.images import parse_box
+from chat.http_urls import http_url_problem
 from chat.inspector.pricing import price_problems
 from chat.mcp.config import read
 from chat.runtime.build import tool_settings
@@ -188,7 +189,7 @@ def check_oidc(app_configs, **kwargs):
                 id="agentsite.E040",
             )
         )
-    if settings.OIDC_ISSUER and not re.match(r"https?://[^/]+", settings.OIDC_ISSUER):
+    if settings.OIDC_ISSUER and http_url_problem(settings.OIDC_ISSUER):
         errors.append(
             checks.Error(
                 f"OIDC_ISSUER must be an http(s) URL, not {settings.OIDC_ISSUER!r}.",

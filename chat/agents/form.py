@@ -12,6 +12,7 @@ from django import forms
 
 from chat.agent.text import clean
 from chat.agents import profiles
+from chat.http_urls import http_url_problem
 from chat.models import DEFAULT_AGENT_SLUG, AgentProfile
 
 
@@ -70,7 +71,7 @@ class AgentProfileForm(forms.ModelForm):
 
     def clean_base_url(self) -> str:
         url = self.cleaned_data["base_url"].strip()
-        if url and (problem := profiles.url_problem(url)):
+        if url and (problem := http_url_problem(url)):
             raise forms.ValidationError(f"{url!r} is {problem}.")
         return url
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -212,17 +211,6 @@ def key_variable_problem(name: str) -> str | None:
         return f"{name} is one of the server's own secrets, not a model API key"
     if not os.environ.get(name):
         return f"{name} is not set in the server's environment"
-    return None
-
-
-def url_problem(url: str) -> str | None:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError as exc:
-        return f"not a valid URL: {exc}"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "not an http:// or https:// URL with a host"
     return None
 
 

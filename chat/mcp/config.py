@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from chat.http_urls import http_url_problem
+
 # Keys of a server entry. `type` and `cwd` appear in many clients' files; `sse` servers are not
 # supported (the SDK deprecates that transport), so `type` may only confirm what the entry is.
 STDIO_KEYS = {"command", "args", "env", "cwd", "type"}
@@ -104,17 +106,6 @@ def _command_problem(command: str, cwd: str | None) -> str | None:
     return None if shutil.which(command) else f"{command!r} is not found on PATH"
 
 
-def _url_problem(url: str) -> str | None:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError as exc:
-        return f"{url!r} is not a valid URL: {exc}"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{url!r} is not an http(s) URL with a host"
-    return None
-
-
 def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
     where = f"mcpServers.{name}"
     if not name.strip():
@@ -143,8 +134,8 @@ def _server(name: str, entry, problems: list[Problem]) -> ServerConfig | None:
         url, headers = entry["url"], entry.get("headers", {})
         if not isinstance(url, str):
             problems.append(Problem(E_URL, f"{where}.url must be a string"))
-        elif problem := _url_problem(url):
-            problems.append(Problem(E_URL, f"{where}.url: {problem}"))
+        elif problem := http_url_problem(url):
+            problems.append(Problem(E_URL, f"{where}.url: {url!r} is {problem}"))
         if _string_map(headers, f"{where}.headers", problems) and any(
             "\r" in text or "\n" in text for text in _texts(headers)
         ):

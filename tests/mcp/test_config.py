@@ -70,7 +70,7 @@ def test_a_valid_file_gives_its_servers():
         ('{"mcpServers": {"a": {"command": "./nothing/here"}}}',
          ("agentsite.W023", "mcpServers.a.command: './nothing/here' is not an executable file")),
         ('{"mcpServers": {"a": {"url": "ftp://x/"}}}',
-         ("agentsite.E024", "mcpServers.a.url: 'ftp://x/' is not an http(s) URL with a host")),
+         ("agentsite.E024", "mcpServers.a.url: 'ftp://x/' is not an http:// or https:// URL with a host")),
         ('{"mcpServers": {"a": {"url": "http://x:99999/"}}}',
          ("agentsite.E024", "mcpServers.a.url: 'http://x:99999/' is not a valid URL: Port out of range 0-65535")),
         ('{"mcpServers": {"a": {"url": "https://x/", "headers": ["A: b"]}}}',
