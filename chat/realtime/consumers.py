@@ -243,10 +243,8 @@ class ChatConsumer(HubConsumer):
                 await self._revoke()
                 return
             if kind == "message":
-                attachments = await run_actions.message_attachments(frame, conversation_id=self.conversation.pk)
-                content = message_content(frame, with_files=bool(attachments))
-                parent_seq = seq_field(frame, "parentSeq", optional=True)
-                await self._start_run(content, parent_seq=parent_seq, attachments=attachments)
+                asked = await run_actions.message_request(frame, conversation_id=self.conversation.pk)
+                await self._start_run(asked.content, parent_seq=asked.parent_seq, attachments=asked.attachments)
             elif kind == "edit":
                 await self._start_run(message_content(frame), edits=seq_field(frame, "seq"))
             elif kind == "regenerate":

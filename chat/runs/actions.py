@@ -6,6 +6,7 @@ these and nothing else, so both share one start path, its limits, quotas and ref
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from chat.agent.approval import Decision
@@ -23,7 +24,7 @@ from chat.exceptions import (
     UnknownApproval,
 )
 from chat.models import Run
-from chat.runs.client_frames import ProtocolError, already_answered
+from chat.runs.client_frames import ProtocolError, already_answered, message_content, seq_field
 from chat.runtime.registry import get_registry
 
 
@@ -46,6 +47,27 @@ async def message_attachments(frame: dict[str, Any], *, conversation_id) -> tupl
     except uploads.FileRefused as exc:
         raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class MessageRequest:
+    """A `message` frame (the socket's, or the body of POST .../messages/), checked: what a run
+    start is asked with."""
+
+    content: str
+    parent_seq: int | None
+    attachments: tuple[dict[str, Any], ...]
+
+
+async def message_request(frame: dict[str, Any], *, conversation_id) -> MessageRequest:
+    """The `message` frame's `content`, `parentSeq`? and `attachments`?, each checked (a message
+    with files may have no text)."""
+    attachments = await message_attachments(frame, conversation_id=conversation_id)
+    return MessageRequest(
+        content=message_content(frame, with_files=bool(attachments)),
+        parent_seq=seq_field(frame, "parentSeq", optional=True),
+        attachments=attachments,
+    )
 
 
 async def run_start(

@@ -19,7 +19,7 @@ from chat.conversations.selectors import conversation_owned, run_for_user
 from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.runs import actions as run_actions
-from chat.runs.client_frames import ProtocolError, already_answered, approval_answer, message_content, seq_field
+from chat.runs.client_frames import ProtocolError, already_answered, approval_answer
 from chat.web.json_api import json_body
 from serving.loop_middleware import request_db
 
@@ -88,15 +88,13 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         if conversation is None:
             return not_found()
         frame = _body(request)
-        attachments = await run_actions.message_attachments(frame, conversation_id=conversation.pk)
-        content = message_content(frame, with_files=bool(attachments))
-        parent_seq = seq_field(frame, "parentSeq", optional=True)
+        asked = await run_actions.message_request(frame, conversation_id=conversation.pk)
         run, seq = await run_actions.run_start(
             conversation=conversation,
             user=user,
-            content=content,
-            parent_seq=parent_seq,
-            attachments=attachments,
+            content=asked.content,
+            parent_seq=asked.parent_seq,
+            attachments=asked.attachments,
             first=conversation.last_seq == 0,  # read with the request
         )
     except ProtocolError as exc:
