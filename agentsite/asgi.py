@@ -1,5 +1,5 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels (origin-checked; the consumer
-signs its socket in itself, chat.realtime.credentials)."""
+signs its socket in itself, chat.doors.socket.credentials)."""
 
 import gc
 import os
@@ -19,8 +19,8 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
     if settings.CHECK_BEFORE_SERVING:
         startup.check_before_serving()
 
-from chat.realtime.origins import OriginValidator  # noqa: E402 - needs the app registry loaded
-from chat.realtime.routing import SocketRouter, websocket_urlpatterns  # noqa: E402
+from chat.doors.socket.origins import OriginValidator  # noqa: E402 - needs the app registry loaded
+from chat.doors.socket.routing import SocketRouter, websocket_urlpatterns  # noqa: E402
 from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
 
 websocket_app = OriginValidator(SocketRouter(websocket_urlpatterns))

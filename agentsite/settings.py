@@ -137,7 +137,7 @@ MIDDLEWARE = [
     # Serves /static/ from the app's own process (daphne serves no files), with
     # far-future caching for hashed names; no web server needed in front.
     "serving.loop_middleware.WhiteNoiseMiddleware",
-    "chat.web.csp.ContentSecurityPolicyMiddleware",
+    "chat.doors.pages.csp.ContentSecurityPolicyMiddleware",
     "serving.loop_middleware.SessionMiddleware",
     "serving.loop_middleware.LocaleMiddleware",
     "serving.loop_middleware.CommonMiddleware",
@@ -145,8 +145,8 @@ MIDDLEWARE = [
     "serving.loop_middleware.AuthenticationMiddleware",
     # Authorization: Bearer on /api/, instead of the session and CSRF (chat/accounts/bearer.py).
     "chat.accounts.bearer.BearerTokenMiddleware",
-    # The language saved on the account wins over the browser's (chat/web/language.py).
-    "chat.web.language.AccountLanguageMiddleware",
+    # The language saved on the account wins over the browser's (chat/doors/pages/language.py).
+    "chat.doors.pages.language.AccountLanguageMiddleware",
     "serving.loop_middleware.MessageMiddleware",
     "serving.loop_middleware.XFrameOptionsMiddleware",
     # Last, as django-axes requires: turns a refused (locked-out) sign-in into the lockout page.
@@ -171,8 +171,8 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "chat.web.context_processors.agent",
-                "chat.web.theme.theme",
+                "chat.doors.pages.context_processors.agent",
+                "chat.doors.pages.theme.theme",
             ],
         },
     },
@@ -229,13 +229,13 @@ STATIC_ROOT = os.environ.get("STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-# Database sessions whose rows name their user: "sign out of all other sessions" (chat.web.sessions).
-SESSION_ENGINE = "chat.web.sessions"
+# Database sessions whose rows name their user: "sign out of all other sessions" (chat.accounts.sessions).
+SESSION_ENGINE = "chat.accounts.sessions"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
-# Under /api/ and /v1/ a missing CSRF token is refused in the API's JSON shapes (chat.web.errors).
-CSRF_FAILURE_VIEW = "chat.web.errors.csrf_failure"
+# Under /api/ and /v1/ a missing CSRF token is refused in the API's JSON shapes (chat.doors.errors).
+CSRF_FAILURE_VIEW = "chat.doors.errors.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -419,9 +419,9 @@ AXES_RESET_ON_SUCCESS = False
 AXES_DISABLE_ACCESS_LOG = True  # failures only; no row for every successful sign-in
 AXES_VERBOSE = False  # no start-up banner: an operator's start-up error stays one line
 AXES_CLIENT_IP_CALLABLE = "serving.proxy.client_address"
-AXES_LOCKOUT_CALLABLE = "chat.web.signin.login_locked_out"
+AXES_LOCKOUT_CALLABLE = "chat.accounts.signin.login_locked_out"
 # Sign-in with an OpenID Connect provider (docs/configuration.md, "Sign-in with OpenID Connect";
-# chat.web.oidc). The issuer is kept without a trailing slash: discovery appends its path to it.
+# chat.accounts.oidc). The issuer is kept without a trailing slash: discovery appends its path to it.
 OIDC_ISSUER = (env_optional("OIDC_ISSUER") or "").rstrip("/")
 OIDC_CLIENT_ID = env_optional("OIDC_CLIENT_ID")
 OIDC_CLIENT_SECRET = env_optional("OIDC_CLIENT_SECRET")
@@ -439,7 +439,7 @@ ALLOW_PASSWORD_LOGIN = env_bool("ALLOW_PASSWORD_LOGIN", True)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out sign-in before the password is checked
     *(["django.contrib.auth.backends.ModelBackend"] if ALLOW_PASSWORD_LOGIN else []),
-    "chat.web.oidc_users.OidcBackend",  # the sessions opened by OIDC sign-in; it checks no credentials
+    "chat.accounts.oidc_users.OidcBackend",  # the sessions opened by OIDC sign-in; it checks no credentials
 ]
 
 # Accounts one client address may create per SIGNUP_RATE_WINDOW seconds (0: no limit),

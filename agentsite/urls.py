@@ -3,12 +3,12 @@ from django.contrib import admin
 from django.contrib.auth import urls as auth_urls
 from django.urls import include, path
 
-from chat.web import oidc, signin
+from chat.accounts import oidc, signin
 
 # Password reset sends a mail: without a mail server its pages would only fail (SMTP errors),
 # so they exist only when EMAIL_HOST is set.
 _PASSWORD_RESET = {"password_reset", "password_reset_done", "password_reset_confirm", "password_reset_complete"}
-# Sign-in and logout are Django's views with the site's additions (chat.web.signin): password
+# Sign-in and logout are Django's views with the site's additions (chat.accounts.signin): password
 # sign-in may be turned off, and logout also ends the OpenID provider's session.
 account_urlpatterns = [
     path("login/", signin.LoginView.as_view(), name="login"),
@@ -29,7 +29,7 @@ urlpatterns = [
 ]
 
 # Under /api/ and /v1/ these answer in the API's error shapes, and a database that does not
-# answer is a 503 the client retries, not a 500 (chat.web.errors).
-handler400 = "chat.web.errors.bad_request"
-handler404 = "chat.web.errors.not_found"
-handler500 = "chat.web.errors.server_error"
+# answer is a 503 the client retries, not a 500 (chat.doors.errors).
+handler400 = "chat.doors.errors.bad_request"
+handler404 = "chat.doors.errors.not_found"
+handler500 = "chat.doors.errors.server_error"

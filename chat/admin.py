@@ -207,7 +207,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
     """Every user's API tokens, without their values (never stored). Deleting one revokes it: the
-    programs using it are signed out at once (chat.realtime.revocation)."""
+    programs using it are signed out at once (chat.accounts.revocation)."""
 
     list_display = ("name", "user", "hint", "created_at", "expires_at", "last_used_at")
     list_filter = ("created_at", "expires_at")

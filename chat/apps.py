@@ -13,9 +13,9 @@ class ChatConfig(AppConfig):
         # Before chat.ops.metrics' receiver: what it keeps of a deleted conversation's running run
         # is the `cancelled` this one stores.
         deletion.connect_signals()
+        from chat.accounts.revocation import connect_signals
         from chat.conversations import workspaces  # noqa: F401 - removes a deleted conversation's workspace
+        from chat.doors.socket import origins  # noqa: F401 - registers the origin checks
         from chat.ops import metrics  # noqa: F401 - keeps the series of deleted conversations' runs
-        from chat.realtime import origins  # noqa: F401 - registers the origin checks
-        from chat.realtime.revocation import connect_signals
 
         connect_signals()

@@ -1,5 +1,5 @@
 """Why a write or a run start was refused. Each maps to one error code of docs/protocol.md
-section 2 (frames) and to one HTTP status (chat.web.api)."""
+section 2 (frames) and to one HTTP status (chat.doors.api.api)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,13 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
+from chat.doors.api import account_api, api, api_tokens, runs_api
+from chat.doors.api import files as files_api
+from chat.doors.openai import openai_api
+from chat.doors.openapi import openapi
+from chat.doors.pages import pages, shares, theme
+from chat.doors.sse import streams
 from chat.inspector import views as inspect_views
-from chat.web import account_api, api, api_tokens, openai_api, openapi, pages, runs_api, shares, streams, theme
-from chat.web import files as files_api
 
 urlpatterns = [
     path("", pages.chat_page, name="chat"),

@@ -3,7 +3,7 @@
 agentsite.settings refuses to start without SECRET_KEY while DEBUG is off, and CI has none:
 a throwaway key is put in the environment, where the servers the tests start (they copy
 it) find it too. The sign-up limit would stop the suite's many sign-ups from 127.0.0.1:
-it is off unless a test turns it on (tests/web/test_signin.py, tests/e2e/test_nginx.py); so are
+it is off unless a test turns it on (tests/accounts/test_signin.py, tests/e2e/test_nginx.py); so are
 generated titles (below).
 The suite imports the ASGI application to drive it in-process before its test database exists:
 the start-up checks are for the servers it starts, which run on agentsite.settings.

@@ -15,10 +15,12 @@ import pytest
 from chat import urls
 from chat.accounts import bearer
 from chat.agent import events, loop
-from chat.realtime import backlog, consumers, routing
+from chat.doors.api import api, api_tokens, files, json_api, runs_api
+from chat.doors.openai import openai_api, openai_shapes
+from chat.doors.socket import consumers, routing
+from chat.realtime import backlog
 from chat.runs import actions as run_actions
 from chat.runs import client_frames
-from chat.web import api, api_tokens, files, json_api, openai_api, openai_shapes, runs_api
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 

@@ -79,6 +79,6 @@ def socket_bearer(scope) -> str | None:
 
 def socket_token_user(scope, value: str):
     """(user, token) of a handshake's bearer token; (None, None) for a bad one, counted as a
-    failed attempt as over HTTP (chat.realtime.credentials signs sockets in)."""
+    failed attempt as over HTTP (chat.doors.socket.credentials signs sockets in)."""
     check = token_check(value, socket_client_address(scope))
     return check.user, check.token

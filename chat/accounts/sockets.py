@@ -1,7 +1,7 @@
 """The WebSockets and SSE streams open in this process, per user, counted together: one cap,
 AGENT_MAX_SOCKETS_PER_USER, for both (a per-process cap, as the sockets' always was: each
-process counts what it serves). A socket past it is closed 4429 (chat.realtime.consumers), a
-stream answered 429 (chat.web.streams). chat.ops.metrics publishes the sockets' total. Kept
+process counts what it serves). A socket past it is closed 4429 (chat.doors.socket.consumers), a
+stream answered 429 (chat.doors.sse.streams). chat.ops.metrics publishes the sockets' total. Kept
 apart from the consumer so that the metrics, which the runtime imports, need not import the
 socket edge."""
 

@@ -4,7 +4,7 @@ socket that presents one as `Authorization: Bearer`.
 
 A value is `as_` and 43 URL-safe characters (256 random bits); only its SHA-256 is stored, so a
 copy of the database opens nothing. Revoking a token deletes its row and closes the sockets
-opened with it on every process (chat.realtime.revocation). Failed attempts are counted and
+opened with it on every process (chat.accounts.revocation). Failed attempts are counted and
 locked out by chat.accounts.token_lockout.
 """
 
@@ -58,7 +58,7 @@ def token_user(value: str):
     expired, or its user deactivated."""
     if not value.startswith(PREFIX) or len(value) > 200:
         return None, None
-    # The account's settings come along for the interface language (chat.web.language): no second query.
+    # The account's settings come along for the interface language (chat.doors.pages.language): no second query.
     token = ApiToken.objects.select_related("user", "user__account_settings").filter(digest=_digest(value)).first()
     now = timezone.now()
     if token is None or (token.expires_at is not None and token.expires_at <= now) or not token.user.is_active:

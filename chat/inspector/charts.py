@@ -1,7 +1,7 @@
 """Server-drawn SVG charts for the run inspector: the dashboard's bars and a run's waterfall.
 
 Why SVG made here and no chart library: no dependency to vet and ship; it works under the
-strict CSP (chat/web/csp.py: no inline script, no inline style; geometry is SVG attributes and the
+strict CSP (chat/doors/pages/csp.py: no inline script, no inline style; geometry is SVG attributes and the
 colours come from classes in static/inspect/inspect.css); and everything shown (tool names,
 usernames, errors: user and model data) goes through format_html, so it stays inert text.
 """

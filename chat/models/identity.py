@@ -50,7 +50,7 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True)  # sha256 hex of the value
     # The value's first characters, to tell tokens apart; indexed: a failed attempt under a real
-    # token's prefix is counted against that prefix (chat.web.token_lockout).
+    # token's prefix is counted against that prefix (chat.accounts.token_lockout).
     hint = models.CharField(max_length=12, db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -65,8 +65,8 @@ class ApiToken(models.Model):
 
 class AccountSettings(models.Model):
     """What a user sets on their account page: the name the app shows for them, the interface
-    language, which follows the account to every browser (chat.web.language), and the theme that
-    every page of theirs is rendered in (chat.web.theme). No row: the username, the language the
+    language, which follows the account to every browser (chat.doors.pages.language), and the theme that
+    every page of theirs is rendered in (chat.doors.pages.theme). No row: the username, the language the
     browser asks for, and the system's theme."""
 
     class Theme(models.TextChoices):
@@ -101,7 +101,7 @@ class GroupLimits(models.Model):
 
 
 class UserSession(AbstractBaseSession):
-    """A session that names its user (chat.web.sessions, the SESSION_ENGINE), so that "sign out of all
+    """A session that names its user (chat.accounts.sessions, the SESSION_ENGINE), so that "sign out of all
     other sessions" finds them without decoding every session of the site."""
 
     # No database constraint: a request may save its session just after its user was deleted, and

@@ -1,4 +1,4 @@
-"""The socket edge (docs/architecture.md, "realtime/"): the consumer (consumers.py) and its
-routes, which origins may open a socket (origins.py), sessions that end closing their sockets
-(revocation.py), the per-process socket count (sockets.py) and the in-memory channel layer of
-a one-process deployment (layers.py)."""
+"""Live delivery to the doors that follow a conversation (the socket, server-sent events, /v1):
+the hub (one channel of the layer per process, its messages handed to each member), a member's
+bounded backlog (backlog.py), sessions and tokens that end (revocation.py), deleted conversations
+(deletion.py), and the channel layers (layers.py in one process, redis_layer.py across several)."""

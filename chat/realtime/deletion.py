@@ -32,9 +32,9 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.signals import pre_delete
 
+from chat.accounts.revocation import push
 from chat.eventlog.takeover import runs_cancel_deleted
 from chat.models import Conversation
-from chat.realtime.revocation import push
 from chat.runtime.doorbell import conversation_group, ring_cancel
 
 DELETED = "conversation.deleted"
@@ -49,7 +49,7 @@ def _before_delete(sender, instance: Conversation, using: str, origin=None, **kw
 def _with_its_owner(origin) -> bool:
     """Whether the deletion is a user's (or the admin's of several users), cascading to their
     conversations: the user's own revocation closes everything of theirs, with 4401 (not signed
-    in, chat.realtime.revocation), which a 4404 pushed first would pre-empt."""
+    in, chat.accounts.revocation), which a 4404 pushed first would pre-empt."""
     model = origin.model if isinstance(origin, QuerySet) else type(origin)
     return model is get_user_model()
 

@@ -1,5 +1,5 @@
 """Starting, cancelling and answering a run on a user's behalf, whichever door asked: the
-WebSocket's frames (chat.realtime.consumers) and the HTTP run endpoints (chat.web.runs_api) call
+WebSocket's frames (chat.doors.socket.consumers) and the HTTP run endpoints (chat.doors.api.runs_api) call
 these and nothing else, so both share one start path, its limits, quotas and refusal codes
 (docs/protocol.md, "Client frames" and "Runs over HTTP"). Every refusal is a ProtocolError."""
 

@@ -1,5 +1,5 @@
 // The theme switches (templates/_theme_form.html): a choice is applied at once, by giving each
-// theme stylesheet (link[data-theme-sheet]) the media chat/web/theme.py would render it with,
+// theme stylesheet (link[data-theme-sheet]) the media chat/doors/pages/theme.py would render it with,
 // then saved on the account; without this script the form posts and the page comes back in it.
 
 const SCHEMES = ["light", "dark"];

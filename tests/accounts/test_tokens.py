@@ -21,12 +21,12 @@ from django.utils import timezone
 
 from chat.accounts.bearer import socket_token_user
 from chat.accounts.process_cache import cache
+from chat.accounts.sessions import SessionStore
 from chat.accounts.token_lockout import ADDRESS_LIMIT_FACTOR
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
+from chat.doors.socket import consumers
 from chat.models import ApiToken, UserSession
-from chat.realtime import consumers
-from chat.web.sessions import SessionStore
 from serving.proxy import socket_client_address
 from tests.asgi_socket import Socket
 

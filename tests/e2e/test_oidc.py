@@ -10,8 +10,8 @@ from urllib.parse import parse_qs, quote, urlencode, urljoin, urlsplit, urlunspl
 
 import pytest
 
-from chat.web.oidc import PENDING_MAX
-from chat.web.sessions import SessionStore
+from chat.accounts.oidc import PENDING_MAX
+from chat.accounts.sessions import SessionStore
 
 from .harness import Client, free_port, run_text
 from .oidc import Provider, form_of, groups_of, rows, sign_in, through_provider, to_callback, write
@@ -340,7 +340,7 @@ async def test_only_the_last_pending_sign_ins_are_kept(idp, main):
     await client.aclose()
 
 
-FORGED = "\r\n2099-01-01 00:00:00,000 INFO chat.web.oidc: oidc sign-in of user 1 (admin)\x1b[2J\u2028"
+FORGED = "\r\n2099-01-01 00:00:00,000 INFO chat.accounts.oidc: oidc sign-in of user 1 (admin)\x1b[2J\u2028"
 
 
 async def test_request_values_cannot_forge_log_lines(idp, main):
@@ -359,7 +359,7 @@ async def test_request_values_cannot_forge_log_lines(idp, main):
     assert (await reader.read()).startswith(b"HTTP/1.1 400 ")
     writer.close()
     await client.aclose()
-    escaped = "\\r\\n2099-01-01 00:00:00,000 INFO chat.web.oidc: oidc sign-in of user 1 (admin)\\x1b[2J\\u2028"
+    escaped = "\\r\\n2099-01-01 00:00:00,000 INFO chat.accounts.oidc: oidc sign-in of user 1 (admin)\\x1b[2J\\u2028"
     log = main.log(None)
     assert "\x1b" not in log and "\r" not in log and "\u2028" not in log
     assert not [line for line in log.splitlines() if line.startswith("2099-")]

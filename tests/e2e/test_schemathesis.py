@@ -20,7 +20,7 @@ from .harness import SyncUser
 
 # Every other check of schemathesis runs. `ignored_auth` sends the request again with made-up
 # credentials, but the configured bearer header rides along with them, so it would see the real
-# token accepted (wrong, revoked and expired tokens: tests/web/test_tokens.py).
+# token accepted (wrong, revoked and expired tokens: tests/accounts/test_tokens.py).
 # `positive_data_acceptance` wants a 2xx for every schema-valid body, and the API refuses some with
 # a documented 400 that no schema can express: a `before` cursor not of this list, a `viewed_seq`
 # that is not a user_message of this conversation, an export without events.

@@ -70,7 +70,7 @@ def test_the_admins_and_a_users_deletion_and_a_rolled_back_one(make_user, told, 
 
     with django_capture_on_commit_callbacks(execute=True):
         alice.delete()  # cascades to her conversations without the service
-    # Her revocation closes everything of hers (4401, chat.realtime.revocation): no 4404 before it.
+    # Her revocation closes everything of hers (4401, chat.accounts.revocation): no 4404 before it.
     assert told == [("push", conversation_group(idle.pk), {"type": deletion.DELETED})]
     assert MetricTally.objects.get(series=CANCELLED_RUNS).value == 1
     assert not Run.objects.filter(pk=run.pk).exists()

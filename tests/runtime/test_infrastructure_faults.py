@@ -16,10 +16,10 @@ from channels.layers import get_channel_layer
 from django.db import OperationalError
 from django.utils import timezone
 
+from chat.doors.socket import consumers
 from chat.eventlog.append import events_append_many
 from chat.eventlog.takeover import runs_release
 from chat.models import Event, Run
-from chat.realtime import consumers
 from chat.runtime import registry as registry_module
 from chat.runtime import writer
 from tests.asgi_socket import Socket

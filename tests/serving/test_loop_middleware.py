@@ -25,9 +25,9 @@ from django.test import AsyncClient
 from django.utils.module_loading import import_string
 
 from chat.accounts import token_lockout, tokens
+from chat.accounts.account import account_language_save
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
-from chat.web.account import account_language_save
 from serving import loop_middleware
 from serving.loop_middleware import REQUEST_DB_THREADS, django_names
 from tests.asgi_http import RawStream

@@ -1,4 +1,4 @@
-"""Shared links over HTTP (chat/sharing, chat/web/shares.py; docs/protocol.md, "Shared links"):
+"""Shared links over HTTP (chat/sharing, chat/doors/pages/shares.py; docs/protocol.md, "Shared links"):
 made, listed and revoked by the owner only; opened anonymously, up to the snapshot; every closed
 link 404 at once; the token stored only as a digest."""
 

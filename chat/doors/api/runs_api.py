@@ -1,0 +1,151 @@
+"""Runs over HTTP (docs/protocol.md, "Runs over HTTP"): a program posts a message, cancels a
+run or answers an approval request as the WebSocket's frames do, through the same functions
+(chat.runs.actions: one start path, the same limits, quotas, agents and codes).
+
+Async views: the run registry lives on the server's event loop. Refusals carry the frame's
+code as `{"error": {"code", "message"}}` with the HTTP status of ERROR_STATUS. Owner-only:
+another user's conversation or run answers 404 like a missing one.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import DatabaseError
+from django.http import JsonResponse
+from django.views.decorators.http import require_http_methods
+
+from chat.conversations.selectors import conversation_owned, run_for_user
+from chat.doors.api.json_api import json_body
+from chat.eventlog.reads import run_asked
+from chat.models import Run
+from chat.runs import actions as run_actions
+from chat.runs.client_frames import ProtocolError, already_answered, approval_answer
+from serving.loop_middleware import request_db
+
+# The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
+ERROR_STATUS = {
+    "BAD_REQUEST": 400,
+    "NOT_AUTHENTICATED": 401,
+    "NOT_FOUND": 404,
+    "RUN_IN_PROGRESS": 409,
+    "AGENT_UNAVAILABLE": 409,
+    "ALREADY_ANSWERED": 409,
+    "TOO_LARGE": 413,
+    "RATE_LIMITED": 429,
+    "QUOTA_EXCEEDED": 429,
+    "UNAVAILABLE": 503,
+}
+
+
+def run_error(code: str, message: str, detail: str = "") -> JsonResponse:
+    error = {"code": code, "message": message}
+    if detail:
+        error["detail"] = detail
+    return JsonResponse({"error": error}, status=ERROR_STATUS[code])
+
+
+def not_found(what: str = "conversation") -> JsonResponse:
+    return run_error("NOT_FOUND", f"No such {what}.")
+
+
+async def request_user(request):
+    """The signed-in user of an async view: the bearer token's (chat.accounts.bearer set it), else the
+    session's; None when neither signs anyone in."""
+    if getattr(request, "api_token", None) is not None:
+        user = request.user
+    else:
+        user = await request.auser()
+    return user if user.is_authenticated else None
+
+
+def not_signed_in() -> JsonResponse:
+    return run_error("NOT_AUTHENTICATED", "Sign in first.")
+
+
+async def _owned_conversation(request, conversation_id):
+    user = await request_user(request)
+    if user is None:
+        return None, None
+    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
+    return user, conversation
+
+
+def _body(request) -> dict:
+    try:
+        return json_body(request)
+    except ValueError as exc:
+        raise ProtocolError("BAD_REQUEST", "The body must be a JSON object.", str(exc)) from None
+
+
+@require_http_methods(["POST"])
+async def conversation_messages(request, conversation_id: uuid.UUID):
+    """The body of a `message` frame (`content`, `parentSeq`?, `attachments`?) → 202 {runId, seq}."""
+    try:
+        user, conversation = await _owned_conversation(request, conversation_id)
+        if user is None:
+            return not_signed_in()
+        if conversation is None:
+            return not_found()
+        frame = _body(request)
+        asked = await run_actions.message_request(frame, conversation_id=conversation.pk)
+        run, seq = await run_actions.run_start(
+            conversation=conversation,
+            user=user,
+            content=asked.content,
+            parent_seq=asked.parent_seq,
+            attachments=asked.attachments,
+            first=conversation.last_seq == 0,  # read with the request
+        )
+    except ProtocolError as exc:
+        return run_error(exc.code, exc.message, exc.detail)
+    except DatabaseError:
+        exc = run_actions.database_unavailable()
+        return run_error(exc.code, exc.message, exc.detail)
+    return JsonResponse({"runId": str(run.pk), "seq": seq}, status=202)
+
+
+@require_http_methods(["POST"])
+async def conversation_cancel(request, conversation_id: uuid.UUID):
+    """Cancel the conversation's run → 202 {"cancelled": whether a run was in progress}."""
+    try:
+        user, conversation = await _owned_conversation(request, conversation_id)
+        if user is None:
+            return not_signed_in()
+        if conversation is None:
+            return not_found()
+        cancelled = await run_actions.run_cancel(conversation_id=conversation.pk)
+    except DatabaseError:
+        exc = run_actions.database_unavailable()
+        return run_error(exc.code, exc.message, exc.detail)
+    return JsonResponse({"cancelled": cancelled}, status=202)
+
+
+@require_http_methods(["POST"])
+async def run_approval(request, run_id: uuid.UUID):
+    """`{"toolCallId", "decision", "reason"?}`, the `approve` frame's checks → 202."""
+    try:
+        user = await request_user(request)
+        if user is None:
+            return not_signed_in()
+        run = await request_db(run_for_user)(user=user, run_id=run_id)
+        if run is None:
+            return not_found("run")
+        tool_call_id, decision = approval_answer(_body(request))
+        # The socket answers by conversation; this route names the run, so the request must be
+        # that run's, and only the running run (one per conversation) still waits on one.
+        if not await request_db(run_asked)(run_id=run.pk, tool_call_id=tool_call_id):
+            raise ProtocolError(
+                "BAD_REQUEST", "This run has no approval request with that toolCallId.", "unknown toolCallId"
+            )
+        if run.status != Run.Status.RUNNING:
+            raise already_answered()
+        await run_actions.run_approve(
+            conversation_id=run.conversation_id, tool_call_id=tool_call_id, decision=decision, reply_to=None
+        )
+    except ProtocolError as exc:
+        return run_error(exc.code, exc.message, exc.detail)
+    except DatabaseError:
+        exc = run_actions.database_unavailable()
+        return run_error(exc.code, exc.message, exc.detail)
+    return JsonResponse({"toolCallId": tool_call_id, "decision": decision.decision}, status=202)

@@ -1,0 +1,403 @@
+"""The WebSocket protocol (docs/protocol.md, "The WebSocket"), and nothing else: runs live in chat.runtime.
+
+Connect order (Zulip's register-then-fetch): join the conversation's group,
+then read the history after `after`, send it and `sync`. Live batches that
+arrived meanwhile are handled after connect returns, and any frame whose seq
+was already sent is dropped; a batch that starts past the next seq means the
+layer lost something, and the gap is read from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import orjson
+from channels.consumer import get_handler_name
+from channels.db import database_sync_to_async
+from django.db import DatabaseError
+
+from chat.accounts import sockets
+from chat.accounts.revocation import revokes, session_is_current, user_group
+from chat.accounts.tokens import token_is_current
+from chat.agent.text import clean_value
+from chat.conversations.selectors import conversation_owned
+from chat.doors.socket.credentials import SignedIn, signed_in
+from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
+from chat.realtime.hub import HubConsumer
+from chat.runs import actions as run_actions
+from chat.runs.client_frames import (
+    ProtocolError,
+    after_param,
+    already_answered,
+    approval_answer,
+    message_content,
+    parse_frame,
+    seq_field,
+)
+from chat.runtime.doorbell import conversation_group
+from chat.runtime.registry import get_registry
+
+try:  # daphne's WebSocket layer: a send racing the peer's disconnect raises this
+    from autobahn.exception import Disconnected as PeerGone
+except ImportError:  # another ASGI server: nothing of the kind to catch
+    PeerGone = ()  # type: ignore[assignment,misc]
+
+logger = logging.getLogger(__name__)
+
+
+CLOSE_NOT_LOGGED_IN = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY_SOCKETS = 4429
+# The server could not reach its database or channel layer while the socket connected: the
+# client reconnects with `after` (WebSocket's own "try again later"; the page retries any code
+# but 4401 and 4404).
+CLOSE_TRY_AGAIN = 1013
+
+# How long a socket trusts its last session check. Sessions that end are pushed to the
+# socket at once (chat.accounts.revocation); this re-check on client frames is the second line, for
+# a push that got lost, so seconds of staleness are fine, while a ping storm (or a burst of
+# messages) costs one session + user lookup per socket per window instead of one per frame,
+# and the usual connect-then-message costs none (the handshake has just checked).
+SESSION_RECHECK_SECONDS = 5.0
+
+PONG = {"type": "pong"}
+
+# The catch-ups under way (a task nobody holds may be collected before it ends).
+_catching_up: set[asyncio.Task] = set()
+
+
+def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
+    """Who the handshake signs in as and, if anyone, their conversation (None: not theirs or
+    gone): one trip to the ORM thread for both. The conversation's own columns only (a run start
+    reads its agent afresh): every idle socket holds it, and the query needs no join."""
+    signed = signed_in(scope)
+    if signed is None:
+        return None, None
+    return signed, conversation_owned(user=signed.user, conversation_id=conversation_id)
+
+
+def _history_page(*, conversation_id, after: int) -> tuple[list[dict[str, Any]], tuple[Any, list[str]] | None]:
+    """A page of the history after `after` and, once it is the last page, the run under way
+    (run_in_progress); None while more pages follow."""
+    frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
+    if len(frames) == EVENT_PAGE:
+        return frames, None
+    return frames, run_in_progress(conversation_id=conversation_id)
+
+
+class ChatConsumer(HubConsumer):
+    """A socket. Its layer messages (doorbells, revocations) come through the process's hub
+    (HubConsumer), handled once the connect has sent `sync`."""
+
+    conversation = None
+    last_seq = 0
+    token_id = None
+    seat: sockets.Seat | None = None  # its place under the user's cap (chat.accounts.sockets)
+    revoked = False
+    session_checked_at = 0.0
+    _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
+
+    def __init__(self, conversation_id=None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.conversation_id = conversation_id  # from its path (chat.doors.socket.routing)
+
+    async def connect(self) -> None:
+        # Accepted before anything else. A restarted server's pages all reconnect at once and
+        # their sign-ins queue on the ORM thread; daphne refuses (403) or drops a handshake not
+        # accepted within its connect timeout (5 s), and the page tries again: at 10,000 sockets
+        # the retries kept the queue full, and after 300 s 8,138 had not synced. Accepted, a
+        # socket waits its turn; a refusal below was already an accept then a close with its
+        # code, nothing sent before it.
+        await self.accept()
+        conversation_id = self.conversation_id
+        try:
+            # Trip one to the ORM thread: who signs in, and their conversation.
+            signed, conversation = await database_sync_to_async(_handshake)(self.scope, conversation_id)
+        except Exception:
+            await self._try_again_later()
+            return
+        if signed is None:
+            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            return
+        self.user = signed.user
+        self.token_id, self.session_key = signed.token_id, signed.session_key
+        self.session_checked_at = time.monotonic()  # the handshake has just checked it
+        self.seat = sockets.take(self.user.pk, sockets.SOCKET)
+        if self.seat is None:
+            await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+            return
+        try:
+            await self._join(conversation)
+        except asyncio.CancelledError:
+            self._uncount()  # a connect that raised is followed by no disconnect
+            raise
+        except Exception:
+            self._uncount()
+            await self._try_again_later()
+
+    async def _try_again_later(self) -> None:
+        # The database or the layer failed under the connect (an outage, a restart): a code
+        # the page reconnects on, not Channels' 1011 and a traceback per socket.
+        logger.warning("a socket could not connect; closed with %s", CLOSE_TRY_AGAIN, exc_info=True)
+        await self.close(code=CLOSE_TRY_AGAIN)
+
+    async def _join(self, conversation) -> None:
+        # Joined before anything else, so that a session ending from here on reaches it.
+        await self.join(user_group(self.user.pk))
+        if conversation is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.conversation = conversation
+        # An `after` past the end (a stale or forged client) would hide the next events as
+        # "already sent"; clamped, the client just gets everything from the real end on.
+        self.last_seq = min(after_param(self.scope.get("query_string", b"")), conversation.last_seq)
+        self._sending = asyncio.Lock()
+        await self.join(conversation_group(conversation.pk))
+        await get_registry().ensure_started()
+        async with self._sending:
+            # Trip two (one more per page of a history longer than one): the history after
+            # `after`, then whether a run is under way, read after the history as before.
+            while True:
+                frames, state = await database_sync_to_async(_history_page)(
+                    conversation_id=conversation.pk, after=self.last_seq
+                )
+                for frame in frames:
+                    await self._send_frame(frame)
+                if state is not None:
+                    break
+        run, pending = state
+        await self._send_json(
+            {
+                "type": "sync",
+                "lastSeq": self.last_seq,
+                "running": run is not None,
+                "runId": str(run.pk) if run else None,
+                "pendingApprovals": pending,
+            }
+        )
+        self.go_live()
+
+    def _uncount(self) -> None:
+        if self.seat is not None:
+            self.seat.release()
+
+    async def disconnect(self, code: int) -> None:
+        self._uncount()
+        await self.leave_all()
+
+    def layer_back(self) -> None:
+        """The hub: the channel layer came back after an outage, or a publish of this process
+        failed: what the socket missed meanwhile is in the database."""
+        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
+        _catching_up.add(task)
+        task.add_done_callback(_catching_up.discard)
+
+    async def session_revoked(self, message: dict[str, Any]) -> None:
+        """chat.accounts.revocation: a credential of the user ended (this one, or every one)."""
+        if revokes(message, token_id=self.token_id, session_key=self.session_key):
+            await self._revoke()
+
+    async def conversation_deleted(self, message: dict[str, Any]) -> None:
+        """chat.realtime.deletion: the conversation was deleted, through any process."""
+        await self._revoke(code=CLOSE_NOT_FOUND)
+
+    async def _revoke(self, code: int = CLOSE_NOT_LOGGED_IN) -> None:
+        if not self.revoked:
+            self.revoked = True
+            await self.close(code=code)
+
+    def _recheck_due(self) -> bool:
+        return time.monotonic() - self.session_checked_at >= SESSION_RECHECK_SECONDS
+
+    def _credential_is_current(self) -> bool:
+        """On the ORM thread: whether the socket's token or session still signs its user in."""
+        if self.token_id is not None:
+            return token_is_current(token_id=self.token_id, user_id=self.user.pk)
+        return session_is_current(session_key=self.session_key, user_id=self.user.pk)
+
+    def _checked(self, valid: bool) -> bool:
+        if valid:
+            self.session_checked_at = time.monotonic()
+        return valid
+
+    async def _session_still_valid(self) -> bool:
+        if not self._recheck_due():
+            return True
+        return self._checked(await database_sync_to_async(self._credential_is_current)())
+
+    # -- client -> server --------------------------------------------------------------
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation is None or self.revoked:
+            return
+        kind = None
+        try:
+            frame = parse_frame(text_data)
+            kind = frame["type"]
+            if kind == "ping":
+                await self._ping()
+                return
+            if not await self._session_still_valid():
+                await self._revoke()
+                return
+            if kind == "message":
+                asked = await run_actions.message_request(frame, conversation_id=self.conversation.pk)
+                await self._start_run(asked.content, parent_seq=asked.parent_seq, attachments=asked.attachments)
+            elif kind == "edit":
+                await self._start_run(message_content(frame), edits=seq_field(frame, "seq"))
+            elif kind == "regenerate":
+                await self._start_run("", regenerates=seq_field(frame, "seq"))
+            elif kind == "cancel":
+                await run_actions.run_cancel(conversation_id=self.conversation.pk)
+            elif kind == "approve":
+                tool_call_id, decision = approval_answer(frame)
+                await run_actions.run_approve(
+                    conversation_id=self.conversation.pk,
+                    tool_call_id=tool_call_id,
+                    decision=decision,
+                    reply_to=self.address(),
+                )
+        except ProtocolError as exc:
+            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+        except DatabaseError:
+            # The database is down or restarting: the socket stays, the frame is refused (nothing
+            # of it was stored; a ping is answered all the same, _ping).
+            logger.warning("a %s frame failed on the database", kind, exc_info=True)
+            exc = run_actions.database_unavailable()
+            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+
+    async def _ping(self) -> None:
+        """`pong`, and a cheap catch-up: if the layer dropped the tail of a run, the next ping
+        finds it. A page pings every 20 s, past the re-check window, so most pings re-check the
+        credential too: both in one trip to the ORM thread (10,000 idle sockets ping 500 times a
+        second, and each trip is a hop to the thread and back on a loop they share). A ping
+        with nothing to check is answered at once, not behind a busy ORM thread; one that
+        re-checks is answered once the credential holds (a revoked one gets the close instead)."""
+        assert self._sending is not None  # a socket with a conversation has joined
+        recheck = self._recheck_due()
+        if not recheck:
+            await self._send_json(PONG)
+        async with self._sending:
+            try:
+                valid, frames = await database_sync_to_async(self._ping_reads)(recheck=recheck, after=self.last_seq)
+            except DatabaseError:
+                # The database is away: the socket is alive all the same; the credential is
+                # re-checked by the next frame, the tail read by the next ping or doorbell.
+                logger.warning("a ping could not read the database", exc_info=True)
+                if recheck:
+                    await self._send_json(PONG)
+                return
+            if recheck:
+                if not self._checked(valid):
+                    await self._revoke()
+                    return
+                await self._send_json(PONG)
+            for frame in frames:
+                await self._send_frame(frame)
+        if len(frames) == EVENT_PAGE:
+            await self._catch_up()  # a longer tail: the rest page by page
+
+    def _ping_reads(self, *, recheck: bool, after: int) -> tuple[bool, list[dict[str, Any]]]:
+        if recheck and not self._credential_is_current():
+            return False, []
+        return True, events_after(conversation_id=self.conversation.pk, after=after, limit=EVENT_PAGE)
+
+    async def _start_run(
+        self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
+    ) -> None:
+        await run_actions.run_start(
+            conversation=self.conversation,
+            user=self.user,
+            content=content,
+            attachments=attachments,
+            first=self.last_seq == 0,  # this socket has seen no event of the conversation
+            **version,
+        )
+
+    async def approval_refused(self, message: dict[str, Any]) -> None:
+        """Our answer reached the run's process after another answer (or the expiry) had won."""
+        exc = already_answered()
+        await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+
+    # -- server -> client --------------------------------------------------------------
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels hops to the ORM thread before every handler to close stale connections.
+        # A doorbell rarely touches the database, and at ~20 a second per socket those
+        # hops queued every run start behind them (C = 200: first text 2 s later). A client
+        # frame's hop queued behind the run starts just the same, and made 200 messages sent
+        # at once reach the registry in dribs: the run starts close stale connections
+        # themselves, once per group, on the thread where they query (registry). The connect's
+        # hop queued a reconnect storm's handshakes a turn more: every trip to the ORM thread
+        # (database_sync_to_async) closes stale connections anyway, so no handler needs it.
+        if message["type"] == "chat.events":
+            await self.chat_events(message)
+        elif message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
+        else:
+            handler = getattr(self, get_handler_name(message), None)
+            if handler is None:
+                raise ValueError(f"No handler for message type {message['type']}")
+            await handler(message)
+
+    async def chat_events(self, message: dict[str, Any]) -> None:
+        if self.revoked:
+            return
+        frames = message["events"]
+        assert self._sending is not None  # doorbells ring joined sockets only
+        async with self._sending:
+            if frames and frames[0]["seq"] > self.last_seq + 1:
+                try:
+                    await self._send_from_database(until=frames[0]["seq"] - 1)
+                except DatabaseError:  # the gap stays; the next doorbell, ping or catch-up fills it
+                    logger.warning("a socket could not read a gap from the database", exc_info=True)
+                    return
+            for frame in frames:
+                if frame["seq"] > self.last_seq:
+                    await self._send_frame(frame)
+
+    async def chat_title(self, message: dict[str, Any]) -> None:
+        """A generated title (chat.runtime.titles): said once, as it comes, never replayed."""
+        if self.revoked or self._sending is None:
+            return
+        async with self._sending:
+            await self._send_json({"type": "title", "title": message["title"]})
+
+    async def _catch_up(self) -> None:
+        if self.revoked or self._sending is None:
+            return
+        async with self._sending:
+            try:
+                await self._send_from_database()
+            except DatabaseError:
+                logger.warning("a socket could not catch up from the database", exc_info=True)
+
+    async def _send_from_database(self, until: int | None = None) -> None:
+        while True:
+            frames = await database_sync_to_async(events_after)(
+                conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
+            )
+            for frame in frames:
+                await self._send_frame(frame)
+            if len(frames) < EVENT_PAGE:
+                return
+
+    async def _send_frame(self, frame: dict[str, Any]) -> None:
+        await self._send_json(frame)
+        self.last_seq = frame["seq"]
+
+    async def _send_json(self, data: dict[str, Any]) -> None:
+        if self.behind:  # a slow consumer being closed: the close is all it gets (HubConsumer.fall_behind)
+            return
+        # orjson: 0.3 us a frame against json.dumps' 3.8 us, and every frame goes through here.
+        try:
+            text = orjson.dumps(data).decode()
+        except TypeError:  # a surrogate stored before text was cleaned on the way in: cleaned, not a dead socket
+            text = orjson.dumps(clean_value(data)).decode()
+        try:
+            await self.send(text_data=text)
+        except PeerGone:
+            # The peer dropped the connection (daphne's autobahn does on a text frame that is not
+            # UTF-8) and its disconnect is still on its way: nothing left to send to.
+            pass
