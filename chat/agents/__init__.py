@@ -1,3 +1,4 @@
-"""The Django side of agents: an agent profile (profiles.py, edited with form.py), read for a
-user (selectors.py), built into a chat.agent Agent with its tools, MCP sources, approvals and
-rate limit (build.py, tool_limits.py). See docs/tools.md, "Agent profiles"."""
+"""The Django side of agents: an agent profile (profiles.py, edited with form.py; an agent's
+memory budget), read for a user (selectors.py), and the per-user tool-call rate
+(tool_limits.py). The agent of a run is built from a profile by chat.runtime.build. See
+docs/tools.md, "Agent profiles"."""

@@ -13,6 +13,10 @@ The modules in the order a message flows through them:
 - batching.py     the queue-and-drain helper under the registry, the clock and the writer
 - approvals.py    where a run's open approval requests wait for the user's answer
 - lifecycle.py    the registry started with the first connection a process serves
+- build.py        the Agent of one run: model client, tools, MCP sources, approvals, hooks
+- image_parts.py  the memory's image references turned into image parts for the model
+- titles.py       a conversation's title, asked after its first answer
+- head_start.py   a conversation's first message: its run begun while its start is stored
 
 See docs/architecture.md, "chat/runtime/".
 """
