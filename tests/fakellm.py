@@ -17,6 +17,7 @@ A reply is a dict (the transcripts in tests/transcripts/*.json hold lists of the
         {"raw": {...}}                                    # sent exactly as given
      ],
      "delay": 0.0,                   # seconds before each chunk
+     "delays": [],                   # seconds before the first chunks, in place of `delay`
      "truncate_after": null,         # close the connection after N chunks, no [DONE]
      "done": true,                   # send "data: [DONE]" at the end
      "tail_delay": 0.0}              # seconds between [DONE] and the body's end
@@ -278,12 +279,13 @@ class FakeLLM:
             return await self._send_raw(writer, reply["sse"], delay)
         truncate_after = reply.get("truncate_after")
         model = body.get("model", "fake")
+        delays = reply.get("delays", [])
         for count, chunk in enumerate(reply.get("chunks", [])):
             if truncate_after is not None and count >= truncate_after:
                 await writer.drain()
                 return "truncated"  # the connection dies mid-stream
-            if delay:
-                await asyncio.sleep(delay)
+            if wait := (delays[count] if count < len(delays) else delay):
+                await asyncio.sleep(wait)
             self._write_event(writer, self._wrap(chunk, model))
             await writer.drain()
         if truncate_after is not None:

@@ -160,7 +160,9 @@ async def test_resume_by_seq_is_exact_while_the_windows_grow(conversation, regis
 
     settings.AGENT_STREAM_FLUSH_MS, settings.AGENT_STREAM_FLUSH_MAX_MS = 20, 200
     answer = "".join(f"w{i:03d} " for i in range(150))
-    llm_settings.script(text_reply(answer, piece=5, delay=0.01))  # 1.5 s: windows 20 ... 200 ms
+    # 1.5 s: windows 20 ... 200 ms. The second delta comes 0.3 s after the first, so that the
+    # first is seen alone however busy the loop (CI's load once made the two one flush).
+    llm_settings.script({**text_reply(answer, piece=5, delay=0.01), "delays": [0.01, 0.3]})
     first = Socket(conversation.owner, conversation.pk)
     await first.connect()
     await first.history()
