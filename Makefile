@@ -126,7 +126,7 @@ test: install-test lint
 	$(PY) -m pytest -p no:cacheprovider -m "not multiprocess"
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m "services or multiprocess"
 
-# ruff (lint + format) over the tree, mypy over the agent core and the run runtime.
+# ruff (lint + format) over the tree, mypy over the agent core, the front door and the run runtime.
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -24,7 +24,7 @@ from collections import defaultdict
 from agentsite.asgi import application as project
 from agentsite.sqlite import base as sqlite_base
 from chat.agent import llm
-from chat.runs import actions as run_actions
+from chat.runs import engine, starter
 from chat.runtime import execution, head_start, registry, sink, writer
 
 from .burst_trace import STEPS_PATH
@@ -45,17 +45,17 @@ def _mark(conversation_id, step: str, *, at: float | None = None) -> None:
 
 
 def _wrap_run_start():
-    original = run_actions.run_start
+    original = engine.start
 
-    async def run_start(*, conversation, **kwargs):
-        _mark(conversation.pk, "received")
-        return await original(conversation=conversation, **kwargs)
+    async def run_start(request):
+        _mark(request.conversation.pk, "received")
+        return await original(request)
 
-    run_actions.run_start = run_start
+    engine.start = run_start
 
 
 def _wrap_start_with_memory():
-    original = registry._start_with_memory
+    original = starter._start_with_memory
 
     def start_with_memory(starts):
         began = time.time()
@@ -71,7 +71,7 @@ def _wrap_start_with_memory():
             with _lock:
                 _groups.append({"size": len(starts), "began": began, "ended": ended})
 
-    registry._start_with_memory = start_with_memory
+    starter._start_with_memory = start_with_memory
 
 
 def _wrap_execute():

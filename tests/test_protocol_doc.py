@@ -19,8 +19,7 @@ from chat.doors.api import api, api_tokens, files, json_api, runs_api
 from chat.doors.openai import openai_api, openai_shapes
 from chat.doors.socket import consumers, routing
 from chat.realtime import backlog
-from chat.runs import actions as run_actions
-from chat.runs import client_frames
+from chat.runs import client_frames, engine, requests
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
 
@@ -45,20 +44,20 @@ EVENT_ERROR_CODES = sorted(
 )
 RUN_STATUSES = sorted(_public_values(events.RunStatus))
 # The frame codes, wherever a refusal is made (the socket's and the HTTP run endpoints' shared
-# run_actions too), and every code the run endpoints map to an HTTP status.
+# front door too), and every code the run endpoints map to an HTTP status.
 FRAME_ERROR_CODES = sorted(
     {
         code
         for pair in re.findall(
             r'ProtocolError\(\s*"([A-Z_]+)"|run_error\(\s*"([A-Z_]+)"',
-            "".join(inspect.getsource(module) for module in (consumers, client_frames, run_actions, runs_api)),
+            "".join(inspect.getsource(module) for module in (consumers, client_frames, engine, requests, runs_api)),
         )
         for code in pair
         if code
     }
     | set(runs_api.ERROR_STATUS)
 )
-FRAME_TYPES = sorted(set(re.findall(r'kind == "([a-z_]+)"', inspect.getsource(consumers.ChatConsumer))))
+FRAME_TYPES = sorted(client_frames.FRAME_TYPES)
 API_ERROR_CODES = sorted(
     {
         code

@@ -31,7 +31,7 @@ from chat.models import (
     ToolRecord,
 )
 
-# An Event row's fields as _append_batches gives them (its id is the database's).
+# An Event row's fields as batches_append gives them (its id is the database's).
 EVENT_COLUMNS = ("conversation_id", "run_id", "seq", "type", "payload", "created_at")
 
 
@@ -64,7 +64,7 @@ def events_append_many(*, batches: list[EventBatch]) -> list[list[EventFrame] | 
     results = None
     try:
         with transaction.atomic():
-            results = _append_batches(batches)
+            results = batches_append(batches)
     except Exception as exc:
         if results is None:  # before COMMIT: rolled back, nothing of the round is stored
             raise
@@ -87,25 +87,25 @@ def events_stored(*, results: list[list[EventFrame] | None]) -> bool:
     return frame is not None and Event.objects.filter(seq=frame["seq"], run_id=frame["runId"]).exists()
 
 
-def _append_batches(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
-    """events_append_many inside the caller's transaction: the one place where payloads
-    become Event rows (every other write of events goes through it)."""
+def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
+    """events_append_many inside the caller's transaction (a run start's, a take-over's): the
+    one place where payloads become Event rows (every other write of events goes through it)."""
     results: list[list[EventFrame] | None] = [None] * len(batches)
     events: list[tuple] = []  # EVENT_COLUMNS
     now = timezone.now()
     ts = frame_time(now)  # every event of the round shares `now`: formatted once
     counts: dict[Any, int] = {}
     for batch in batches:
-        key = _conversation_key(batch.conversation_id)
+        key = conversation_key(batch.conversation_id)
         counts[key] = counts.get(key, 0) + len(batch.payloads)
     next_seq = {key: last - counts[key] + 1 for key, last in _allocate_seqs(counts, now).items()}
-    live = [batch for batch in batches if _conversation_key(batch.conversation_id) in next_seq]
+    live = [batch for batch in batches if conversation_key(batch.conversation_id) in next_seq]
     calls = [ModelCall(run_id=b.run_id, **clean_value(vars(call))) for b in live for call in b.model_calls]
     if calls:
         ModelCall.objects.bulk_create(calls)
     completions = _completions([b.run_id for b in live if b.payloads and b.payloads[-1]["type"] == "complete"], now)
     for index, batch in enumerate(batches):
-        key = _conversation_key(batch.conversation_id)
+        key = conversation_key(batch.conversation_id)
         if key not in next_seq:
             continue  # the conversation is gone
         first = next_seq[key]
@@ -185,7 +185,8 @@ def _completions(run_ids: list, now: datetime) -> dict[str, _Completion]:
     }
 
 
-def _conversation_key(conversation_id):
+def conversation_key(conversation_id):
+    """A conversation id as its column holds it (a str from a frame, a UUID from a row)."""
     return Conversation._meta.pk.to_python(conversation_id)
 
 

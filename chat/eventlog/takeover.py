@@ -23,7 +23,7 @@ from chat.agent.events import (
     ToolEndEvent,
 )
 from chat.agent.tools import error_result
-from chat.eventlog.append import _append_batches
+from chat.eventlog.append import batches_append
 from chat.eventlog.types import EventBatch, Interruption, ToolRecordData
 from chat.exceptions import ConversationGone
 from chat.models import (
@@ -154,7 +154,7 @@ def run_interrupt(
             payloads += [error, CompleteEvent(RunStatus.INTERRUPTED).to_dict()]
             run.status, run.finished_at, run.error = Run.Status.INTERRUPTED, timezone.now(), f"INTERRUPTED: {message}"
             run.save(update_fields=["status", "finished_at", "error"])
-        (frames,) = _append_batches([EventBatch(run.conversation_id, run_id, payloads, records)])
+        (frames,) = batches_append([EventBatch(run.conversation_id, run_id, payloads, records)])
         if frames is None:
             raise ConversationGone(str(run.conversation_id))
     return Interruption(run, frames, resumed)

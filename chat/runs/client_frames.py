@@ -13,6 +13,9 @@ from chat import nesting
 from chat.agent.approval import APPROVED, DENIED, Decision
 from chat.agent.text import invalid_reason
 
+# The frames a client may send (docs/protocol.md, "Client frames").
+FRAME_TYPES = ("message", "edit", "regenerate", "cancel", "ping", "approve")
+
 # The `approve` frame's decisions, and what the run records for each.
 ANSWERS = {"approve": APPROVED, "deny": DENIED}
 
@@ -53,7 +56,7 @@ def parse_frame(text_data: str | None) -> dict[str, Any]:
         raise ProtocolError("BAD_REQUEST", "The frame has no type.", "missing field: type")
     if not isinstance(kind, str):
         raise ProtocolError("BAD_REQUEST", "The frame type must be a string.", "wrong type: type")
-    if kind not in ("message", "edit", "regenerate", "cancel", "ping", "approve"):
+    if kind not in FRAME_TYPES:
         raise ProtocolError("BAD_REQUEST", f"Unknown frame type {kind[:50]!r}.", "unknown type")
     return frame
 

@@ -28,7 +28,7 @@ from typing import Any
 from chat.agent.turns import ModelOptions
 from chat.agents import profiles
 from chat.eventlog import history
-from chat.eventlog.starts import user_message_payload
+from chat.eventlog.turns import user_message_payload
 from chat.eventlog.types import RunStart
 from chat.runtime.approvals import RunAnswers
 from chat.runtime.execution import RunHandle, begin

@@ -2,39 +2,30 @@
 
 A run is an asyncio task (execution.py) that goes on when every socket closes
 and ends only by finishing, failing, `cancel`, or the process stopping or dying
-(then another process continues it: supervision.py). Starts wait in a queue
-that one task drains in groups: the messages that arrive while a group is being
-stored form the next group, one trip to the ORM thread each.
+(then another process continues it: supervision.py). Runs are started by the
+front door (chat.runs), which stores each start and hands the run here (`adopt`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.utils import timezone
 
 from chat.agent.approval import Decision
 from chat.agent.perloop import PerLoop
-from chat.agent.turns import ModelOptions
-from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
-from chat.eventlog import history, memory
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import approval_state, running_run
-from chat.eventlog.starts import runs_start
 from chat.eventlog.takeover import run_request_cancel, runs_release
-from chat.eventlog.types import RunStart
 from chat.exceptions import ApprovalClosed, UnknownApproval
 from chat.models import Run
 from chat.runtime import build
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
-from chat.runtime.batching import Batcher, server_task
+from chat.runtime.batching import server_task
 from chat.runtime.doorbell import ring_cancel, ring_processes
 from chat.runtime.execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
 from chat.runtime.head_start import HeadStarts
@@ -54,8 +45,7 @@ class RunRegistry:
         self.stopping = False
         self._handles: dict[str, RunHandle] = {}
         self.approvals = ApprovalDesk()
-        self._starts: Batcher[RunStart, tuple[Run, int]] = Batcher(self._start_group, name="runs-starter")
-        self._heads = HeadStarts()
+        self.heads = HeadStarts()  # begun by the front door's starts (chat.runs.starter)
         self._supervisor = Supervisor(self)
         self._started = asyncio.Lock()
         self._ready = False
@@ -153,84 +143,7 @@ class RunRegistry:
                 self._supervisor.reap_soon()
             return
 
-    # -- starting and stopping runs ------------------------------------------------------
-    async def start(
-        self,
-        *,
-        conversation,
-        user,
-        content: str,
-        parent_seq: int | None = None,
-        edits: int | None = None,
-        regenerates: int | None = None,
-        attachments: tuple[dict[str, Any], ...] = (),
-        history: tuple[dict[str, Any], ...] = (),
-        options: ModelOptions | None = None,
-        first: bool = False,
-    ) -> tuple[Run, int]:
-        """Start a run for a user message, an edit or a regenerate (RunStart): the run and the
-        seq of its user_message (what the HTTP door answers with, read from the start rather
-        than asked of the database). Raises RunInProgress / RateLimited / QuotaExceeded /
-        NotAUserMessage / AgentUnavailable. `first`: the caller saw no event in the
-        conversation, so a new message's run may begin while its start is stored (head_start)."""
-        await self.ensure_started()
-        model = settings.AGENT_MODEL or ""
-        run_id, began_at = uuid.uuid4(), timezone.now()
-        # Only when no other start is being stored: in a burst the event loop's CPU is the limit,
-        # and a run begun ahead of its group's trip to the ORM thread slows that trip (the GIL)
-        # for every start in it (C = 200 first text p50 238-270 -> 287-289 ms, measured).
-        begun = (
-            first
-            and self._starts.idle
-            and parent_seq is None
-            and edits is None
-            and regenerates is None
-            and self._heads.begin(
-                run_id=run_id,
-                conversation=conversation,
-                user=user,
-                content=content,
-                attachments=attachments,
-                history_messages=history,
-                options=options,
-                answers=self.approvals.for_run(run_id),
-            )
-        )
-        start = RunStart(
-            conversation,
-            user,
-            content,
-            model,
-            self.channel,
-            parent_seq,
-            edits,
-            regenerates,
-            attachments,
-            history,
-            options,
-            run_id,
-            began_at if begun else None,  # its model calls are not older than the run
-        )
-        return await self._starts.submit(start)
-
-    async def _start_group(self, starts: list[RunStart]) -> list[tuple[Run, int] | Exception]:
-        try:
-            results = await database_sync_to_async(_start_with_memory)(starts)
-        except BaseException:
-            self._heads.drop(starts)
-            raise
-        out: list[tuple[Run, int] | Exception] = []
-        for start, result in zip(starts, results, strict=True):
-            begun = self._heads.settle(start, result)
-            if isinstance(result, Exception):
-                out.append(result)
-                continue
-            # The run is started: it gets its task even if the caller has gone meanwhile.
-            run, frames, messages, config = result
-            self.adopt(run, memory=messages, announce=frames, config=config, begun=begun)
-            out.append((run, frames[0]["seq"]))
-        return out
-
+    # -- stopping and answering runs ----------------------------------------------------
     async def cancel(self, *, conversation_id) -> bool:
         """Cancel the conversation's running run wherever it runs; False when none is running."""
         await self.ensure_started()
@@ -308,29 +221,6 @@ class RunRegistry:
         count = await database_sync_to_async(runs_release)(run_ids=released, worker=self.channel)
         logger.info("released %d run(s) for another process to continue", count)
         await ring_processes({"type": REAP_MESSAGE})
-
-
-def _start_with_memory(
-    starts: list[RunStart],
-) -> list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception]:
-    """Start the runs, then read each one's memory (chat.eventlog.memory): one trip to the ORM thread for
-    the whole group (a first turn, whose parentSeq is null, is its own memory). Each comes with
-    the configuration of its agent, from the profile the start read."""
-    started = runs_start(starts=starts)
-    runs = [result for result in started if not isinstance(result, Exception)]
-    older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
-    memories = memory.runs_memory(runs=older) if older else {}
-    out: list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception] = []
-    for start, result in zip(starts, started, strict=True):
-        if isinstance(result, Exception):
-            out.append(result)
-            continue
-        run, frames = result
-        key = run.conversation_id
-        messages = memories[key] if key in memories else history.run_messages(frames)
-        config = profiles.start_config(run.agent, source=start.conversation.source, options=start.options)
-        out.append((run, frames, messages, config))
-    return out
 
 
 _registries: PerLoop[RunRegistry] = PerLoop(RunRegistry)

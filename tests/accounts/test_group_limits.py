@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from chat.accounts.limits import Limits, limits_for_user, limits_for_users, most_generous
 from chat.conversations.services import conversation_create
-from chat.eventlog.starts import run_start, runs_start
 from chat.eventlog.types import RunStart
 from chat.exceptions import QuotaExceeded, RateLimited
 from chat.models import GroupLimits, ModelCall, Run
+from chat.runs.starts import run_start, runs_start
 from tests.asgi_socket import Socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]

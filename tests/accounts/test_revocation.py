@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 
 from agentsite.asgi import application
+from chat.accounts import held_credentials
 from chat.accounts.revocation import session_is_current
 from chat.doors.socket import consumers
 from chat.models import Event, Run
@@ -66,7 +67,7 @@ async def socket(conversation, registry):
 @pytest.fixture
 def no_recheck_window(monkeypatch):
     """As if the socket's last session check were older than the window."""
-    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
 
 
 async def test_a_message_on_a_session_deleted_without_a_signal_closes_4401_and_starts_nothing(
@@ -101,7 +102,7 @@ async def test_pings_trust_a_recent_check_then_check_again(socket, monkeypatch):
         assert await socket.recv() == {"type": "pong"}
     assert calls == []  # a ping storm inside the window costs no lookup
     await Session.objects.filter(session_key=socket.session_key).adelete()
-    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)  # the window has passed
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)  # the window has passed
     await socket.send({"type": "ping"})
     assert await socket.closed_with() == 4401
     assert len(calls) == 1

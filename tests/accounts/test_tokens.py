@@ -19,13 +19,13 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from chat.accounts import held_credentials
 from chat.accounts.bearer import socket_token_user
 from chat.accounts.process_cache import cache
 from chat.accounts.sessions import SessionStore
 from chat.accounts.token_lockout import ADDRESS_LIMIT_FACTOR
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
-from chat.doors.socket import consumers
 from chat.models import ApiToken, UserSession
 from serving.proxy import socket_client_address
 from tests.asgi_socket import Socket
@@ -241,7 +241,7 @@ async def test_a_socket_with_a_bad_token_is_closed_4401_and_without_one_needs_an
 
 async def test_a_token_socket_re_checks_its_token(make_user, registry, monkeypatch):
     """A revocation push that got lost: the socket's re-check of its token closes it."""
-    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0)
     alice = await sync_to_async(make_user)("alice")
     conversation = await sync_to_async(conversation_create)(owner=alice, title="t")
     token, value = await sync_to_async(token_create)(user=alice, name="bot")

@@ -18,6 +18,8 @@ from chat.agents.form import AgentProfileForm
 from chat.agents.selectors import agent_profiles_for_user
 from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Event, Run
+from chat.runs.requests import StartRun
+from chat.runs.starter import start_run
 from chat.runtime import build as assistant
 from chat.tools.skills import load_skill
 from tests.asgi_socket import Socket
@@ -78,8 +80,8 @@ async def test_two_profiles_send_each_conversation_to_its_own_server_model_and_t
     create = sync_to_async(lambda agent: conversation_create(owner=alice, agent=agent))
     in_a, in_b = await create(first), await create(second)
 
-    run_a, _ = await registry.start(conversation=in_a, user=alice, content="hi A")
-    run_b, _ = await registry.start(conversation=in_b, user=alice, content="hi B")
+    run_a, _ = await start_run(StartRun(conversation=in_a, user=alice, content="hi A"))
+    run_b, _ = await start_run(StartRun(conversation=in_b, user=alice, content="hi B"))
     await registry.wait_idle()
 
     assert [r["model"] for r in llm_settings.requests] == ["model-a"]
@@ -104,7 +106,7 @@ async def test_two_profiles_send_each_conversation_to_its_own_server_model_and_t
 
     # One client per endpoint and key, per process: a second run reuses it.
     clients = assistant._client.cache_info().currsize
-    await registry.start(conversation=in_a, user=alice, content="again")
+    await start_run(StartRun(conversation=in_a, user=alice, content="again"))
     await registry.wait_idle()
     assert assistant._client.cache_info().currsize == clients == 2
     assert [r["model"] for r in llm_settings.requests] == ["model-a", "model-a"]
@@ -119,7 +121,7 @@ async def test_a_profile_s_named_tool_choice_forces_the_first_call_and_lets_the_
     )
     llm_settings.script(tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42."))
     conversation = await sync_to_async(conversation_create)(owner=alice, agent=profile)
-    run, _ = await registry.start(conversation=conversation, user=alice, content="6*7?")
+    run, _ = await start_run(StartRun(conversation=conversation, user=alice, content="6*7?"))
     await registry.wait_idle()
     first, second = llm_settings.requests
     assert first["tool_choice"] == {"type": "function", "function": {"name": "calculator"}}
@@ -130,7 +132,7 @@ async def test_a_profile_s_named_tool_choice_forces_the_first_call_and_lets_the_
 
 
 async def test_without_a_profile_the_run_is_the_environment_s_exactly_as_before(conversation, registry, llm_settings):
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="hi"))
     await registry.wait_idle()
     (request,) = llm_settings.requests
     assert request["model"] == "fake-model"
@@ -147,7 +149,7 @@ async def test_without_a_profile_the_run_is_the_environment_s_exactly_as_before(
 async def test_a_profile_added_while_the_server_runs_is_used_by_the_next_run(
     conversation, registry, llm_settings, other_llm
 ):
-    await registry.start(conversation=conversation, user=conversation.owner, content="before")
+    await start_run(StartRun(conversation=conversation, user=conversation.owner, content="before"))
     await registry.wait_idle()
     added = await sync_to_async(make_profile)("late", base_url=other_llm.base_url, model="late-model", everyone=True)
     client = await sync_to_async(_client_of)(conversation.owner)
@@ -156,14 +158,14 @@ async def test_a_profile_added_while_the_server_runs_is_used_by_the_next_run(
     )
     assert patched.status_code == 200 and patched.json()["agent"] == "late"
     # The socket-side conversation object is stale (loaded before the PATCH): the start reads it again.
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="after")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="after"))
     await registry.wait_idle()
     assert [r["model"] for r in other_llm.requests] == ["late-model"]
     assert [r["model"] for r in llm_settings.requests] == ["fake-model"]
     assert (await Run.objects.aget(pk=run.pk)).agent_id == added.pk
     # Changed in the admin: the next run sends the new model name, still without a restart.
     await AgentProfile.objects.filter(pk=added.pk).aupdate(model="renamed-model")
-    await registry.start(conversation=conversation, user=conversation.owner, content="renamed")
+    await start_run(StartRun(conversation=conversation, user=conversation.owner, content="renamed"))
     await registry.wait_idle()
     assert [r["model"] for r in other_llm.requests] == ["late-model", "renamed-model"]
 
@@ -174,7 +176,7 @@ async def test_a_failing_endpoint_gives_model_errors_and_the_run_fails_cleanly(c
     )
     conversation.agent = broken
     await conversation.asave(update_fields=["agent"])
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hello?")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="hello?"))
     await registry.wait_idle()
     events = await events_of(run)
     assert [e["type"] for e in events] == ["user_message", "error", "error", "complete"]
@@ -219,7 +221,7 @@ async def test_a_profile_s_approval_patterns_gate_its_runs(conversation, registr
     conversation.agent = careful
     await conversation.asave(update_fields=["agent"])
     llm_settings.script(tool_call_reply(("calculator", {"expression": "6*7"})), text_reply("42"))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="6*7, carefully")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="6*7, carefully"))
     for _ in range(200):
         if any(e["type"] == "approval_request" for e in await events_of(run)):
             break

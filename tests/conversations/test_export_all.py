@@ -13,8 +13,8 @@ from django.test import Client
 from chat.conversations import importing
 from chat.conversations.services import conversation_create
 from chat.eventlog.reads import events_for_export
-from chat.eventlog.starts import run_start
 from chat.models import Conversation, Event, Run
+from chat.runs.starts import run_start
 from tests.conversations.test_transfer import run_with
 from tests.http_body import response_body
 

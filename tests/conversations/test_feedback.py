@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from chat.conversations.services import conversation_create, feedback_set
-from chat.eventlog.starts import run_start
 from chat.models import Feedback, Run
+from chat.runs.starts import run_start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

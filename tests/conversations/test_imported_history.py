@@ -13,9 +13,9 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.conversations.services import conversation_create, conversation_delete
-from chat.eventlog.starts import run_start
 from chat.models import Conversation, MetricTally, Run, ToolRecord
 from chat.ops import metrics
+from chat.runs.starts import run_start
 from tests.ops.test_metrics import scrape, staff_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

@@ -14,8 +14,8 @@ from chat.conversations.selectors import conversation_for_user, conversation_own
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
 from chat.eventlog.reads import events_after, running_run, runs_memory_events, stale_runs
-from chat.eventlog.starts import run_start
 from chat.models import Run
+from chat.runs.starts import run_start
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 from chat.conversations.selectors import conversation_for_user
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
 from chat.models import Conversation, Event, ModelCall, Run, SearchDocument, ToolRecord
+from chat.runs.starts import run_start
 from tests.http_body import response_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

@@ -25,10 +25,10 @@ from chat.conversations.importing import conversation_import, parse_import
 from chat.eventlog import history, memory
 from chat.eventlog.append import events_append
 from chat.eventlog.reads import events_for_export
-from chat.eventlog.starts import run_start
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import RunOutcome
 from chat.models import Conversation, Event, Run, RunMemory
+from chat.runs.starts import run_start
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 

@@ -9,10 +9,10 @@ from django.test import Client
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.eventlog.append import events_append
 from chat.eventlog.search import MAX_DOCUMENT_CHARS
-from chat.eventlog.starts import run_start
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import RunOutcome
 from chat.models import SearchDocument
+from chat.runs.starts import run_start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

@@ -14,8 +14,8 @@ import pytest
 from chat.agent.text import REPLACEMENT, clean, clean_value, invalid_reason
 from chat.conversations.services import conversation_create, conversation_rename
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
+from chat.runs.starts import run_start
 
 BAD = ["\ud800", "\udfff", "a\x00b", "\ud83d", "\x00"]
 
@@ -81,9 +81,9 @@ def test_events_tool_records_and_outcome_are_stored_clean(conversation):
 
     from chat.eventlog.append import events_append
     from chat.eventlog.reads import events_after
-    from chat.eventlog.starts import run_start
     from chat.eventlog.types import RunOutcome, ToolRecordData
     from chat.models import Event, Run, ToolRecord
+    from chat.runs.starts import run_start
 
     run, _ = run_start(conversation=conversation, user=conversation.owner, content="hi", model="m", worker="w")
     payloads = [

@@ -12,9 +12,9 @@ from chat.conversations.services import conversation_create
 from chat.eventlog import history
 from chat.eventlog.append import events_append
 from chat.eventlog.reads import runs_memory_events
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
 from chat.models import Conversation, Event
+from chat.runs.starts import run_start
 from tests.asgi_socket import Socket
 from tests.fakellm import text_reply
 

@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append_many
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import EventBatch, ModelCallData
 from chat.models import Event, ModelCall, Run
+from chat.runs.starts import run_start
 from tests.asgi_socket import Socket
 from tests.fakellm import text_reply, tool_call_reply
 from tests.stored import stored_frame

@@ -15,9 +15,9 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
 from chat.models import Conversation, Event, Feedback, ModelCall, Run, ToolRecord
+from chat.runs.starts import run_start
 from tests.fakellm import text_reply, tool_call_reply
 from tests.inspector.test_trace import failing, run_message, staff_user, with_usage
 

@@ -9,9 +9,9 @@ import pytest
 from django.db import transaction
 
 from chat.conversations.services import conversation_create, conversation_delete
-from chat.eventlog.starts import run_start
 from chat.models import Conversation, MetricTally, Run
 from chat.realtime import deletion
+from chat.runs.starts import run_start
 from chat.runtime.doorbell import conversation_group
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,10 @@ from channels.layers import get_channel_layer
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.realtime import hub as hub_module
 from chat.realtime.hub import Hub, get_hub
 from chat.realtime.layers import InMemoryChannelLayer
+from chat.runs.starts import run_start
 from chat.runtime.doorbell import conversation_group, publish
 from tests.asgi_socket import Socket
 

@@ -14,9 +14,10 @@ from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
 from chat.exceptions import RateLimited, RunInProgress
 from chat.models import AgentProfile, Event, ModelCall, Run
+from chat.runs import starter
+from chat.runs.requests import StartRun
+from chat.runs.starter import Starter, start_run
 from chat.runtime import build
-from chat.runtime import registry as registry_module
-from chat.runtime.registry import RunRegistry
 from tests.asgi_http import RawStream
 from tests.asgi_socket import Socket
 from tests.fakellm import text_reply
@@ -30,11 +31,11 @@ def trips(monkeypatch, llm_settings):
     its start was asked for, and records how many had arrived when it went on."""
     seen: list[int] = []
     asked = {"base": 0}
-    original_start, original_trip = RunRegistry.start, registry_module._start_with_memory
+    original_start, original_trip = Starter.start, starter._start_with_memory
 
-    async def start(self, **kwargs):
+    async def start(self, request):
         asked["base"] = len(llm_settings.requests)
-        return await original_start(self, **kwargs)
+        return await original_start(self, request)
 
     def start_with_memory(starts):
         deadline = time.monotonic() + 1.0
@@ -43,8 +44,8 @@ def trips(monkeypatch, llm_settings):
         seen.append(len(llm_settings.requests) - asked["base"])
         return original_trip(starts)
 
-    monkeypatch.setattr(RunRegistry, "start", start)
-    monkeypatch.setattr(registry_module, "_start_with_memory", start_with_memory)
+    monkeypatch.setattr(Starter, "start", start)
+    monkeypatch.setattr(starter, "_start_with_memory", start_with_memory)
     return seen
 
 
@@ -60,7 +61,9 @@ async def test_a_first_message_s_model_request_goes_out_while_its_start_is_store
     conversation, registry, llm_settings, trips
 ):
     llm_settings.script(text_reply("an early answer", piece=3))
-    run, seq = await registry.start(conversation=conversation, user=conversation.owner, content="hello", first=True)
+    run, seq = await start_run(
+        StartRun(conversation=conversation, user=conversation.owner, content="hello", first=True)
+    )
     await registry.wait_idle()
     assert trips == [1]  # the request arrived before the trip ended
     payloads = await sync_to_async(_payloads)(run.pk)
@@ -76,9 +79,9 @@ async def test_a_first_message_s_model_request_goes_out_while_its_start_is_store
 async def test_a_later_message_or_a_caller_that_saw_events_waits_for_its_start(
     conversation, registry, llm_settings, trips
 ):
-    first, _ = await registry.start(conversation=conversation, user=conversation.owner, content="one")
+    first, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="one"))
     await registry.wait_idle()
-    second, _ = await registry.start(conversation=conversation, user=conversation.owner, content="two")
+    second, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="two"))
     await registry.wait_idle()
     assert trips == [0, 0]  # `first` not said: no head start
     assert [len(body["messages"]) for body in llm_settings.requests][-1] > 1  # the second has its memory
@@ -89,7 +92,10 @@ async def test_only_the_first_of_messages_arriving_together_gets_a_head_start(ma
     conversations = [await sync_to_async(conversation_create)(owner=user) for _ in range(4)]
     await registry.ensure_started()
     started = await asyncio.gather(
-        *(registry.start(conversation=c, user=user, content=f"m{i}", first=True) for i, c in enumerate(conversations))
+        *(
+            start_run(StartRun(conversation=c, user=user, content=f"m{i}", first=True))
+            for i, c in enumerate(conversations)
+        )
     )
     await registry.wait_idle()
     # One group: only the message that found the starter idle began before it.
@@ -104,10 +110,10 @@ async def test_a_refused_start_cancels_its_head_start_and_its_user_gets_none_for
 ):
     slow = text_reply("slow words " * 30, piece=2, delay=0.02)
     llm_settings.script(slow, slow)
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="first", first=True)
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="first", first=True))
     # A second tab that had not seen the first message yet: its head start goes, then is refused.
     with pytest.raises(RunInProgress):
-        await registry.start(conversation=conversation, user=conversation.owner, content="second", first=True)
+        await start_run(StartRun(conversation=conversation, user=conversation.owner, content="second", first=True))
     assert trips == [1, 1]
     assert "aborted" in await llm_settings.endings(2)  # its request closed, unread
     await registry.wait_idle()
@@ -118,7 +124,7 @@ async def test_a_refused_start_cancels_its_head_start_and_its_user_gets_none_for
     assert calls == 1  # the cancelled request left no record
     # The same user's next first message, in another conversation: no head start for a minute.
     other = await sync_to_async(conversation_create)(owner=conversation.owner)
-    await registry.start(conversation=other, user=conversation.owner, content="third", first=True)
+    await start_run(StartRun(conversation=other, user=conversation.owner, content="third", first=True))
     await registry.wait_idle()
     assert trips == [1, 1, 0]
 
@@ -127,12 +133,12 @@ async def test_a_rate_limited_user_s_messages_do_not_become_model_requests(
     conversation, registry, llm_settings, trips, settings
 ):
     settings.AGENT_MESSAGES_PER_MINUTE = 1
-    await registry.start(conversation=conversation, user=conversation.owner, content="one", first=True)
+    await start_run(StartRun(conversation=conversation, user=conversation.owner, content="one", first=True))
     await registry.wait_idle()
     for i in range(3):
         other = await sync_to_async(conversation_create)(owner=conversation.owner)
         with pytest.raises(RateLimited):
-            await registry.start(conversation=other, user=conversation.owner, content=f"spam {i}", first=True)
+            await start_run(StartRun(conversation=other, user=conversation.owner, content=f"spam {i}", first=True))
     # The first refusal's head start was sent (and cancelled); none after it.
     assert trips == [1, 1, 0, 0]
     assert len(llm_settings.requests) == 2
@@ -141,11 +147,11 @@ async def test_a_rate_limited_user_s_messages_do_not_become_model_requests(
 async def test_a_head_start_predicted_wrong_is_cancelled_and_the_run_starts_from_its_memory(
     conversation, registry, llm_settings, trips
 ):
-    earlier, _ = await registry.start(conversation=conversation, user=conversation.owner, content="remember 42")
+    earlier, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="remember 42"))
     await registry.wait_idle()
     llm_settings.script(text_reply("slow words " * 20, piece=2, delay=0.02), text_reply("it was 42"))
     # A caller whose view of the conversation is stale says it saw no event.
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="what?", first=True)
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="what?", first=True))
     await registry.wait_idle()
     assert trips == [0, 1]
     head, real = llm_settings.requests[-2:]
@@ -160,7 +166,7 @@ async def test_a_conversation_with_an_agent_profile_gets_no_head_start(conversat
     profile = await AgentProfile.objects.acreate(slug="helper", name="Helper", model="fake-model", everyone=True)
     conversation.agent = profile
     await sync_to_async(conversation.save)()
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi", first=True)
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="hi", first=True))
     await registry.wait_idle()
     assert trips == [0]  # its profile is read, and checked, with the start
     assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
@@ -212,7 +218,7 @@ async def test_an_agent_that_cannot_be_built_fails_its_run_as_without_a_head_sta
         raise RuntimeError("a broken tool registry")
 
     monkeypatch.setattr(build, "build_agent", broken)
-    run, seq = await registry.start(conversation=conversation, user=conversation.owner, content="hi", first=True)
+    run, seq = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="hi", first=True))
     await registry.wait_idle()
     payloads = await sync_to_async(_payloads)(run.pk)
     assert seq == 1 and [p["type"] for p in payloads] == ["user_message", "error", "complete"]
@@ -224,7 +230,7 @@ async def test_an_attempt_that_dies_before_its_start_is_stored_is_retried_with_n
 ):
     dying = {"chunks": [{"delta": {"content": p}} for p in ("Partial ", "words")], "truncate_after": 2}
     llm_settings.script(dying, text_reply("The full answer."))
-    trip = registry_module._start_with_memory
+    trip = starter._start_with_memory
 
     def after_the_attempt_died(starts):
         deadline = time.monotonic() + 5.0
@@ -232,8 +238,8 @@ async def test_an_attempt_that_dies_before_its_start_is_stored_is_retried_with_n
             time.sleep(0.01)
         return trip(starts)
 
-    monkeypatch.setattr(registry_module, "_start_with_memory", after_the_attempt_died)
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="flaky", first=True)
+    monkeypatch.setattr(starter, "_start_with_memory", after_the_attempt_died)
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="flaky", first=True))
     await registry.wait_idle()
     payloads = await sync_to_async(_payloads)(run.pk)
     errors = [p for p in payloads if p["type"] == "error"]

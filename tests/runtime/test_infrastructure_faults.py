@@ -20,6 +20,9 @@ from chat.doors.socket import consumers
 from chat.eventlog.append import events_append_many
 from chat.eventlog.takeover import runs_release
 from chat.models import Event, Run
+from chat.runs import starter
+from chat.runs.requests import StartRun
+from chat.runs.starter import start_run
 from chat.runtime import registry as registry_module
 from chat.runtime import writer
 from tests.asgi_socket import Socket
@@ -60,7 +63,7 @@ async def test_a_message_while_the_database_fails_gets_unavailable_and_nothing_i
     def down(**kwargs):
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(registry_module, "runs_start", down)
+    monkeypatch.setattr(starter, "runs_start", down)
     await sock.send({"type": "message", "content": "hello"})
     frame = await sock.recv()
     assert (frame["type"], frame["code"]) == ("error", "UNAVAILABLE") and "seq" not in frame
@@ -102,7 +105,7 @@ async def test_a_run_whose_writes_fail_is_handed_over_by_its_own_process(
     await sock.connect()
     await sock.history()
     failures["left"] = 2  # the round and its retry
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="go"))
     frames = await sock.until(lambda f: f.get("type") == "complete", timeout=20)
     stored = await sync_to_async(_payloads)(run.pk)
     types = [e["type"] for e in stored]
@@ -133,7 +136,7 @@ async def test_a_run_the_database_refuses_for_good_ends_once_and_is_not_resumed(
     sock = Socket(conversation.owner, conversation.pk)
     await sock.connect()
     await sock.history()
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="go"))
     frames = await sock.until(lambda f: f.get("type") == "complete", timeout=20)
     assert frames[-1]["status"] != "succeeded"
     assert any(f["type"] == "error" and "server error" in f["message"] for f in frames)
@@ -180,7 +183,7 @@ async def test_a_lost_run_that_its_own_reaper_resumed_first_is_not_released_agai
 
     monkeypatch.setattr(registry_module, "runs_release", release)
     failures["left"] = 2  # the round and its retry
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="go"))
     while not tried.is_set():
         await asyncio.sleep(0.02)
     stale = timezone.now() - timedelta(hours=2)
@@ -217,7 +220,7 @@ async def test_a_publish_that_failed_reaches_the_sockets_when_the_layer_answers_
 
     monkeypatch.setattr(layer, "group_send", down)
     llm_settings.script(text_reply("Stored while the layer was down."))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="go"))
     await registry.wait_idle()
     assert await sock.silent()  # nothing reached the socket
     monkeypatch.setattr(layer, "group_send", real)

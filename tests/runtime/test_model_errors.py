@@ -8,6 +8,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.models import Event, Run
+from chat.runs.requests import StartRun
+from chat.runs.starter import start_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -22,7 +24,7 @@ async def test_a_wrong_key_fails_the_run_at_once_and_is_logged_with_the_run_id(
     message = f"Incorrect API key provided: {KEY[:12]}****3456"
     llm_settings.script({"status": 401, "body": {"error": {"message": message}}})
     with caplog.at_level(logging.WARNING, logger="chat.agent.loop"):
-        run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
+        run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="hi"))
         await registry.wait_idle()
     events = await sync_to_async(lambda: [e.payload for e in Event.objects.filter(run=run).order_by("seq")])()
     assert [e["type"] for e in events] == ["user_message", "error", "complete"]

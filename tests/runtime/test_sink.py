@@ -9,9 +9,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.conversations.services import conversation_create
-from chat.eventlog.starts import run_start
 from chat.exceptions import ConversationGone
 from chat.models import Event
+from chat.runs.starts import run_start
 from chat.runtime import sink as sink_module
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]

@@ -15,9 +15,9 @@ from django.test import Client
 from chat.agent.titles import TITLE_REQUEST
 from chat.conversations.services import conversation_create, conversation_rename
 from chat.conversations.titles import title_store
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import ModelCallData
 from chat.models import Conversation, Event, ModelCall, Run
+from chat.runs.starts import run_start
 from tests.asgi_http import RawStream
 from tests.asgi_socket import Socket, session_cookie
 from tests.fakellm import text_reply

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
+from chat.runs.starts import run_start
 
 HOSTILE = (
     "Here: <img src=x onerror=\"document.title='pwned'\"> and [a link](javascript:document.title='pwned') "

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
-from chat.eventlog.starts import run_start
 from chat.models import AccountSettings, Conversation, ShareLink
+from chat.runs.starts import run_start
 from chat.sharing.links import ACTIVE_MAX, CLOSED_KEPT
 from tests.sharing.builders import HOSTILE, shareable, turn
 

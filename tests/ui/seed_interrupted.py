@@ -25,10 +25,10 @@ def main() -> None:
 
     from chat.conversations.services import conversation_create
     from chat.eventlog.append import events_append
-    from chat.eventlog.starts import run_start
     from chat.eventlog.takeover import run_interrupt
     from chat.eventlog.types import RunOutcome
     from chat.models import Run
+    from chat.runs.starts import run_start
 
     user = get_user_model().objects.get(username=username)
     conversation = conversation_create(owner=user, title="Interrupted runs")

@@ -1,6 +1,6 @@
 """Runs over HTTP (docs/protocol.md, "Runs over HTTP"): a program posts a message, cancels a
 run or answers an approval request as the WebSocket's frames do, through the same functions
-(chat.runs.actions: one start path, the same limits, quotas, agents and codes).
+(chat.runs.engine: one start path, the same limits, quotas, agents and codes).
 
 Async views: the run registry lives on the server's event loop. Refusals carry the frame's
 code as `{"error": {"code", "message"}}` with the HTTP status of ERROR_STATUS. Owner-only:
@@ -19,8 +19,9 @@ from chat.conversations.selectors import conversation_owned, run_for_user
 from chat.doors.api.json_api import json_body
 from chat.eventlog.reads import run_asked
 from chat.models import Run
-from chat.runs import actions as run_actions
-from chat.runs.client_frames import ProtocolError, already_answered, approval_answer
+from chat.runs import engine
+from chat.runs.client_frames import ProtocolError, already_answered
+from chat.runs.requests import CancelRun, approve_request, start_request
 from serving.loop_middleware import request_db
 
 # The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
@@ -88,19 +89,14 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         if conversation is None:
             return not_found()
         frame = _body(request)
-        asked = await run_actions.message_request(frame, conversation_id=conversation.pk)
-        run, seq = await run_actions.run_start(
-            conversation=conversation,
-            user=user,
-            content=asked.content,
-            parent_seq=asked.parent_seq,
-            attachments=asked.attachments,
-            first=conversation.last_seq == 0,  # read with the request
-        )
+        asked = await start_request(
+            "message", frame, conversation=conversation, user=user, first=conversation.last_seq == 0
+        )  # last_seq: read with the request
+        run, seq = await engine.start(asked)
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)
     except DatabaseError:
-        exc = run_actions.database_unavailable()
+        exc = engine.database_unavailable()
         return run_error(exc.code, exc.message, exc.detail)
     return JsonResponse({"runId": str(run.pk), "seq": seq}, status=202)
 
@@ -114,9 +110,9 @@ async def conversation_cancel(request, conversation_id: uuid.UUID):
             return not_signed_in()
         if conversation is None:
             return not_found()
-        cancelled = await run_actions.run_cancel(conversation_id=conversation.pk)
+        cancelled = await engine.cancel(CancelRun(conversation.pk))
     except DatabaseError:
-        exc = run_actions.database_unavailable()
+        exc = engine.database_unavailable()
         return run_error(exc.code, exc.message, exc.detail)
     return JsonResponse({"cancelled": cancelled}, status=202)
 
@@ -131,21 +127,19 @@ async def run_approval(request, run_id: uuid.UUID):
         run = await request_db(run_for_user)(user=user, run_id=run_id)
         if run is None:
             return not_found("run")
-        tool_call_id, decision = approval_answer(_body(request))
+        answer = approve_request(_body(request), conversation_id=run.conversation_id, reply_to=None)
         # The socket answers by conversation; this route names the run, so the request must be
         # that run's, and only the running run (one per conversation) still waits on one.
-        if not await request_db(run_asked)(run_id=run.pk, tool_call_id=tool_call_id):
+        if not await request_db(run_asked)(run_id=run.pk, tool_call_id=answer.tool_call_id):
             raise ProtocolError(
                 "BAD_REQUEST", "This run has no approval request with that toolCallId.", "unknown toolCallId"
             )
         if run.status != Run.Status.RUNNING:
             raise already_answered()
-        await run_actions.run_approve(
-            conversation_id=run.conversation_id, tool_call_id=tool_call_id, decision=decision, reply_to=None
-        )
+        await engine.approve(answer)
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)
     except DatabaseError:
-        exc = run_actions.database_unavailable()
+        exc = engine.database_unavailable()
         return run_error(exc.code, exc.message, exc.detail)
-    return JsonResponse({"toolCallId": tool_call_id, "decision": decision.decision}, status=202)
+    return JsonResponse({"toolCallId": answer.tool_call_id, "decision": answer.decision.decision}, status=202)

@@ -2,7 +2,7 @@
 client, with a personal API token as its key, lists the agents as models and runs one.
 
 Each completion is a new conversation of the user (Conversation.source "api"), started through
-the one start path (chat.runs.actions: the same limits, quotas and agents as the chat
+the one start path (chat.runs.engine: the same limits, quotas and agents as the chat
 page), its run followed with the conversation stream's follower (chat.doors.sse.streams.Stream),
 which joins before the run starts: register-then-fetch with nothing yet to fetch, so every
 event of the run comes live and none is read back. Async views under daphne: no thread waits
@@ -31,10 +31,11 @@ from chat.doors.api.runs_api import request_user
 from chat.doors.openai import openai_images
 from chat.doors.openai import openai_shapes as shapes
 from chat.doors.sse.streams import KEEPALIVE, Stream
-from chat.eventlog.starts import first_message_title
+from chat.eventlog.turns import first_message_title
 from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation, Run
-from chat.runs import actions as run_actions
+from chat.runs import engine
 from chat.runs.client_frames import ProtocolError, message_content
+from chat.runs.requests import StartRun
 from serving.loop_middleware import request_db
 
 log = logging.getLogger(__name__)
@@ -164,16 +165,16 @@ async def chat_completions(request):
         )
         frames = stream.frames()
         try:
-            run = await _started(
-                frames,
-                conversation=conversation,
-                user=user,
-                content=checked.content,
+            asked = StartRun(
+                conversation,
+                user,
+                checked.content,
                 attachments=openai_images.attachments_of(call.images, attached),
                 history=openai_images.recorded_history(call.history, attached),
                 options=call.options,
                 first=True,  # its conversation was made for it
             )
+            run = await _started(frames, asked)
         except ProtocolError:
             await request_db(_discard)(conversation)
             raise
@@ -205,13 +206,13 @@ async def chat_completions(request):
     return response
 
 
-async def _started(frames: AsyncIterator[dict[str, Any] | bytes], **start) -> Run:
+async def _started(frames: AsyncIterator[dict[str, Any] | bytes], asked: StartRun) -> Run:
     """The run started once the stream of its new conversation has joined (its first step), so
     that every event of the run reaches the stream live, none read back from the database. A
     refused start, or any failure, leaves the stream's groups at once."""
     try:
         await anext(frames)  # the sync: nothing stored yet
-        run, _ = await run_actions.run_start(**start)
+        run, _ = await engine.start(asked)
         return run
     except BaseException:
         await frames.aclose()

@@ -36,7 +36,7 @@ ERROR_TYPES = {
     503: "api_error",
 }
 
-# The run start's refusal codes (chat.runs.actions) as (HTTP status, OpenAI code).
+# The run start's refusal codes (chat.runs.engine) as (HTTP status, OpenAI code).
 START_REFUSALS = {
     "BAD_REQUEST": (400, "invalid_request"),
     "TOO_LARGE": (400, "context_length_exceeded"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 import orjson
@@ -20,23 +19,21 @@ from channels.db import database_sync_to_async
 from django.db import DatabaseError
 
 from chat.accounts import sockets
-from chat.accounts.revocation import revokes, session_is_current, user_group
-from chat.accounts.tokens import token_is_current
+from chat.accounts.held_credentials import HeldCredential
+from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.socket.credentials import SignedIn, signed_in
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.hub import HubConsumer
-from chat.runs import actions as run_actions
+from chat.runs import engine
 from chat.runs.client_frames import (
     ProtocolError,
     after_param,
     already_answered,
-    approval_answer,
-    message_content,
     parse_frame,
-    seq_field,
 )
+from chat.runs.requests import CancelRun, approve_request, start_request
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 
@@ -55,13 +52,6 @@ CLOSE_TOO_MANY_SOCKETS = 4429
 # client reconnects with `after` (WebSocket's own "try again later"; the page retries any code
 # but 4401 and 4404).
 CLOSE_TRY_AGAIN = 1013
-
-# How long a socket trusts its last session check. Sessions that end are pushed to the
-# socket at once (chat.accounts.revocation); this re-check on client frames is the second line, for
-# a push that got lost, so seconds of staleness are fine, while a ping storm (or a burst of
-# messages) costs one session + user lookup per socket per window instead of one per frame,
-# and the usual connect-then-message costs none (the handshake has just checked).
-SESSION_RECHECK_SECONDS = 5.0
 
 PONG = {"type": "pong"}
 
@@ -94,10 +84,9 @@ class ChatConsumer(HubConsumer):
 
     conversation = None
     last_seq = 0
-    token_id = None
     seat: sockets.Seat | None = None  # its place under the user's cap (chat.accounts.sockets)
     revoked = False
-    session_checked_at = 0.0
+    credential: HeldCredential | None = None  # what the handshake signed in with, re-checked
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
 
     def __init__(self, conversation_id=None, **kwargs) -> None:
@@ -123,8 +112,7 @@ class ChatConsumer(HubConsumer):
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
         self.user = signed.user
-        self.token_id, self.session_key = signed.token_id, signed.session_key
-        self.session_checked_at = time.monotonic()  # the handshake has just checked it
+        self.credential = HeldCredential(self.user.pk, signed.token_id, signed.session_key)
         self.seat = sockets.take(self.user.pk, sockets.SOCKET)
         if self.seat is None:
             await self.close(code=CLOSE_TOO_MANY_SOCKETS)
@@ -197,7 +185,7 @@ class ChatConsumer(HubConsumer):
 
     async def session_revoked(self, message: dict[str, Any]) -> None:
         """chat.accounts.revocation: a credential of the user ended (this one, or every one)."""
-        if revokes(message, token_id=self.token_id, session_key=self.session_key):
+        if self.credential is not None and self.credential.revoked_by(message):
             await self._revoke()
 
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
@@ -209,24 +197,11 @@ class ChatConsumer(HubConsumer):
             self.revoked = True
             await self.close(code=code)
 
-    def _recheck_due(self) -> bool:
-        return time.monotonic() - self.session_checked_at >= SESSION_RECHECK_SECONDS
-
-    def _credential_is_current(self) -> bool:
-        """On the ORM thread: whether the socket's token or session still signs its user in."""
-        if self.token_id is not None:
-            return token_is_current(token_id=self.token_id, user_id=self.user.pk)
-        return session_is_current(session_key=self.session_key, user_id=self.user.pk)
-
-    def _checked(self, valid: bool) -> bool:
-        if valid:
-            self.session_checked_at = time.monotonic()
-        return valid
-
     async def _session_still_valid(self) -> bool:
-        if not self._recheck_due():
+        assert self.credential is not None  # a socket that receives frames has signed in
+        if not self.credential.due():
             return True
-        return self._checked(await database_sync_to_async(self._credential_is_current)())
+        return self.credential.checked(await database_sync_to_async(self.credential.is_current)())
 
     # -- client -> server --------------------------------------------------------------
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -242,22 +217,17 @@ class ChatConsumer(HubConsumer):
             if not await self._session_still_valid():
                 await self._revoke()
                 return
-            if kind == "message":
-                asked = await run_actions.message_request(frame, conversation_id=self.conversation.pk)
-                await self._start_run(asked.content, parent_seq=asked.parent_seq, attachments=asked.attachments)
-            elif kind == "edit":
-                await self._start_run(message_content(frame), edits=seq_field(frame, "seq"))
-            elif kind == "regenerate":
-                await self._start_run("", regenerates=seq_field(frame, "seq"))
+            if kind in ("message", "edit", "regenerate"):
+                # first: this socket has seen no event of the conversation
+                asked = await start_request(
+                    kind, frame, conversation=self.conversation, user=self.user, first=self.last_seq == 0
+                )
+                await engine.start(asked)
             elif kind == "cancel":
-                await run_actions.run_cancel(conversation_id=self.conversation.pk)
+                await engine.cancel(CancelRun(self.conversation.pk))
             elif kind == "approve":
-                tool_call_id, decision = approval_answer(frame)
-                await run_actions.run_approve(
-                    conversation_id=self.conversation.pk,
-                    tool_call_id=tool_call_id,
-                    decision=decision,
-                    reply_to=self.address(),
+                await engine.approve(
+                    approve_request(frame, conversation_id=self.conversation.pk, reply_to=self.address())
                 )
         except ProtocolError as exc:
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
@@ -265,7 +235,7 @@ class ChatConsumer(HubConsumer):
             # The database is down or restarting: the socket stays, the frame is refused (nothing
             # of it was stored; a ping is answered all the same, _ping).
             logger.warning("a %s frame failed on the database", kind, exc_info=True)
-            exc = run_actions.database_unavailable()
+            exc = engine.database_unavailable()
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
     async def _ping(self) -> None:
@@ -276,7 +246,8 @@ class ChatConsumer(HubConsumer):
         with nothing to check is answered at once, not behind a busy ORM thread; one that
         re-checks is answered once the credential holds (a revoked one gets the close instead)."""
         assert self._sending is not None  # a socket with a conversation has joined
-        recheck = self._recheck_due()
+        assert self.credential is not None
+        recheck = self.credential.due()
         if not recheck:
             await self._send_json(PONG)
         async with self._sending:
@@ -290,7 +261,7 @@ class ChatConsumer(HubConsumer):
                     await self._send_json(PONG)
                 return
             if recheck:
-                if not self._checked(valid):
+                if not self.credential.checked(valid):
                     await self._revoke()
                     return
                 await self._send_json(PONG)
@@ -300,21 +271,9 @@ class ChatConsumer(HubConsumer):
             await self._catch_up()  # a longer tail: the rest page by page
 
     def _ping_reads(self, *, recheck: bool, after: int) -> tuple[bool, list[dict[str, Any]]]:
-        if recheck and not self._credential_is_current():
+        if recheck and self.credential is not None and not self.credential.is_current():
             return False, []
         return True, events_after(conversation_id=self.conversation.pk, after=after, limit=EVENT_PAGE)
-
-    async def _start_run(
-        self, content: str, *, attachments: tuple[dict[str, Any], ...] = (), **version: int | None
-    ) -> None:
-        await run_actions.run_start(
-            conversation=self.conversation,
-            user=self.user,
-            content=content,
-            attachments=attachments,
-            first=self.last_seq == 0,  # this socket has seen no event of the conversation
-            **version,
-        )
 
     async def approval_refused(self, message: dict[str, Any]) -> None:
         """Our answer reached the run's process after another answer (or the expiry) had won."""

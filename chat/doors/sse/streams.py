@@ -14,7 +14,7 @@ no channel of the layer (on Redis, no subscription) of its own.
 
 The credential holds for the stream's life: a revocation pushed to the user's group
 (chat.accounts.revocation) ends it at once, and the session or token is re-checked every
-SESSION_RECHECK_SECONDS for a push that was lost. The conversation's deletion, pushed to its
+held_credentials.SESSION_RECHECK_SECONDS for a push that was lost. The conversation's deletion, pushed to its
 group (chat.realtime.deletion), ends it at once with an `error` event NOT_FOUND.
 `&until=complete` ends it after the first `complete` event past `after`. nginx must not buffer
 it: the response says `X-Accel-Buffering: no` (docs/deployment.md).
@@ -34,13 +34,12 @@ from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
-from chat.accounts import sockets
-from chat.accounts.revocation import REVOKED, revokes, session_is_current, user_group
-from chat.accounts.tokens import token_is_current
+from chat.accounts import held_credentials, sockets
+from chat.accounts.held_credentials import HeldCredential
+from chat.accounts.revocation import REVOKED, user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.api.runs_api import not_found, not_signed_in, request_user, run_error
-from chat.doors.socket.consumers import SESSION_RECHECK_SECONDS
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.backlog import FELL_BEHIND, SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE, Backlog, give_up
 from chat.realtime.deletion import DELETED
@@ -98,7 +97,7 @@ class Stream:
         (the OpenAI-compatible endpoint's), so that once joined it has no history to read.
         `scope`: the request's, whose send buffer is given up on if the client falls behind."""
         self.conversation, self.user = conversation, user
-        self.token_id, self.session_key = token_id, session_key
+        self.credential = HeldCredential(user.pk, token_id, session_key)
         self.last_seq = min(after, conversation.last_seq)
         self.until_complete = until_complete
         self.new = new
@@ -185,8 +184,9 @@ class Stream:
         }
 
     async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
-        checked_at = kept_at = time.monotonic()
-        tick = min(KEEPALIVE_SECONDS, SESSION_RECHECK_SECONDS)
+        kept_at = time.monotonic()
+        self.credential.checked(True)  # checked when the request came in
+        tick = min(KEEPALIVE_SECONDS, held_credentials.SESSION_RECHECK_SECONDS)
         # One get waits across the ticks (a get timed out at each tick would be a task a tick).
         receiving: asyncio.Future | None = None
         try:
@@ -200,7 +200,7 @@ class Stream:
                 now = time.monotonic()
                 kind = message.get("type") if message is not None else None
                 if kind == REVOKED:
-                    if revokes(message, token_id=self.token_id, session_key=self.session_key):
+                    if self.credential.revoked_by(message):
                         self.ended_by = "revoked"
                         return
                 elif kind == DELETED:
@@ -217,11 +217,10 @@ class Stream:
                 elif kind == LAYER_BACK:
                     for chunk in await self._from_database():
                         yield chunk
-                if now - checked_at >= SESSION_RECHECK_SECONDS:
-                    if not await self._credential_holds():
+                if self.credential.due():
+                    if not self.credential.checked(await self._credential_holds()):
                         self.ended_by = "revoked"
                         return
-                    checked_at = now
                     for chunk in await self._from_database():  # what the layer may have lost
                         yield chunk
                 if now - kept_at >= KEEPALIVE_SECONDS and not self.done:
@@ -233,9 +232,7 @@ class Stream:
 
     async def _credential_holds(self) -> bool:
         try:
-            if self.token_id is not None:
-                return await request_db(token_is_current)(token_id=self.token_id, user_id=self.user.pk)
-            return await request_db(session_is_current)(session_key=self.session_key, user_id=self.user.pk)
+            return await request_db(self.credential.is_current)()
         except DatabaseError:  # not known to have ended: checked again at the next tick
             logger.warning("a stream could not re-check its credential", exc_info=True)
             return True

@@ -11,8 +11,8 @@ from django.test import Client
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.models import Conversation, Run
+from chat.runs.starts import run_start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 

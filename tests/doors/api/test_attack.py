@@ -13,9 +13,9 @@ from django.test import Client
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.eventlog.types import RunOutcome
 from chat.models import Conversation, Event, Feedback, Run
+from chat.runs.starts import run_start
 from tests.ops.test_metrics import staff_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

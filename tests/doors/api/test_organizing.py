@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.models import Conversation
+from chat.runs.starts import run_start
 from tests.http_body import response_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

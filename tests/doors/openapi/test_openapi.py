@@ -22,8 +22,8 @@ from chat import urls
 from chat.conversations.services import conversation_create
 from chat.doors.openapi import openapi
 from chat.doors.openapi.openapi import UndescribedRoute, openapi_document, served_document
-from chat.eventlog.starts import run_start
 from chat.models import Run
+from chat.runs.starts import run_start
 
 pytestmark = pytest.mark.django_db
 

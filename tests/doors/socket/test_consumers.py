@@ -10,10 +10,11 @@ import pytest
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import OperationalError
 
+from chat.accounts import held_credentials
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.models import Event, Run, ToolRecord
+from chat.runs.starts import run_start
 from chat.runtime.doorbell import publish
 from tests.fakellm import text_reply, tool_call_reply
 from tests.stored import stored_frame
@@ -430,7 +431,7 @@ async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(c
         return real(func)
 
     monkeypatch.setattr(consumers, "database_sync_to_async", counting)
-    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
     run, frames = await sync_to_async(run_start)(
         conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
     )
@@ -452,13 +453,13 @@ async def test_a_rechecking_ping_while_the_database_fails_is_answered_once(conve
     def down(**kwargs):
         raise OperationalError("the connection is closed")
 
-    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
     monkeypatch.setattr(consumers, "session_is_current", down)
     await socket.send({"type": "ping"})
     assert await socket.recv() == {"type": "pong"}
     assert await socket.silent()  # one pong, no error frame, no close
     monkeypatch.undo()
-    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
     await socket.send({"type": "ping"})  # the check is still owed, and passes now
     assert await socket.recv() == {"type": "pong"}
     await socket.close()

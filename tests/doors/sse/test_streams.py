@@ -15,13 +15,16 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from chat.accounts import held_credentials
 from chat.accounts.revocation import user_group
 from chat.accounts.tokens import token_create
 from chat.doors.sse import streams
 from chat.eventlog.reads import events_after
-from chat.eventlog.starts import run_start
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.accounts.sessions)
 from chat.realtime.hub import get_hub
+from chat.runs.requests import StartRun
+from chat.runs.starter import start_run
+from chat.runs.starts import run_start
 from chat.runtime.doorbell import conversation_group
 from tests.asgi_http import RawStream
 from tests.asgi_socket import session_cookie
@@ -34,7 +37,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 @pytest.fixture
 def short_intervals(monkeypatch):
     monkeypatch.setattr(streams, "KEEPALIVE_SECONDS", 0.2)
-    monkeypatch.setattr(streams, "SESSION_RECHECK_SECONDS", 0.2)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.2)
 
 
 async def test_sync_has_no_id_then_keep_alive_comments(conversation, short_intervals, registry):
@@ -99,7 +102,7 @@ async def run_under_stream(conversation, registry) -> RawStream:
     )
     await stream.open()
     assert (await stream.chunk()).startswith(b"event: sync")
-    await registry.start(conversation=conversation, user=conversation.owner, content="count")
+    await start_run(StartRun(conversation=conversation, user=conversation.owner, content="count"))
     return stream
 
 
@@ -411,7 +414,7 @@ async def test_a_stream_reads_what_it_missed_when_the_layer_comes_back(conversat
     """The hub tells its members the layer came back after an outage: the stream reads the
     database then, not at its next tick (an hour away here)."""
     monkeypatch.setattr(streams, "KEEPALIVE_SECONDS", 3600.0)
-    monkeypatch.setattr(streams, "SESSION_RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 3600.0)
     key = await sync_to_async(session_cookie)(conversation.owner)
     stream = RawStream(f"/api/conversations/{conversation.pk}/stream/", [(b"cookie", f"sessionid={key}".encode())])
     await stream.open()

@@ -1,5 +1,5 @@
-"""The run runtime in one process: batched starts, the reaper that closes or resumes dead
-processes' runs, the heartbeat, and the hand-over of a stopping process."""
+"""chat.runtime.supervision: the reaper that closes or resumes dead processes' runs, and the
+heartbeat that stops a run cancelled through the database or taken by another process."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from django.utils import timezone
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.starts import run_start
 from chat.eventlog.takeover import run_request_cancel
-from chat.exceptions import RunInProgress
 from chat.models import Event, Run
+from chat.runs.requests import StartRun
+from chat.runs.starter import start_run
+from chat.runs.starts import run_start
 from chat.runtime import supervision
-from chat.runtime.registry import RunRegistry
 from tests.fakellm import text_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -200,33 +200,10 @@ async def test_a_run_resumed_as_often_as_allowed_is_closed_at_the_next_death(con
     assert "resumed" not in tail[-2] and tail[-1]["status"] == "interrupted"
 
 
-async def test_messages_arriving_together_start_in_one_group_and_all_run(make_user, registry, llm_settings):
-    user = await sync_to_async(make_user)("dave")
-    conversations = [await sync_to_async(conversation_create)(owner=user) for _ in range(6)]
-    await registry.ensure_started()  # (its first call may wait on the channel layer)
-    started = await asyncio.gather(*(registry.start(conversation=c, user=user, content="hello") for c in conversations))
-    await registry.wait_idle()
-    runs = await sync_to_async(lambda: list(Run.objects.all()))()
-    # All six were waiting when the starter first ran: one trip, one transaction, one `now`.
-    assert len({run.started_at for run in runs}) == 1
-    assert {run.pk for run in runs} == {run.pk for run, _ in started}
-    assert [seq for _, seq in started] == [1] * 6  # each new conversation's user_message, from the start itself
-    assert all(run.status == "succeeded" for run in runs)
-
-
-async def test_a_refused_start_sends_no_model_request(conversation, registry, llm_settings):
-    llm_settings.script(text_reply("slow words " * 20, piece=2, delay=0.05))
-    await registry.start(conversation=conversation, user=conversation.owner, content="first")
-    with pytest.raises(RunInProgress):
-        await registry.start(conversation=conversation, user=conversation.owner, content="second")
-    await registry.wait_idle()
-    assert [body["messages"][-1]["content"] for body in llm_settings.requests] == ["first"]
-
-
 async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversation, registry, llm_settings, settings):
     settings.AGENT_HEARTBEAT_SECONDS = 0.1
     llm_settings.script(text_reply("slow words " * 40, piece=2, delay=0.05))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="go"))
     await sync_to_async(run_request_cancel)(run_id=run.pk)  # the cancel message got lost
     await registry.wait_idle()
     events = await sync_to_async(_payloads)(run.pk)
@@ -278,7 +255,7 @@ async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_wor
 ):
     settings.AGENT_HEARTBEAT_SECONDS = 0.1
     llm_settings.script(text_reply("slow words " * 60, piece=2, delay=0.05))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
+    run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="go"))
     await asyncio.sleep(0.3)
     # As if this process had been taken for dead and another had resumed the run.
     await sync_to_async(Run.objects.filter(pk=run.pk).update)(worker="runs.other!y", resumes=1)
@@ -287,68 +264,3 @@ async def test_the_heartbeat_drops_a_run_another_process_has_taken_without_a_wor
     events = await sync_to_async(_payloads)(run.pk)
     assert "complete" not in [e["type"] for e in events] and "error" not in [e["type"] for e in events]
     assert (await sync_to_async(_run)(run.pk)).status == "running"
-
-
-async def test_shutdown_hands_a_resumable_run_to_another_process_which_finishes_it(
-    conversation, registry, llm_settings, settings
-):
-    settings.AGENT_HEARTBEAT_TIMEOUT = 3600  # only the release can make the run stale
-    answer = "".join(f"w{i} " for i in range(60))
-    llm_settings.script(text_reply(answer, piece=3, delay=0.03), text_reply("Resumed answer."))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
-    while not [e for e in await sync_to_async(_payloads)(run.pk) if e["type"] == "text"]:
-        await asyncio.sleep(0.02)
-
-    await registry.shutdown()
-
-    released = await sync_to_async(_run)(run.pk)
-    assert (released.status, released.worker) == ("running", "")
-    before = await sync_to_async(_payloads)(run.pk)
-    assert "complete" not in [e["type"] for e in before] and "error" not in [e["type"] for e in before]
-
-    other = RunRegistry()  # another process
-    try:
-        await other.reap_once()
-        await other.wait_idle()
-    finally:
-        await other.close()
-    after = await sync_to_async(_payloads)(run.pk)
-    assert after[: len(before)] == before
-    resumed = after[len(before) :]
-    # The answer's first delta is stored at once, the rest (if it came later) coalesced.
-    types = [e["type"] for e in resumed]
-    assert types[0] == "error" and types[-1] == "complete" and set(types[1:-1]) == {"text"} and len(types) <= 4
-    assert resumed[0]["resumed"] is True and "".join(e["content"] for e in resumed[1:-1]) == "Resumed answer."
-    assert [e["type"] for e in after].count("complete") == 1
-    assert (await sync_to_async(_run)(run.pk)).status == "succeeded"
-
-
-async def test_shutdown_closes_a_run_without_resumes_as_interrupted(conversation, registry, llm_settings, settings):
-    settings.AGENT_MAX_RESUMES = 0
-    llm_settings.script(text_reply("slow words " * 60, piece=2, delay=0.05))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="go")
-    await asyncio.sleep(0.2)
-    await registry.shutdown()
-    events = await sync_to_async(_payloads)(run.pk)
-    assert events[-2]["code"] == "INTERRUPTED" and events[-1] == {
-        "type": "complete",
-        "status": "interrupted",
-        "durationMs": ANY,
-        "usage": ANY,
-    }
-    # The cut model call's tokens were spent: counted by their estimate (chat/agent/estimate.py).
-    assert events[-1]["usage"]["promptTokens"] > 0
-    assert (await sync_to_async(_run)(run.pk)).status == "interrupted"
-
-
-async def test_a_model_that_stalls_is_stopped_by_the_llm_timeout(conversation, registry, llm_settings, settings):
-    # The model client has no per-read timeout of its own: the whole call is bounded instead.
-    settings.AGENT_LLM_TIMEOUT = 0.5
-    settings.AGENT_MAX_RETRIES = 0
-    llm_settings.script(text_reply("words that come too slowly", delay=3))
-    run, _ = await registry.start(conversation=conversation, user=conversation.owner, content="hi")
-    await registry.wait_idle()
-    events = await sync_to_async(_payloads)(run.pk)
-    errors = [e for e in events if e["type"] == "error"]
-    assert errors and "did not finish within 0.5 s" in errors[0]["detail"]
-    assert events[-1] == {"type": "complete", "status": "failed", "durationMs": ANY, "usage": NO_USAGE}

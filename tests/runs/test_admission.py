@@ -1,4 +1,5 @@
-"""The daily quota while runs are in progress (issue 46, point 10; docs/configuration.md, "The
+"""chat.runs.admission: the rules of a start, in the order a user is told, counted through a
+group of starts; and the daily quota while runs are in progress (docs/configuration.md, "The
 quota and runs in progress"): under a quota a user's runs start one at a time, whatever the
 conversation and however the starts are batched, so at most one run goes past an exhausted
 quota; a run that ends past it refuses the next; users without a quota are not held."""
@@ -14,13 +15,59 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.utils import timezone
 
+from chat.accounts.limits import Limits
 from chat.conversations.services import conversation_create
-from chat.eventlog.starts import run_start, runs_start
 from chat.eventlog.types import RunStart
-from chat.exceptions import QuotaBusy, QuotaExceeded, RunInProgress
+from chat.exceptions import AgentUnavailable, QuotaBusy, QuotaExceeded, RateLimited, RunInProgress
 from chat.models import GroupLimits, ModelCall, Run
+from chat.runs.admission import Admission
+from chat.runs.starts import run_start, runs_start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
+
+
+class _User:
+    pk = 1
+
+
+def _admission(*, quota=0, rate=0, **counts) -> Admission:
+    return Admission(
+        limits={1: Limits(daily_token_quota=quota, messages_per_minute=rate)},
+        recent=counts.get("recent", {}),
+        spent=counts.get("spent", {}),
+        flying=counts.get("flying", {}),
+        busy=counts.get("busy", set()),
+        agent_ids=counts.get("agent_ids", {}),
+        usable=counts.get("usable", {}),
+    )
+
+
+def _refusal(admission: Admission, key="c1"):
+    return admission.refusal(RunStart(None, _User(), "hi", "m", "w"), key)
+
+
+def test_the_refusals_come_in_the_order_a_user_is_told():
+    everything = dict(recent={1: 5}, spent={1: 100}, flying={1: 1}, busy={"c1"}, agent_ids={"c1": 7}, usable={})
+    assert isinstance(_refusal(_admission(quota=50, rate=5, **everything)), AgentUnavailable)
+    everything["usable"] = {(1, 7): object()}
+    assert isinstance(_refusal(_admission(quota=50, rate=5, **everything)), RateLimited)
+    assert isinstance(_refusal(_admission(quota=50, rate=6, **everything)), QuotaExceeded)
+    assert isinstance(_refusal(_admission(quota=500, rate=6, **everything)), RunInProgress)
+    everything["busy"] = set()
+    assert isinstance(_refusal(_admission(quota=500, rate=6, **everything)), QuotaBusy)
+    assert _refusal(_admission(quota=0, rate=0, **everything)) is None  # no limits: only the agent and the conversation
+
+
+def test_an_admitted_start_counts_against_the_rest_of_its_group():
+    admission = _admission(quota=100, rate=2)
+    start = RunStart(None, _User(), "hi", "m", "w")
+    assert admission.refusal(start, "c1") is None
+    admission.admit(start, "c1")
+    assert isinstance(admission.refusal(start, "c1"), RunInProgress)
+    assert isinstance(admission.refusal(start, "c2"), QuotaBusy)  # its run is now in flight
+    admission.flying[1] = 0
+    admission.admit(start, "c3")
+    assert isinstance(admission.refusal(start, "c4"), RateLimited)  # two this minute
 
 
 def start(user, conversation=None):

@@ -1,0 +1,83 @@
+"""The run engine's front door: the only way to start, cancel or answer a run, whichever door
+asked (the socket's frames, the HTTP run endpoints, `/v1`). Each action takes one typed request
+(chat.runs.requests); the start's rules are checked once, in its transaction
+(chat.runs.admission), and every refusal comes back as a ProtocolError with the protocol's code
+(docs/protocol.md, "Client frames" and "Runs over HTTP"). No door knows how a run is stored or
+supervised."""
+
+from __future__ import annotations
+
+from chat.exceptions import (
+    AgentUnavailable,
+    ApprovalClosed,
+    ConversationGone,
+    NotAUserMessage,
+    QuotaBusy,
+    QuotaExceeded,
+    RateLimited,
+    RunInProgress,
+    UnknownApproval,
+)
+from chat.models import Run
+from chat.runs.client_frames import ProtocolError, already_answered
+from chat.runs.requests import ApproveRun, CancelRun, StartRun
+from chat.runs.starter import start_run
+from chat.runtime.registry import get_registry
+
+
+def database_unavailable() -> ProtocolError:
+    return ProtocolError(
+        "UNAVAILABLE", "The server cannot reach its database; try again in a moment.", "database unavailable"
+    )
+
+
+async def start(request: StartRun) -> tuple[Run, int]:
+    """The run and the seq of its user_message."""
+    try:
+        return await start_run(request)
+    except NotAUserMessage as exc:
+        raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
+    except RunInProgress:
+        raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
+    except RateLimited as exc:
+        raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
+    except QuotaBusy as exc:
+        raise ProtocolError(
+            "QUOTA_EXCEEDED",
+            "A run of yours is in progress and may use up your daily token quota; wait for it to end.",
+            str(exc),
+        ) from None
+    except QuotaExceeded as exc:
+        raise ProtocolError(
+            "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
+        ) from None
+    except AgentUnavailable as exc:
+        # Refused rather than answered by another agent: a profile may stand for an endpoint
+        # chosen for what it may see (a local model for confidential work), and a silent
+        # switch would send the message elsewhere. The user picks another agent (PATCH).
+        raise ProtocolError(
+            "AGENT_UNAVAILABLE", "This conversation's agent is no longer available to you; pick another.", str(exc)
+        ) from None
+    except ConversationGone:
+        raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
+
+
+async def cancel(request: CancelRun) -> bool:
+    """Whether a run was in progress (and is now asked to stop)."""
+    return await get_registry().cancel(conversation_id=request.conversation_id)
+
+
+async def approve(request: ApproveRun) -> None:
+    try:
+        await get_registry().approve(
+            conversation_id=request.conversation_id,
+            tool_call_id=request.tool_call_id,
+            decision=request.decision,
+            reply_to=request.reply_to,
+        )
+    except UnknownApproval:
+        raise ProtocolError(
+            "BAD_REQUEST", "This conversation has no approval request with that toolCallId.", "unknown toolCallId"
+        ) from None
+    except ApprovalClosed:
+        raise already_answered() from None

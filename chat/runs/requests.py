@@ -1,0 +1,103 @@
+"""The typed requests of the front door (chat.runs.engine), one per action, and the reading of
+a client's frame into one. Every door builds these: the socket's frames, the HTTP run
+endpoints, `/v1` and the pages; the engine takes nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from chat.agent.approval import Decision
+from chat.agent.turns import ModelOptions
+from chat.conversations import uploads
+from chat.models import Conversation
+from chat.runs.client_frames import ProtocolError, approval_answer, message_content, seq_field
+
+
+@dataclass(frozen=True)
+class StartRun:
+    """A run to start for a user's message, an edit or a regenerate."""
+
+    conversation: Conversation
+    user: Any
+    content: str  # "" for a regenerate: it repeats the content of the message it names
+    # At most one of these three, each the seq of a user_message of the conversation (docs/protocol.md,
+    # "Versions: edits, regenerated answers and branches"): the turn a message follows (None: the
+    # newest), the message an edit replaces, the message a regenerate answers again.
+    parent_seq: int | None = None
+    edits: int | None = None
+    regenerates: int | None = None
+    # The files the message carries, as chat.conversations.uploads.attachments_resolve found them.
+    attachments: tuple[dict[str, Any], ...] = ()
+    # The earlier messages of an OpenAI-compatible request, recorded on the user_message.
+    history: tuple[dict[str, Any], ...] = ()
+    # An OpenAI-compatible request's temperature and max_tokens (None: the agent's own).
+    options: ModelOptions | None = None
+    # The caller saw no event in the conversation: the run may begin while its start is stored
+    # (chat.runtime.head_start).
+    first: bool = False
+
+    @property
+    def follows_newest(self) -> bool:
+        """A new message after the newest turn, not an edit, a regenerate or a branch."""
+        return self.parent_seq is None and self.edits is None and self.regenerates is None
+
+
+@dataclass(frozen=True)
+class CancelRun:
+    """Cancel the conversation's running run, wherever it runs."""
+
+    conversation_id: Any
+
+
+@dataclass(frozen=True)
+class ApproveRun:
+    """The owner's answer to a run's approval request."""
+
+    conversation_id: Any
+    tool_call_id: str
+    decision: Decision
+    # The socket's address (chat.realtime.hub), told if the answer reaches another process too
+    # late; None over HTTP, where nobody is left to tell.
+    reply_to: tuple[str, int] | None = None
+
+
+async def message_attachments(frame: dict[str, Any], *, conversation_id) -> tuple[dict[str, Any], ...]:
+    """The files a message's `attachments` names, as its user_message records them; each must
+    be in the conversation's workspace (docs/protocol.md, "Attachments")."""
+    paths = frame.get("attachments")
+    if paths is None:
+        return ()
+    if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
+        raise ProtocolError("BAD_REQUEST", "attachments must be a list of file paths.", "wrong type: attachments")
+    try:
+        found = await asyncio.to_thread(uploads.attachments_resolve, conversation_id=conversation_id, paths=paths)
+    except uploads.FileRefused as exc:
+        raise ProtocolError("BAD_REQUEST", "The attachments were refused.", exc.message) from None
+    return tuple(found)
+
+
+async def start_request(kind: str, frame: dict[str, Any], *, conversation: Conversation, user, first: bool) -> StartRun:
+    """A `message`, `edit` or `regenerate` frame (the socket's, or the body of POST .../messages/,
+    a `message`) as a StartRun, each field checked: a message's `content`, `parentSeq`? and
+    `attachments`? (files alone are a message), an edit's `seq` and `content`, a regenerate's `seq`."""
+    if kind == "edit":
+        return StartRun(conversation, user, message_content(frame), edits=seq_field(frame, "seq"), first=first)
+    if kind == "regenerate":
+        return StartRun(conversation, user, "", regenerates=seq_field(frame, "seq"), first=first)
+    attachments = await message_attachments(frame, conversation_id=conversation.pk)
+    return StartRun(
+        conversation,
+        user,
+        message_content(frame, with_files=bool(attachments)),
+        parent_seq=seq_field(frame, "parentSeq", optional=True),
+        attachments=attachments,
+        first=first,
+    )
+
+
+def approve_request(frame: dict[str, Any], *, conversation_id, reply_to: tuple[str, int] | None) -> ApproveRun:
+    """An `approve` frame (or the body of POST /api/runs/<id>/approval/) as an ApproveRun."""
+    tool_call_id, decision = approval_answer(frame)
+    return ApproveRun(conversation_id, tool_call_id, decision, reply_to)
