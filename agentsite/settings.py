@@ -1,14 +1,20 @@
 """Settings for agentsite, read from the environment (docs/protocol.md, "Configuration")."""
 
-import json
 import os
 import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
+from agentsite.env import (
+    database_from_url,
+    env_bool,
+    env_json,
+    env_list,
+    env_number,
+    env_number_map,
+    env_optional,
+)
 
 # The tools' defaults live in their settings dataclasses (Django-free); the environment overrides them.
 # Lowercase: not a Django setting itself.
@@ -17,72 +23,6 @@ from chat.tools.config import DEFAULTS as tool_defaults
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _DEV_SECRET_KEY = "dev-insecure-agentsite-key-change-me"  # noqa: S105 - accepted only with DEBUG on
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value.strip() == "":
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-def env_number(name: str, default: str, kind: type = int):
-    raw = os.environ.get(name, "").strip() or default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"{name} must be a{'n integer' if kind is int else ' number'}, not {raw!r}"
-        ) from None
-
-
-def env_json(name: str, default: str):
-    raw = os.environ.get(name, "").strip() or default
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be JSON, not {raw[:80]!r}") from None
-
-
-def env_optional(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
-
-
-# --- Start-up errors an operator can act on (agentsite/startup.py prints them as one line) ---
-_DATABASE_SCHEMES = ("sqlite", "postgres", "postgresql", "pgsql")
-
-
-def database_from_url(url: str, **options) -> dict:
-    """DATABASES["default"] from DATABASE_URL; the URL (it holds the password) is never echoed."""
-    scheme = url.partition("://")[0].lower() if "://" in url else ""
-    if scheme not in _DATABASE_SCHEMES:
-        shown = f"scheme {scheme!r}" if scheme else "no scheme"
-        raise ImproperlyConfigured(
-            f"DATABASE_URL has {shown}; use sqlite:///path/to/db.sqlite3 or postgres://user:pass@host:5432/name"
-        )
-    try:
-        return dj_database_url.parse(url, **options)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"DATABASE_URL is malformed ({type(exc).__name__})") from None
-
-
-def env_number_map(name: str) -> dict[str, float]:
-    """`a=1,b=2.5` into {"a": 1.0, "b": 2.5}."""
-    numbers = {}
-    for item in env_list(name, ""):
-        key, _, value = item.partition("=")
-        if not value.strip():
-            continue
-        try:
-            numbers[key.strip()] = float(value)
-        except ValueError:
-            raise ImproperlyConfigured(f"{name} must be name=number pairs, not {item!r}") from None
-    return numbers
 
 
 DEBUG = env_bool("DEBUG", False)
