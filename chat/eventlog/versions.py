@@ -1,6 +1,6 @@
 """The versions of a conversation's turns, read from their user_messages (docs/protocol.md, "Versions: edits, regenerated answers and branches") by
 the same rule as the chat page (static/chat/versions.js), for the readers on the server (the
-Markdown export).
+Markdown export). Both readers are held to one statement of the shape, tests/eventlog/version_trees.json.
 
 Turns that follow the same turn (the same `parentSeq`) are versions of one another, in seq
 order. An edit makes a version of the *question*; a regenerate makes a version of the *answer*

@@ -9,7 +9,8 @@
 // branch being viewed are hidden. The viewed branch runs through `target` (the newest turn, the
 // version the user switched to, or the one kept on the server for them) and below it through
 // the newest turns; a new turn becomes the target, and a message sent continues the branch
-// being viewed (conversation.js).
+// being viewed (conversation.js). Both readers are held to one statement of the shape,
+// tests/eventlog/version_trees.json.
 
 export class VersionTree {
   constructor() {
