@@ -205,6 +205,50 @@ def test_a_two_way_folder_pair_is_seen():
     assert cycles(folders) == [["chat/doors/api", "chat/realtime"]]
 
 
+# The rule of which folder of chat/ may import which (docs/architecture.md, "Dependencies"): a
+# folder imports only folders of the layers below its own, never one of its own layer. Bottom first.
+LAYERS = [
+    # the core and what everything may use
+    {"chat/agent", "chat/models", "chat/exceptions.py", "chat/nesting.py", "chat/http_urls.py"}
+    | {"chat/redis_errors.py", "chat/script_strings.py", "chat/management"},
+    {"chat/tools"},  # the built-in tools, on the core
+    {"chat/mcp", "chat/accounts"},  # MCP servers' tools; who is asking and how much they may
+    {"chat/agents", "chat/ops"},  # agent profiles; metrics and tracing
+    {"chat/eventlog"},  # the one writer of events
+    {"chat/conversations"},  # what users write outside a run
+    {"chat/runtime", "chat/sharing", "chat/inspector"},  # the run runtime; shared links; staff views
+    {"chat/runs", "chat/realtime", "chat/management/commands", "chat/checks.py"},  # the front door; live delivery
+    {"chat/doors/api", "chat/doors/socket", "chat/doors/openapi"},  # the doors
+    {"chat/doors/sse", "chat/doors/pages"},  # doors that answer with the JSON API's shapes
+    {"chat/doors/openai"},  # follows its runs with the SSE door's streams
+    {"chat/doors", "chat/urls.py", "chat/apps.py", "chat/admin.py"},  # the wiring
+]
+
+
+def layer_breaches(folders: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
+    """Each import of a folder that is not in a layer below its own, and each folder in no layer."""
+    rank = {folder: index for index, layer in enumerate(layers) for folder in layer}
+    breaches = [f"{folder} is in no layer" for folder in sorted(folders) if folder not in rank]
+    for folder, targets in sorted(folders.items()):
+        for target in sorted(targets):
+            if folder in rank and target in rank and rank[target] >= rank[folder]:
+                breaches.append(f"{folder} (layer {rank[folder]}) imports {target} (layer {rank[target]})")
+    return breaches
+
+
+def test_every_folder_imports_only_the_layers_below_its_own():
+    assert layer_breaches(folder_graph(_graph()), LAYERS) == []
+
+
+def test_an_import_up_or_across_a_layer_is_seen():
+    folders = {"chat/runtime": {"chat/runs"}, "chat/runs": {"chat/realtime"}, "chat/new": set()}
+    assert layer_breaches(folders, LAYERS) == [
+        "chat/new is in no layer",
+        "chat/runs (layer 7) imports chat/realtime (layer 7)",
+        "chat/runtime (layer 6) imports chat/runs (layer 7)",
+    ]
+
+
 @pytest.mark.parametrize(
     "path",
     [p for p in FILES if p.parts[len(ROOT.parts)] in ("chat", "agentsite", "serving")],
