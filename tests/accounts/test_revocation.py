@@ -15,7 +15,6 @@ from django.test import override_settings
 from agentsite.asgi import application
 from chat.accounts import held_credentials
 from chat.accounts.revocation import session_is_current
-from chat.doors.socket import consumers
 from chat.models import Event, Run
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.accounts.sessions)
 from tests.asgi_socket import session_cookie
@@ -90,13 +89,13 @@ async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_messag
 
 async def test_pings_trust_a_recent_check_then_check_again(socket, monkeypatch):
     calls = []
-    real = consumers.session_is_current
+    real = held_credentials.session_is_current
 
     def counting(**kwargs):
         calls.append(kwargs)
         return real(**kwargs)
 
-    monkeypatch.setattr(consumers, "session_is_current", counting)
+    monkeypatch.setattr(held_credentials, "session_is_current", counting)
     for _ in range(100):
         await socket.send({"type": "ping"})
         assert await socket.recv() == {"type": "pong"}

@@ -443,7 +443,6 @@ async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(c
 
 
 async def test_a_rechecking_ping_while_the_database_fails_is_answered_once(conversation, registry, monkeypatch):
-    from chat.doors.socket import consumers
     from tests.asgi_socket import Socket
 
     socket = Socket(conversation.owner, conversation.pk)
@@ -454,7 +453,7 @@ async def test_a_rechecking_ping_while_the_database_fails_is_answered_once(conve
         raise OperationalError("the connection is closed")
 
     monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    monkeypatch.setattr(consumers, "session_is_current", down)
+    monkeypatch.setattr(held_credentials, "session_is_current", down)
     await socket.send({"type": "ping"})
     assert await socket.recv() == {"type": "pong"}
     assert await socket.silent()  # one pong, no error frame, no close
