@@ -120,11 +120,21 @@ run: install .secret_key
 	[ -n "$$lib" ] || echo "serving with glibc's malloc: 'apt-get install libjemalloc2' keeps a long-running server's memory flat (docs/deployment.md)"; \
 	LD_PRELOAD=$$lib exec $(PY) -m serving.serve -b $(HOST) -p $(PORT) agentsite.asgi:application
 
-# Everything on SQLite + the in-memory layer, then the tests marked `services` again on
-# PostgreSQL + Redis, with the `multiprocess` ones (several daphnes) that need them.
+# Everything on SQLite + the in-memory layer and, at the same time, the tests marked `services`
+# again on PostgreSQL + Redis with the `multiprocess` ones (several daphnes) that need them: the
+# two passes share no database, layer, port or file, and much of each is waiting on servers, so
+# together they take about as long as the longer one. The second pass's output is kept in
+# artifacts/test-services.log and printed after the first's; either failing fails the target.
+SERVICES_LOG ?= artifacts/test-services.log
 test: install-test lint
-	$(PY) -m pytest -p no:cacheprovider -m "not multiprocess"
-	DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m "services or multiprocess"
+	@mkdir -p $(dir $(SERVICES_LOG))
+	@DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS) $(PY) -m pytest -p no:cacheprovider -m "services or multiprocess" \
+	  > $(SERVICES_LOG) 2>&1 & services=$$!; \
+	$(PY) -m pytest -p no:cacheprovider -m "not multiprocess"; sqlite=$$?; \
+	wait $$services; pg=$$?; \
+	echo "=== PostgreSQL + Redis pass ($(SERVICES_LOG)) ==="; cat $(SERVICES_LOG); \
+	echo "=== SQLite + in-memory pass: exit $$sqlite; PostgreSQL + Redis pass: exit $$pg ==="; \
+	[ $$sqlite -eq 0 ] && [ $$pg -eq 0 ]
 
 # ruff (lint + format) over the tree, mypy over the agent core, the front door and the run runtime.
 lint: $(VENV)/.installed-test
