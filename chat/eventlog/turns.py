@@ -48,7 +48,11 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
     for the group whatever its size (the user_messages it names, the newest of each conversation
     whose message follows the newest), and one more per edit of a message stored before
     versions existed."""
-    named = [(conversation_key(s.conversation.pk), s.named_seq) for s in starts if s.named_seq is not None]
+    named = [
+        (conversation_key(s.message.conversation.pk), s.message.named_seq)
+        for s in starts
+        if s.message.named_seq is not None
+    ]
     found: dict[tuple[Any, int], dict[str, Any]] = {}
     if named:
         where = Q()
@@ -60,7 +64,7 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
                 "conversation_id", "seq", "payload"
             )
         }
-    following = {conversation_key(s.conversation.pk) for s in starts if s.named_seq is None}
+    following = {conversation_key(s.message.conversation.pk) for s in starts if s.message.named_seq is None}
     newest: dict[Any, int | None] = {}
     if following:
         # The newest through the user_message index backwards, one row per conversation: a MAX
@@ -72,25 +76,28 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
             .values_list("pk", "newest")
         )
     out: list[dict[str, Any] | Exception] = []
-    for start in starts:
-        key, seq = conversation_key(start.conversation.pk), start.named_seq
+    for message in (start.message for start in starts):
+        key, seq = conversation_key(message.conversation.pk), message.named_seq
         if seq is None:
             out.append(
                 user_message_payload(
-                    start.content, parent_seq=newest.get(key), attachments=start.attachments, history=start.history
+                    message.content,
+                    parent_seq=newest.get(key),
+                    attachments=message.attachments,
+                    history=message.history,
                 )
             )
             continue
         named_payload = found.get((key, seq))
         if named_payload is None:
             out.append(NotAUserMessage(f"seq {seq} is not a user_message of this conversation"))
-        elif start.parent_seq is not None:
-            out.append(user_message_payload(start.content, parent_seq=seq, attachments=start.attachments))
+        elif message.parent_seq is not None:
+            out.append(user_message_payload(message.content, parent_seq=seq, attachments=message.attachments))
         else:
             # An edit or regenerate takes the place of the named message: it follows the same
             # turn, with the same files attached.
-            version = {"edits": seq} if start.edits is not None else {"regenerates": seq}
-            content = start.content if start.edits is not None else named_payload.get("content", "")
+            version = {"edits": seq} if message.edits is not None else {"regenerates": seq}
+            content = message.content if message.edits is not None else named_payload.get("content", "")
             out.append(
                 user_message_payload(
                     content,

@@ -75,17 +75,16 @@ class EventBatch:
 
 
 @dataclass(frozen=True)
-class RunStart:
-    """One user message to start a run for (see runs_start)."""
+class Message:
+    """A message to start a run with: a user's message, an edit or a regenerate. Every door asks
+    for one (chat.runs.requests.StartRun is one), the start stores it (chat.runs.starts)."""
 
     conversation: Conversation
     user: Any
-    content: str  # "" for a regenerate: the content of the message it repeats
-    model: str
-    worker: str
-    # At most one of these (docs/protocol.md, "Versions: edits, regenerated answers and branches"), each the seq of a user_message of the
-    # conversation: the turn a message follows (None: the newest), the message an edit
-    # replaces, the message a regenerate answers again.
+    content: str  # "" for a regenerate: it repeats the content of the message it names
+    # At most one of these (docs/protocol.md, "Versions: edits, regenerated answers and
+    # branches"), each the seq of a user_message of the conversation: the turn a message follows
+    # (None: the newest), the message an edit replaces, the message a regenerate answers again.
     parent_seq: int | None = None
     edits: int | None = None
     regenerates: int | None = None
@@ -96,14 +95,28 @@ class RunStart:
     history: tuple[dict[str, Any], ...] = ()
     # An OpenAI-compatible request's temperature and max_tokens (None: the agent's own options).
     options: ModelOptions | None = None
-    # The Run's id, chosen before it is stored (a head start's: chat.runtime.head_start); None: a new one.
-    run_id: uuid.UUID | None = None
-    # When a head start began the run, before it was stored: its started_at (None: when stored).
-    began_at: datetime | None = None
 
     @property
     def named_seq(self) -> int | None:
         return next((s for s in (self.parent_seq, self.edits, self.regenerates) if s is not None), None)
+
+    @property
+    def follows_newest(self) -> bool:
+        """A new message after the newest turn, not an edit, a regenerate or a branch."""
+        return self.named_seq is None
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """One message to start a run for, as the start queue hands it over (see runs_start)."""
+
+    message: Message
+    model: str
+    worker: str
+    # The Run's id, chosen before it is stored (a head start's: chat.runtime.head_start); None: a new one.
+    run_id: uuid.UUID | None = None
+    # When a head start began the run, before it was stored: its started_at (None: when stored).
+    began_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,12 @@ class Admission:
     def profile(self, start: RunStart, key) -> AgentProfile | None:
         """The agent profile that answers the start (None: the environment's agent)."""
         agent_id = self.agent_ids.get(key)
-        return None if agent_id is None else self.usable.get((start.user.pk, agent_id))
+        return None if agent_id is None else self.usable.get((start.message.user.pk, agent_id))
 
     def refusal(self, start: RunStart, key) -> Exception | None:
         """Why the start may not begin (None: it may), in the order a user is told: the agent, the
         rate, the quota, a run in progress here, a run in progress elsewhere under a quota."""
-        user = start.user.pk
+        user = start.message.user.pk
         limits = self.limits[user]
         agent_id = self.agent_ids.get(key)
         if agent_id is not None and (user, agent_id) not in self.usable:
@@ -68,7 +68,7 @@ class Admission:
 
     def admit(self, start: RunStart, key) -> None:
         """Count an admitted start against the rest of its group."""
-        user = start.user.pk
+        user = start.message.user.pk
         self.busy.add(key)
         self.recent[user] = self.recent.get(user, 0) + 1
         self.flying[user] = self.flying.get(user, 0) + 1
@@ -78,7 +78,7 @@ def admission_read(*, starts: list[RunStart], keys: set, now: datetime) -> Admis
     """The group's Admission: a handful of queries whatever its size (users with no limit are
     left out of the counting ones). Inside a transaction: the rows of users under a quota stay
     locked until it ends."""
-    limits = limits_for_users(user_ids={s.user.pk for s in starts})
+    limits = limits_for_users(user_ids={s.message.user.pk for s in starts})
     rated = {pk for pk, lim in limits.items() if lim.messages_per_minute}
     recent: dict[Any, int] = {}
     if rated:
@@ -111,7 +111,7 @@ def _agents_of(starts: list[RunStart], keys: set) -> tuple[dict[Any, int | None]
     wanted = {agent_id for agent_id in agent_ids.values() if agent_id is not None}
     usable: dict[tuple[Any, int], AgentProfile] = {}
     if wanted:
-        for user in {start.user.pk: start.user for start in starts}.values():
+        for user in {start.message.user.pk: start.message.user for start in starts}.values():
             for profile in agent_profiles_for_user(user=user).filter(pk__in=wanted):
                 usable[(user.pk, profile.pk)] = profile
     return agent_ids, usable

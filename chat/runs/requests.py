@@ -9,39 +9,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.agent.approval import Decision
-from chat.agent.turns import ModelOptions
 from chat.conversations import uploads
+from chat.eventlog.types import Message
 from chat.models import Conversation
 from chat.runs.client_frames import ProtocolError, approval_answer, message_content, seq_field
 
 
 @dataclass(frozen=True)
-class StartRun:
-    """A run to start for a user's message, an edit or a regenerate."""
+class StartRun(Message):
+    """A run to start for a user's message, an edit or a regenerate (Message's fields)."""
 
-    conversation: Conversation
-    user: Any
-    content: str  # "" for a regenerate: it repeats the content of the message it names
-    # At most one of these three, each the seq of a user_message of the conversation (docs/protocol.md,
-    # "Versions: edits, regenerated answers and branches"): the turn a message follows (None: the
-    # newest), the message an edit replaces, the message a regenerate answers again.
-    parent_seq: int | None = None
-    edits: int | None = None
-    regenerates: int | None = None
-    # The files the message carries, as chat.conversations.uploads.attachments_resolve found them.
-    attachments: tuple[dict[str, Any], ...] = ()
-    # The earlier messages of an OpenAI-compatible request, recorded on the user_message.
-    history: tuple[dict[str, Any], ...] = ()
-    # An OpenAI-compatible request's temperature and max_tokens (None: the agent's own).
-    options: ModelOptions | None = None
     # The caller saw no event in the conversation: the run may begin while its start is stored
     # (chat.runtime.head_start).
     first: bool = False
-
-    @property
-    def follows_newest(self) -> bool:
-        """A new message after the newest turn, not an edit, a regenerate or a branch."""
-        return self.parent_seq is None and self.edits is None and self.regenerates is None
 
 
 @dataclass(frozen=True)

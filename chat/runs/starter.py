@@ -45,32 +45,11 @@ class Starter:
             request.first
             and self._starts.idle
             and request.follows_newest
-            and registry.heads.begin(
-                run_id=run_id,
-                conversation=request.conversation,
-                user=request.user,
-                content=request.content,
-                attachments=request.attachments,
-                history_messages=request.history,
-                options=request.options,
-                answers=registry.approvals.for_run(run_id),
-            )
+            and registry.heads.begin(run_id=run_id, message=request, answers=registry.approvals.for_run(run_id))
         )
-        start = RunStart(
-            request.conversation,
-            request.user,
-            request.content,
-            settings.AGENT_MODEL or "",
-            registry.channel,
-            request.parent_seq,
-            request.edits,
-            request.regenerates,
-            request.attachments,
-            request.history,
-            request.options,
-            run_id,
-            began_at if begun else None,  # its model calls are not older than the run
-        )
+        model = settings.AGENT_MODEL or ""
+        # began_at: its model calls are not older than the run
+        start = RunStart(request, model, registry.channel, run_id, began_at if begun else None)
         return await self._starts.submit(start)
 
     async def _start_group(self, starts: list[RunStart]) -> list[tuple[Run, int] | Exception]:
@@ -111,7 +90,9 @@ def _start_with_memory(
         run, frames = result
         key = run.conversation_id
         messages = memories[key] if key in memories else history.run_messages(frames)
-        config = profiles.start_config(run.agent, source=start.conversation.source, options=start.options)
+        config = profiles.start_config(
+            run.agent, source=start.message.conversation.source, options=start.message.options
+        )
         out.append((run, frames, messages, config))
     return out
 

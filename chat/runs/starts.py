@@ -15,7 +15,7 @@ from chat.eventlog.append import batches_append, conversation_key
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.inserts import insert_objects
 from chat.eventlog.turns import first_message_title, first_turn_text, start_turns, with_agent
-from chat.eventlog.types import EventBatch, RunStart
+from chat.eventlog.types import EventBatch, Message, RunStart
 from chat.exceptions import ConversationGone, RunInProgress
 from chat.models import RUNNING_RUN_CONSTRAINT, Conversation, Run
 from chat.runs.admission import admission_read
@@ -33,8 +33,8 @@ def run_start(
     regenerates: int | None = None,
 ) -> tuple[Run, list[EventFrame]]:
     """runs_start for one message: (run, frames), or its refusal raised."""
-    start = RunStart(conversation, user, content, model, worker, parent_seq, edits, regenerates)
-    (result,) = runs_start(starts=[start])
+    message = Message(conversation, user, content, parent_seq, edits, regenerates)
+    (result,) = runs_start(starts=[RunStart(message, model, worker)])
     if isinstance(result, Exception):
         raise result
     return result
@@ -61,7 +61,7 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
             return [runs_start(starts=[start])[0] for start in starts]
         # PostgreSQL names the partial index; SQLite names the column of a UNIQUE failure only.
         if RUNNING_RUN_CONSTRAINT in str(exc) or "UNIQUE constraint failed: chat_run.conversation_id" in str(exc):
-            return [RunInProgress(str(starts[0].conversation.pk))]
+            return [RunInProgress(str(starts[0].message.conversation.pk))]
         return [exc]
     except Exception as exc:
         if len(starts) > 1:
@@ -72,12 +72,12 @@ def runs_start(*, starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] |
 def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame]] | Exception]:
     refused: dict[int, Exception] = {}  # index in starts ->
     now = timezone.now()
-    keys = {conversation_key(s.conversation.pk) for s in starts}
+    keys = {conversation_key(s.message.conversation.pk) for s in starts}
     turns = start_turns(starts)
     admission = admission_read(starts=starts, keys=keys, now=now)
     accepted: list[tuple[int, Run, dict[str, Any]]] = []  # (index in starts, run, its user_message)
     for index, (start, turn) in enumerate(zip(starts, turns, strict=True)):
-        key = conversation_key(start.conversation.pk)
+        key = conversation_key(start.message.conversation.pk)
         if isinstance(turn, Exception):
             refused[index] = turn
             continue
@@ -90,7 +90,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         run = Run(
             id=start.run_id or uuid.uuid4(),
             conversation_id=key,
-            user=start.user,
+            user=start.message.user,
             agent=profile,
             model=profile.model if profile is not None else start.model,
             worker=start.worker,
@@ -108,7 +108,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     titles = {
         run.conversation_id: first_message_title(first_turn_text(turn))
         for index, run, turn in accepted
-        if not starts[index].conversation.title
+        if not starts[index].message.conversation.title
     }
     if titles:
         Conversation.objects.filter(pk__in=titles, title="").update(

@@ -25,11 +25,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.agent.turns import ModelOptions
 from chat.agents import profiles
 from chat.eventlog import history
 from chat.eventlog.turns import user_message_payload
-from chat.eventlog.types import RunStart
+from chat.eventlog.types import Message, RunStart
 from chat.runtime.approvals import RunAnswers
 from chat.runtime.execution import RunHandle, begin
 
@@ -62,23 +61,21 @@ class HeadStarts:
         self,
         *,
         run_id: uuid.UUID,
-        conversation,
-        user,
-        content: str,
-        attachments: tuple[dict[str, Any], ...],
-        history_messages: tuple[dict[str, Any], ...],
-        options: ModelOptions | None,
+        message: Message,
         answers: RunAnswers,
     ) -> bool:
         """Begin the run of a message that starts a conversation (the caller saw no event in it);
         False when it gets no head start."""
         now = asyncio.get_running_loop().time()
+        conversation, user = message.conversation, message.user
         if now - self._refused.get(user.pk, -REFUSAL_MEMORY_SECONDS) < REFUSAL_MEMORY_SECONDS:
             return False
         if conversation.agent_id is not None:  # its profile is read, and checked, with the start
             return False
-        config = profiles.start_config(None, source=conversation.source, options=options)
-        turn = user_message_payload(content, parent_seq=None, attachments=attachments, history=history_messages)
+        config = profiles.start_config(None, source=conversation.source, options=message.options)
+        turn = user_message_payload(
+            message.content, parent_seq=None, attachments=message.attachments, history=message.history
+        )
         memory = history.run_messages([turn])
         handle = RunHandle(
             run_id=run_id, conversation_id=conversation.pk, user_id=user.pk, resumes=0, config=config, answers=answers
@@ -98,7 +95,7 @@ class HeadStarts:
         had one, cancelled). `result`: the start's (run, frames, memory, config) or exception."""
         head = self._take(start)
         if isinstance(result, Exception):
-            self._refuse(start.user.pk)
+            self._refuse(start.message.user.pk)
             if head is not None:
                 head.cancel()
             return None

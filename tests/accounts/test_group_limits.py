@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from chat.accounts.limits import Limits, limits_for_user, limits_for_users, most_generous
 from chat.conversations.services import conversation_create
-from chat.eventlog.types import RunStart
+from chat.eventlog.types import Message, RunStart
 from chat.exceptions import QuotaExceeded, RateLimited
 from chat.models import GroupLimits, ModelCall, Run
 from chat.runs.starts import run_start, runs_start
@@ -124,7 +124,7 @@ def test_a_group_may_lift_the_settings_rate_limit(make_user, settings):
 
 
 def _batch_queries(users) -> int:
-    starts = [RunStart(conversation_create(owner=u), u, "hi", "m", "w") for u in users]
+    starts = [RunStart(Message(conversation_create(owner=u), u, "hi"), "m", "w") for u in users]
     with CaptureQueriesContext(connection) as queries:
         results = runs_start(starts=starts)
     assert all(isinstance(r, tuple) for r in results), results

@@ -14,7 +14,7 @@ from django.utils import timezone
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append, events_append_many
 from chat.eventlog.takeover import run_interrupt, run_request_cancel, runs_heartbeat, runs_release
-from chat.eventlog.types import EventBatch, ModelCallData, RunOutcome, RunStart, ToolRecordData
+from chat.eventlog.types import EventBatch, ModelCallData, RunOutcome, ToolRecordData
 from chat.exceptions import ConversationGone
 from chat.models import Conversation, Event, Run, ToolRecord
 from chat.runs.starts import run_start
@@ -28,10 +28,6 @@ NO_USAGE = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}
 
 def _start(conversation, content="hi", worker=""):
     return run_start(conversation=conversation, user=conversation.owner, content=content, model="m", worker=worker)
-
-
-def _starts(pairs, worker="w"):
-    return [RunStart(conversation, conversation.owner, content, "m", worker) for conversation, content in pairs]
 
 
 def _payloads(run):

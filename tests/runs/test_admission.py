@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from chat.accounts.limits import Limits
 from chat.conversations.services import conversation_create
-from chat.eventlog.types import RunStart
+from chat.eventlog.types import Message, RunStart
 from chat.exceptions import AgentUnavailable, QuotaBusy, QuotaExceeded, RateLimited, RunInProgress
 from chat.models import GroupLimits, ModelCall, Run
 from chat.runs.admission import Admission
@@ -43,7 +43,7 @@ def _admission(*, quota=0, rate=0, **counts) -> Admission:
 
 
 def _refusal(admission: Admission, key="c1"):
-    return admission.refusal(RunStart(None, _User(), "hi", "m", "w"), key)
+    return admission.refusal(RunStart(Message(None, _User(), "hi"), "m", "w"), key)
 
 
 def test_the_refusals_come_in_the_order_a_user_is_told():
@@ -60,7 +60,7 @@ def test_the_refusals_come_in_the_order_a_user_is_told():
 
 def test_an_admitted_start_counts_against_the_rest_of_its_group():
     admission = _admission(quota=100, rate=2)
-    start = RunStart(None, _User(), "hi", "m", "w")
+    start = RunStart(Message(None, _User(), "hi"), "m", "w")
     assert admission.refusal(start, "c1") is None
     admission.admit(start, "c1")
     assert isinstance(admission.refusal(start, "c1"), RunInProgress)
@@ -106,7 +106,7 @@ def test_a_batch_of_starts_admits_one_run_per_user_under_a_quota(make_user, sett
     unlimited = Group.objects.create(name="unlimited")
     GroupLimits.objects.create(group=unlimited, daily_token_quota=0)
     unlimited.user_set.add(bob)
-    starts = [RunStart(conversation_create(owner=user), user, "hi", "m", "w") for user in (alice, bob) * 4]
+    starts = [RunStart(Message(conversation_create(owner=user), user, "hi"), "m", "w") for user in (alice, bob) * 4]
     results = runs_start(starts=starts)
     alices, bobs = results[0::2], results[1::2]
     assert sum(isinstance(r, tuple) for r in alices) == 1
@@ -142,7 +142,7 @@ def test_a_start_in_another_transaction_is_counted_before_this_one(make_user, se
     def other_process() -> None:
         try:
             with transaction.atomic():
-                outcome.extend(runs_start(starts=[RunStart(theirs, alice, "first", "m", "w")]))
+                outcome.extend(runs_start(starts=[RunStart(Message(theirs, alice, "first"), "m", "w")]))
                 stored.set()
                 # Commit once this test's start waits on a lock (or has finished without one).
                 deadline = time.monotonic() + 60

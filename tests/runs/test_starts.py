@@ -9,7 +9,7 @@ import pytest
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
-from chat.eventlog.types import RunStart
+from chat.eventlog.types import Message, RunStart
 from chat.exceptions import RateLimited, RunInProgress
 from chat.models import Conversation, Event, Run
 from chat.runs.starts import run_start, runs_start
@@ -22,7 +22,9 @@ def _start(conversation, content="hi", worker=""):
 
 
 def _starts(pairs, worker="w"):
-    return [RunStart(conversation, conversation.owner, content, "m", worker) for conversation, content in pairs]
+    return [
+        RunStart(Message(conversation, conversation.owner, content), "m", worker) for conversation, content in pairs
+    ]
 
 
 def test_one_running_run_per_conversation(conversation):
