@@ -14,7 +14,7 @@ from typing import Any, Required, TypedDict
 class EventFrame(TypedDict, total=False):
     type: Required[str]
     seq: Required[int]
-    runId: Required[str]
+    runId: Required[str | None]  # None: `queued`, `unqueued` (the conversation's, not a run's)
     ts: Required[str]  # when the event was stored: its row's created_at (see frame_time)
     # user_message, text, thinking
     content: str
@@ -52,4 +52,5 @@ def frame_time(moment: datetime) -> str:
 def event_frame(payload: Mapping[str, Any], *, seq: int, run_id: Any, ts: str) -> EventFrame:
     """The frame of a stored event whose payload (its JSON without seq, runId and ts) is given;
     `ts` is frame_time of its row's created_at (formatted once for a batch that shares it)."""
-    return {**payload, "seq": seq, "runId": str(run_id), "ts": ts}  # type: ignore[typeddict-item]
+    run = None if run_id is None else str(run_id)
+    return {**payload, "seq": seq, "runId": run, "ts": ts}  # type: ignore[typeddict-item]

@@ -140,8 +140,9 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def messages_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Chat messages of the given events, run by run in the order given."""
     messages: list[dict[str, Any]] = []
-    for _, run_events in groupby(events, key=lambda e: e["runId"]):
-        messages.extend(run_messages(list(run_events)))
+    for run_id, run_events in groupby(events, key=lambda e: e["runId"]):
+        if run_id is not None:  # `queued` and `unqueued` are no run's: nothing the model is told
+            messages.extend(run_messages(list(run_events)))
     return messages
 
 

@@ -57,9 +57,11 @@ def frames_of(events: QuerySet[Event]) -> list[EventFrame]:
     """The frames of the events, in the queryset's order."""
     rows = events.annotate(**_RAW_FRAME_COLUMNS).values_list("seq", *_RAW_FRAME_COLUMNS)
     frames: list[EventFrame] = []
-    last_run, run_id, last_time, ts = None, "", None, ""
+    last_run, run_id, last_time, ts = None, None, None, ""
     for seq, raw_run, raw_payload, raw_created in rows:
-        if raw_run != last_run:
+        if raw_run is None:  # `queued`, `unqueued`: the conversation's
+            last_run, run_id = None, None
+        elif raw_run != last_run:
             last_run, run_id = raw_run, str(raw_run if isinstance(raw_run, uuid.UUID) else uuid.UUID(raw_run))
         if raw_created != last_time:
             last_time, ts = raw_created, frame_time(_stored_time(raw_created))

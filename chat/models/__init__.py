@@ -13,6 +13,7 @@ from chat.models.conversations import API_SOURCE, Conversation, Feedback, Search
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
 from chat.models.metrics import MetricTally, ProcessGauge
+from chat.models.queue import QueuedMessage
 from chat.models.runs import RUNNING_RUN_CONSTRAINT, ModelCall, Run, RunMemory, ToolRecord
 from chat.models.sharing import ShareLink
 
@@ -34,6 +35,7 @@ __all__ = [
     "OidcIdentity",
     "ProcessGauge",
     "ProviderGroup",
+    "QueuedMessage",
     "Run",
     "RunMemory",
     "SearchDocument",

@@ -55,7 +55,11 @@ class Event(models.Model):
     conversation = models.ForeignKey(
         "chat.Conversation", on_delete=models.CASCADE, related_name="events", db_index=False
     )
-    run = models.ForeignKey("chat.Run", on_delete=models.CASCADE, related_name="events", db_index=False)
+    # Null only for `queued` and `unqueued`, which belong to the conversation (docs/protocol.md,
+    # "Queued messages").
+    run = models.ForeignKey(
+        "chat.Run", on_delete=models.CASCADE, related_name="events", db_index=False, null=True, blank=True
+    )
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=32)
     # The event's protocol JSON without seq and runId, which are columns.
