@@ -18,7 +18,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from chat.agent.text import clean, clean_value
-from chat.eventlog import memory, search
+from chat.eventlog import followups, memory, search
 from chat.eventlog.frames import EventFrame, event_frame, frame_time
 from chat.eventlog.inserts import insert_rows
 from chat.eventlog.types import EventBatch, RunOutcome, ToolRecordData
@@ -62,10 +62,12 @@ def events_append_many(*, batches: list[EventBatch]) -> list[list[EventFrame] | 
     Raises CommitUnknown when the connection failed at COMMIT: the rows may or may not be
     stored, and only events_stored (on a new connection) can tell."""
     results = None
+    mark = followups.mark()
     try:
         with transaction.atomic():
             results = batches_append(batches)
     except Exception as exc:
+        followups.rollback(mark)
         if results is None:  # before COMMIT: rolled back, nothing of the round is stored
             raise
         raise CommitUnknown(results) from exc
@@ -144,7 +146,16 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         runs = memory.events_of(finished[start : start + memory.CHUNK])  # read once for both
         search.documents_store(runs=runs)
         memory.checkpoints_write(runs=runs)
+    if finished:
+        # The first waiting message of each conversation starts now, its user_message right
+        # after the `complete` (docs/protocol.md, "Queued messages").
+        ended = {conversation_key(b.conversation_id): None for b, f in zip(batches, results) if f and _completes(b)}
+        followups.after_completes(list(ended))
     return results
+
+
+def _completes(batch: EventBatch) -> bool:
+    return bool(batch.payloads) and batch.payloads[-1]["type"] == "complete"
 
 
 @dataclass(frozen=True)

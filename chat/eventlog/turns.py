@@ -79,14 +79,12 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
     for message in (start.message for start in starts):
         key, seq = conversation_key(message.conversation.pk), message.named_seq
         if seq is None:
-            out.append(
-                user_message_payload(
-                    message.content,
-                    parent_seq=newest.get(key),
-                    attachments=message.attachments,
-                    history=message.history,
-                )
+            payload = user_message_payload(
+                message.content, parent_seq=newest.get(key), attachments=message.attachments, history=message.history
             )
+            if message.queue_id is not None:
+                payload["queueId"] = message.queue_id
+            out.append(payload)
             continue
         named_payload = found.get((key, seq))
         if named_payload is None:

@@ -95,6 +95,8 @@ class Message:
     history: tuple[dict[str, Any], ...] = ()
     # An OpenAI-compatible request's temperature and max_tokens (None: the agent's own options).
     options: ModelOptions | None = None
+    # The queueId of the waiting message this starts (docs/protocol.md, "Queued messages").
+    queue_id: str | None = None
 
     @property
     def named_seq(self) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
@@ -20,9 +21,10 @@ from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
 from chat.agents.profiles import AgentConfig
+from chat.eventlog import followups
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.takeover import run_interrupt
-from chat.eventlog.types import RunOutcome
+from chat.eventlog.types import Interruption, RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
 from chat.runtime import build, titles
@@ -63,6 +65,9 @@ class RunHandle:
     task: asyncio.Task | None = None
     stop_reason: StopReason | None = None
     lost: bool = False  # its writes failed on the database: its process hands it over (registry)
+    # Its process's channel and what runs the messages its `complete` starts (the registry's).
+    worker: str = ""
+    follow: Callable[[list[followups.FollowUp]], None] | None = None
     sink: EventSink = field(init=False)  # where the agent's events go to be stored and published
 
     def __post_init__(self) -> None:
@@ -170,11 +175,25 @@ async def _interrupt(handle: RunHandle) -> None:
     """Whatever broke, the run must not stay `running` forever (nor be resumed to break again)."""
     if handle.agent_run is not None:
         await handle.agent_run.aclose()
-    interruption = await database_sync_to_async(run_interrupt)(
-        run_id=handle.run_id, message="The run stopped because of a server error."
+    interruption, started = await database_sync_to_async(interrupt_following)(
+        run_id=handle.run_id, message="The run stopped because of a server error.", worker=handle.worker
     )
     if interruption is not None:
         await publish(handle.conversation_id, interruption.frames)
+    if started and handle.follow is not None:
+        handle.follow(started)
+
+
+def interrupt_following(*, worker: str, **kwargs) -> tuple[Interruption | None, list[followups.FollowUp]]:
+    """run_interrupt, with the runs a `complete` it stored started (chat.eventlog.followups) for `worker`."""
+    with followups.collecting(worker) as started:
+        mark = followups.mark()
+        try:
+            interruption = run_interrupt(worker=worker, **kwargs)
+        except BaseException:
+            followups.rollback(mark)
+            raise
+        return interruption, list(started)
 
 
 def _outcome(agent_run: AgentRun) -> RunOutcome:

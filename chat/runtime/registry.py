@@ -18,6 +18,7 @@ from django.conf import settings
 from chat.agent.approval import Decision
 from chat.agent.perloop import PerLoop
 from chat.agents.profiles import AgentConfig
+from chat.eventlog import followups
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import approval_state, running_run
 from chat.eventlog.takeover import run_request_cancel, runs_release
@@ -26,7 +27,7 @@ from chat.models import Run
 from chat.runtime import build
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
 from chat.runtime.batching import server_task
-from chat.runtime.doorbell import ring_cancel, ring_processes
+from chat.runtime.doorbell import publish, ring_cancel, ring_processes
 from chat.runtime.execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
 from chat.runtime.head_start import HeadStarts
 from chat.runtime.supervision import REAP_MESSAGE, Supervisor, install_sigterm_handler
@@ -57,6 +58,8 @@ class RunRegistry:
                 return
             self.channel = await get_channel_layer().new_channel("runs.")
             await self._supervisor.start()
+            writer = get_writer()
+            writer.worker, writer.follow = self.channel, self.follow
             install_sigterm_handler(_registries.instances)
             self._ready = True
 
@@ -114,9 +117,20 @@ class RunRegistry:
             config=config,
             answers=self.approvals.for_run(run.pk),
         )
+        handle.worker, handle.follow = self.channel, self.follow
         self._handles[key] = handle
         handle.task = server_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._ended(handle))
+
+    def follow(self, started: list[followups.FollowUp]) -> None:
+        """What stored `complete`s set off (chat.eventlog.followups), committed: each started run
+        executed here, its frames (the `unqueued` of refused messages first) published by it;
+        the frames of a conversation where nothing started published as they are."""
+        for follow_up in started:
+            if follow_up.run is not None and follow_up.config is not None and not self.stopping:
+                self.adopt(follow_up.run, memory=follow_up.memory, announce=follow_up.frames, config=follow_up.config)
+            elif follow_up.frames:
+                server_task(publish(follow_up.conversation_id, follow_up.frames), name="queue-publish")
 
     def _ended(self, handle: RunHandle) -> None:
         self._handles.pop(str(handle.run_id), None)

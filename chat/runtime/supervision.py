@@ -40,7 +40,7 @@ from django.utils import timezone
 from chat.agent.approval import Decision
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
-from chat.eventlog import memory
+from chat.eventlog import followups, memory
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import stale_runs
 from chat.eventlog.takeover import run_interrupt, runs_heartbeat
@@ -82,6 +82,8 @@ class SupervisedRegistry(Protocol):
     def abandon(self, run_id) -> None: ...
 
     def adopt(self, run: Run, *, memory: list[dict], announce: list[EventFrame], config: AgentConfig) -> None: ...
+
+    def follow(self, started: list[followups.FollowUp]) -> None: ...
 
     async def shutdown(self) -> None: ...
 
@@ -248,7 +250,7 @@ class Supervisor:
             for run in await database_sync_to_async(stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
-                interruption, messages, config = await database_sync_to_async(_interrupt_with_memory)(
+                interruption, messages, config, started = await database_sync_to_async(_interrupt_with_memory)(
                     run_id=run.pk, stale_before=cutoff, worker=registry.channel
                 )
                 if interruption is None:
@@ -261,12 +263,27 @@ class Supervisor:
                 else:
                     logger.info("closed run %s of a dead process as interrupted", run.pk)
                     await publish(run.conversation_id, interruption.frames)
+                    if started:  # the waiting message it held back starts here
+                        registry.follow(started)
             return taken
 
 
 def _interrupt_with_memory(
     *, run_id, stale_before, worker: str
-) -> tuple[Interruption | None, list[dict], AgentConfig | None]:
+) -> tuple[Interruption | None, list[dict], AgentConfig | None, list[followups.FollowUp]]:
+    """_take_over, with the runs its `complete` started for `worker` (a closed run's waiting
+    message: chat.eventlog.followups)."""
+    with followups.collecting(worker) as started:
+        mark = followups.mark()
+        try:
+            interruption, messages, config = _take_over(run_id=run_id, stale_before=stale_before, worker=worker)
+        except BaseException:
+            followups.rollback(mark)
+            raise
+        return interruption, messages, config, list(started)
+
+
+def _take_over(*, run_id, stale_before, worker: str) -> tuple[Interruption | None, list[dict], AgentConfig | None]:
     """Take a dead process's run, and for a resume read its memory and its agent's configuration
     (the profile it started with, read again): one trip to the ORM thread, and one transaction, so
     that a read failing after the take-over (a connection that broke) undoes it: a resume is counted

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from django import db
 
 from chat.agent.perloop import PerLoop
+from chat.eventlog import followups
 from chat.eventlog.append import CommitUnknown, events_append_many, events_stored
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.types import EventBatch
@@ -38,6 +40,10 @@ class GroupWriter:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-writer")
         self._rounds: Batcher[EventBatch, list[EventFrame]] = Batcher(self._store, name="event-group-writer")
         self._used_at = float("-inf")  # monotonic time of the last round
+        # The registry of this loop (set when it starts): its channel runs what a stored
+        # `complete` starts (a waiting message: chat.eventlog.followups), handed to `follow`.
+        self.worker = ""
+        self.follow: Callable[[list[followups.FollowUp]], None] | None = None
 
     def submit(self, batch: EventBatch) -> asyncio.Future:
         """A future of the batch's frames once committed (ConversationGone when its conversation
@@ -62,9 +68,14 @@ class GroupWriter:
     async def _store(self, batches: list[EventBatch]) -> list:
         idle = time.monotonic() - self._used_at >= IDLE_CHECK_SECONDS
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, _store, batches, idle)
+            results, started = await asyncio.get_running_loop().run_in_executor(
+                self._thread, _store_following, batches, idle, self.worker if self.follow else None
+            )
         finally:
             self._used_at = time.monotonic()
+        if started and self.follow is not None:
+            self.follow(started)
+        return results
 
 
 def _close_connection() -> None:
@@ -85,6 +96,15 @@ def _check_connection_now() -> None:
     _check_connection()
     with db.connection.cursor() as cursor:
         cursor.execute("SELECT 1")
+
+
+def _store_following(batches: list[EventBatch], idle: bool, worker: str | None) -> tuple[list, list]:
+    """_store, with the runs its `complete`s started for `worker` (None: nobody runs them, so
+    none is started: the waiting messages wait on)."""
+    if worker is None:
+        return _store(batches, idle), []
+    with followups.collecting(worker) as started:
+        return _store(batches, idle), list(started)
 
 
 def _store(batches: list[EventBatch], idle: bool) -> list:

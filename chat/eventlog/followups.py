@@ -1,0 +1,77 @@
+"""What follows a run's `complete` in the same transaction: the conversation's first waiting
+message starts the next run (docs/protocol.md, "Queued messages"). The front door (chat.runs)
+knows how a run starts; the event log stores every `complete`; so the front door registers the
+start here (register) at start-up rather than the event log importing it.
+
+The process that stores a `complete` (the runtime's writer, a take-over) collects the runs so
+started (collecting) and hands them to its registry once the transaction has committed. A
+`complete` stored where nobody collects starts nothing: its waiting messages wait on, and the
+next message of the conversation starts them (chat.runs.queue)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from chat.agents.profiles import AgentConfig
+from chat.eventlog.frames import EventFrame
+from chat.models import Run
+
+
+@dataclass
+class FollowUp:
+    """What a `complete` set off in a conversation: the `unqueued` events of messages whose start
+    was refused, then the run the first admitted one started (None when none was)."""
+
+    conversation_id: Any
+    frames: list[EventFrame] = field(default_factory=list)  # stored, in seq order: publish them
+    run: Run | None = None
+    memory: list[dict] = field(default_factory=list)
+    config: AgentConfig | None = None
+
+
+# (conversation ids whose top-level run completed, the worker that is to run what starts) -> follow-ups
+Starter = Callable[[list[Any], str], list[FollowUp]]
+
+_starter: list[Starter] = []
+_local = threading.local()
+
+
+def register(starter: Starter) -> None:
+    _starter[:] = [starter]
+
+
+@contextmanager
+def collecting(worker: str) -> Iterator[list[FollowUp]]:
+    """Collect, on this thread, the follow-ups of the `complete`s stored meanwhile, for `worker`
+    to run. The caller must use them only once the transaction that stored them has committed."""
+    previous = getattr(_local, "collected", None)
+    _local.collected, _local.worker = [], worker
+    try:
+        yield _local.collected
+    finally:
+        _local.collected = previous
+
+
+def mark() -> int:
+    collected = getattr(_local, "collected", None)
+    return len(collected) if collected is not None else 0
+
+
+def rollback(to: int) -> None:
+    """A transaction that stored follow-ups was rolled back: they never happened."""
+    collected = getattr(_local, "collected", None)
+    if collected is not None:
+        del collected[to:]
+
+
+def after_completes(conversation_ids: list[Any]) -> None:
+    """Called by chat.eventlog.append inside the transaction that stored these conversations'
+    `complete`s, after them."""
+    collected = getattr(_local, "collected", None)
+    if collected is None or not _starter or not conversation_ids:
+        return
+    collected.extend(_starter[0](conversation_ids, _local.worker))
