@@ -279,6 +279,8 @@ AGENT_HEARTBEAT_SECONDS = env_number("AGENT_HEARTBEAT_SECONDS", "5", float)
 AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 # Times a run whose process died is continued by another process (docs/protocol.md, "Run lifecycle").
 AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
+# Messages that may wait in one conversation for its run to end; 0 turns queueing off (docs/protocol.md, "Queued messages").
+AGENT_MAX_QUEUED = env_number("AGENT_MAX_QUEUED", "5")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

@@ -50,6 +50,7 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_STREAM_FLUSH_MS": (settings.AGENT_STREAM_FLUSH_MS, 0),
         "AGENT_STREAM_FLUSH_MAX_MS": (settings.AGENT_STREAM_FLUSH_MAX_MS, 0),
         "AGENT_MAX_RESUMES": (settings.AGENT_MAX_RESUMES, 0),
+        "AGENT_MAX_QUEUED": (settings.AGENT_MAX_QUEUED, 0),
         "AGENT_DAILY_TOKEN_QUOTA": (settings.AGENT_DAILY_TOKEN_QUOTA, 0),
         "AGENT_MAX_UPLOAD_BYTES": (settings.AGENT_MAX_UPLOAD_BYTES, 1),
         "AGENT_IMAGE_MAX_INPUT_PIXELS": (settings.AGENT_IMAGE_MAX_INPUT_PIXELS, 1),

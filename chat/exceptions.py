@@ -39,3 +39,11 @@ class ApprovalClosed(Exception):
 
 class NotAUserMessage(ValueError):
     """A message, edit or regenerate named a seq that is not a user_message of its conversation."""
+
+
+class QueueFull(Exception):
+    """The conversation holds AGENT_MAX_QUEUED waiting messages already."""
+
+
+class NotQueued(Exception):
+    """No waiting message of the conversation has that queueId."""

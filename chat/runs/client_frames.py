@@ -14,7 +14,7 @@ from chat.agent.approval import APPROVED, DENIED, Decision
 from chat.agent.text import invalid_reason
 
 # The frames a client may send (docs/protocol.md, "Client frames").
-FRAME_TYPES = ("message", "edit", "regenerate", "cancel", "ping", "approve")
+FRAME_TYPES = ("message", "edit", "regenerate", "cancel", "ping", "approve", "unqueue")
 
 # The `approve` frame's decisions, and what the run records for each.
 ANSWERS = {"approve": APPROVED, "deny": DENIED}
@@ -126,3 +126,43 @@ def message_content(frame: dict[str, Any], *, with_files: bool = False) -> str:
     if reason:
         raise ProtocolError("BAD_REQUEST", "The message contains text that cannot be stored.", f"content: {reason}")
     return content
+
+
+def while_running(frame: dict[str, Any]) -> str | None:
+    """A message's `whileRunning` (docs/protocol.md, "Queued messages"): "queue" or None."""
+    value = frame.get("whileRunning")
+    if value is None:
+        return None
+    if value == "steer":
+        raise ProtocolError(
+            "BAD_REQUEST", "Steering is not supported by this server yet.", "whileRunning: steer not available"
+        )
+    if value != "queue":
+        raise ProtocolError(
+            "BAD_REQUEST", 'whileRunning must be "queue", "steer" or null.', "wrong field: whileRunning"
+        )
+    if frame.get("parentSeq") is not None:
+        raise ProtocolError(
+            "BAD_REQUEST",
+            "A queued message follows the newest turn: it takes no parentSeq.",
+            "whileRunning with parentSeq",
+        )
+    return value
+
+
+def queue_id_field(frame: dict[str, Any]) -> str:
+    """An `unqueue` frame's queueId."""
+    value = frame.get("queueId")
+    if not isinstance(value, str) or not value:
+        raise ProtocolError("BAD_REQUEST", "An unqueue frame needs a queueId.", "missing or wrong field: queueId")
+    return value
+
+
+def clear_queue_field(frame: dict[str, Any]) -> bool:
+    """A `cancel`'s `clearQueue` (absent or null: false)."""
+    value = frame.get("clearQueue")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ProtocolError("BAD_REQUEST", "clearQueue must be true or false.", "wrong type: clearQueue")
+    return value

@@ -12,6 +12,8 @@ from chat.exceptions import (
     ApprovalClosed,
     ConversationGone,
     NotAUserMessage,
+    NotQueued,
+    QueueFull,
     QuotaBusy,
     QuotaExceeded,
     RateLimited,
@@ -19,8 +21,10 @@ from chat.exceptions import (
     UnknownApproval,
 )
 from chat.models import Run
+from chat.runs import queue
 from chat.runs.client_frames import ProtocolError, already_answered
-from chat.runs.requests import ApproveRun, CancelRun, StartRun
+from chat.runs.queue import Queued
+from chat.runs.requests import ApproveRun, CancelRun, StartRun, Unqueue
 from chat.runs.starter import start_run
 from chat.runtime.registry import get_registry
 
@@ -62,9 +66,54 @@ async def start(request: StartRun) -> tuple[Run, int]:
         raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
 
 
+async def send(request: StartRun) -> tuple[Run, int] | Queued:
+    """A user's message: started as `start` does, or, with `whileRunning: "queue"` while the
+    conversation's run works (or messages wait), queued (docs/protocol.md, "Queued messages")."""
+    if request.while_running != "queue":
+        return await start(request)
+    for _ in range(3):  # a run that starts or ends between the two steps: looked at again
+        try:
+            queued = await queue.queue(request)
+        except QueueFull:
+            raise ProtocolError(
+                "QUEUE_FULL", "Too many messages wait in this conversation; wait for one to start.", "queue full"
+            ) from None
+        except ConversationGone:
+            raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
+        if queued is not None:
+            return queued
+        try:
+            return await start(request)
+        except ProtocolError as exc:
+            if exc.code != "RUN_IN_PROGRESS":
+                raise
+    raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.")
+
+
 async def cancel(request: CancelRun) -> bool:
     """Whether a run was in progress (and is now asked to stop)."""
-    return await get_registry().cancel(conversation_id=request.conversation_id)
+    return (await cancel_clearing(request))[0]
+
+
+async def cancel_clearing(request: CancelRun) -> tuple[bool, int]:
+    """cancel, and how many waiting messages `clearQueue` withdrew (before the run is stopped:
+    nothing starts after its `complete`)."""
+    cleared = 0
+    if request.clear_queue:
+        try:
+            cleared = await queue.clear(conversation_id=request.conversation_id)
+        except ConversationGone:
+            raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
+    return await get_registry().cancel(conversation_id=request.conversation_id), cleared
+
+
+async def unqueue(request: Unqueue) -> None:
+    try:
+        await queue.unqueue(conversation_id=request.conversation_id, queue_id=request.queue_id)
+    except (NotQueued, ConversationGone):
+        raise ProtocolError(
+            "NOT_QUEUED", "No message of this conversation waits with that queueId.", "not queued"
+        ) from None
 
 
 async def approve(request: ApproveRun) -> None:

@@ -12,7 +12,14 @@ from chat.agent.approval import Decision
 from chat.conversations import uploads
 from chat.eventlog.types import Message
 from chat.models import Conversation
-from chat.runs.client_frames import ProtocolError, approval_answer, message_content, seq_field
+from chat.runs.client_frames import (
+    ProtocolError,
+    approval_answer,
+    clear_queue_field,
+    message_content,
+    seq_field,
+    while_running,
+)
 
 
 @dataclass(frozen=True)
@@ -22,13 +29,25 @@ class StartRun(Message):
     # The caller saw no event in the conversation: the run may begin while its start is stored
     # (chat.runtime.head_start).
     first: bool = False
+    # "queue": while the conversation's run works, the message waits (docs/protocol.md, "Queued messages").
+    while_running: str | None = None
 
 
 @dataclass(frozen=True)
 class CancelRun:
-    """Cancel the conversation's running run, wherever it runs."""
+    """Cancel the conversation's running run, wherever it runs; `clear_queue`: withdraw every
+    waiting message first."""
 
     conversation_id: Any
+    clear_queue: bool = False
+
+
+@dataclass(frozen=True)
+class Unqueue:
+    """Withdraw a waiting message."""
+
+    conversation_id: Any
+    queue_id: str
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,7 @@ async def start_request(kind: str, frame: dict[str, Any], *, conversation: Conve
         return StartRun(conversation, user, message_content(frame), edits=seq_field(frame, "seq"), first=first)
     if kind == "regenerate":
         return StartRun(conversation, user, "", regenerates=seq_field(frame, "seq"), first=first)
+    waits = while_running(frame)
     attachments = await message_attachments(frame, conversation_id=conversation.pk)
     return StartRun(
         conversation,
@@ -74,7 +94,13 @@ async def start_request(kind: str, frame: dict[str, Any], *, conversation: Conve
         parent_seq=seq_field(frame, "parentSeq", optional=True),
         attachments=attachments,
         first=first,
+        while_running=waits,
     )
+
+
+def cancel_request(frame: dict[str, Any], *, conversation_id) -> CancelRun:
+    """A `cancel` frame (or the body of POST .../cancel/) as a CancelRun."""
+    return CancelRun(conversation_id, clear_queue_field(frame))
 
 
 def approve_request(frame: dict[str, Any], *, conversation_id, reply_to: tuple[str, int] | None) -> ApproveRun:

@@ -55,7 +55,7 @@ class Starter:
     async def _start_group(self, starts: list[RunStart]) -> list[tuple[Run, int] | Exception]:
         registry = get_registry()
         try:
-            results = await database_sync_to_async(_start_with_memory)(starts)
+            results = await database_sync_to_async(start_with_memory)(starts)
         except BaseException:
             registry.heads.drop(starts)
             raise
@@ -72,7 +72,7 @@ class Starter:
         return out
 
 
-def _start_with_memory(
+def start_with_memory(
     starts: list[RunStart],
 ) -> list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception]:
     """Start the runs, then read each one's memory (chat.eventlog.memory): one trip to the ORM thread for

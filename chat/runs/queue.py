@@ -1,0 +1,196 @@
+"""Queued messages (docs/protocol.md, "Queued messages"): a message sent with `whileRunning:
+"queue"` while the conversation's run works waits, a QueuedMessage row and a `queued` event,
+and starts a run by itself when that run ends: start_next, called by the event log in the
+transaction that stores the run's `complete` (chat.eventlog.followups), whichever process
+stores it. First in, first out; the start's rules are checked then, and a refused message leaves
+the queue (`unqueued`, reason `refused`) for the next one to be tried."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import transaction
+
+from chat.eventlog import followups
+from chat.eventlog.append import batches_append, conversation_key
+from chat.eventlog.frames import EventFrame
+from chat.eventlog.types import EventBatch, Message, RunStart
+from chat.exceptions import (
+    AgentUnavailable,
+    ConversationGone,
+    NotQueued,
+    QueueFull,
+    QuotaExceeded,
+    RateLimited,
+    RunInProgress,
+)
+from chat.models import Conversation, QueuedMessage, Run
+from chat.runs.starter import start_with_memory
+from chat.runtime.doorbell import publish
+from chat.runtime.registry import get_registry
+
+WITHDRAWN, CLEARED, REFUSED = "withdrawn", "cleared", "refused"
+
+
+@dataclass(frozen=True)
+class Queued:
+    queue_id: str
+    seq: int  # of its `queued` event
+
+
+def refusal_code(exc: Exception) -> str:
+    """The protocol's code for a refused start (as chat.runs.engine answers it)."""
+    if isinstance(exc, RateLimited):
+        return "RATE_LIMITED"
+    if isinstance(exc, QuotaExceeded):  # QuotaBusy too
+        return "QUOTA_EXCEEDED"
+    if isinstance(exc, AgentUnavailable):
+        return "AGENT_UNAVAILABLE"
+    return "BAD_REQUEST"
+
+
+def _locked(conversation_id) -> Any:
+    """The conversation's row locked (the writers of its events lock it first too), or ConversationGone."""
+    key = conversation_key(conversation_id)
+    if not Conversation.objects.select_for_update().filter(pk=key).values_list("pk").exists():
+        raise ConversationGone(str(key))
+    return key
+
+
+def _stored(key, payloads: list[dict[str, Any]]) -> list[EventFrame]:
+    (frames,) = batches_append([EventBatch(key, None, payloads)])
+    if frames is None:
+        raise ConversationGone(str(key))
+    return frames
+
+
+def message_queue(message: Message) -> tuple[Queued | None, list[EventFrame]]:
+    """Queue the message if the conversation's run is in progress or messages wait already:
+    (its queueId and the seq of its `queued` event, the frames to publish). (None, []) when
+    nothing is in progress and nothing waits: the message starts as any other. QueueFull beyond
+    AGENT_MAX_QUEUED."""
+    with transaction.atomic():
+        key = _locked(message.conversation.pk)
+        running = Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists()
+        waiting = QueuedMessage.objects.filter(conversation_id=key).count()
+        if not running and not waiting:
+            return None, []
+        if waiting >= settings.AGENT_MAX_QUEUED:
+            raise QueueFull(str(key))
+        row = QueuedMessage(
+            conversation_id=key, user=message.user, content=message.content, attachments=list(message.attachments)
+        )
+        payload: dict[str, Any] = {"type": "queued", "queueId": str(row.id), "content": row.content}
+        if row.attachments:
+            payload["attachments"] = row.attachments
+        frames = _stored(key, [payload])
+        row.seq = frames[0]["seq"]
+        row.save(force_insert=True)
+        return Queued(str(row.id), row.seq), frames
+
+
+def message_unqueue(*, conversation_id, queue_id: str) -> list[EventFrame]:
+    """Withdraw a waiting message: its `unqueued` (withdrawn) frames, or NotQueued."""
+    with transaction.atomic():
+        key = _locked(conversation_id)
+        if not QueuedMessage.objects.filter(conversation_id=key, pk=_uuid(queue_id)).delete()[0]:
+            raise NotQueued(queue_id)
+        return _stored(key, [{"type": "unqueued", "queueId": str(_uuid(queue_id)), "reason": WITHDRAWN}])
+
+
+def queue_clear(*, conversation_id) -> list[EventFrame]:
+    """Withdraw every waiting message of the conversation (`cancel` with `clearQueue`)."""
+    with transaction.atomic():
+        key = _locked(conversation_id)
+        ids = list(QueuedMessage.objects.filter(conversation_id=key).order_by("seq").values_list("pk", flat=True))
+        if not ids:
+            return []
+        QueuedMessage.objects.filter(pk__in=ids).delete()
+        return _stored(key, [{"type": "unqueued", "queueId": str(pk), "reason": CLEARED} for pk in ids])
+
+
+def queue_rows(*, conversation_id) -> list[QueuedMessage]:
+    """The waiting messages, in the order they will start."""
+    return list(QueuedMessage.objects.filter(conversation_id=conversation_id).order_by("seq"))
+
+
+def _uuid(text: str):
+    try:
+        return QueuedMessage._meta.pk.to_python(text)
+    except Exception:
+        raise NotQueued(text) from None
+
+
+def start_next(conversation_ids: list[Any], worker: str) -> list[followups.FollowUp]:
+    """In the transaction that stored these conversations' `complete`s: each one's first waiting
+    message that the start's rules admit starts a run (its user_message right after), those
+    refused before it leave the queue (`unqueued`, refused, with the code)."""
+    out = []
+    for key in conversation_ids:
+        conversation = Conversation.objects.filter(pk=key).first()
+        if conversation is None:
+            continue
+        follow_up = followups.FollowUp(key)
+        for row in QueuedMessage.objects.filter(conversation_id=key).select_related("user").order_by("seq"):
+            message = Message(
+                conversation, row.user, row.content, attachments=tuple(row.attachments), queue_id=str(row.pk)
+            )
+            (result,) = start_with_memory([RunStart(message, settings.AGENT_MODEL or "", worker)])
+            if isinstance(result, RunInProgress | ConversationGone):
+                break  # a run started meanwhile: this one waits for it
+            queue_id = str(row.pk)
+            row.delete()
+            if isinstance(result, Exception):
+                refusal = {"type": "unqueued", "queueId": queue_id, "reason": REFUSED}
+                follow_up.frames += _stored(key, [{**refusal, "code": refusal_code(result)}])
+                continue
+            run, frames, memory, config = result
+            follow_up.frames += frames
+            follow_up.run, follow_up.memory, follow_up.config = run, memory, config
+            break
+        if follow_up.frames:
+            out.append(follow_up)
+    return out
+
+
+def _start_next_now(conversation_id, worker: str) -> list[followups.FollowUp]:
+    """start_next outside a `complete` (messages left waiting with no run in progress: a
+    `complete` stored where nobody collected what it started)."""
+    with followups.collecting(worker) as started, transaction.atomic():
+        key = _locked(conversation_id)
+        if Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists():
+            return []
+        started.extend(start_next([key], worker))
+        return list(started)
+
+
+async def queue(message: Message) -> Queued | None:
+    """message_queue on the ORM thread, its frames published; a message queued where nothing
+    was in progress (messages left waiting) sets the queue going."""
+    queued, frames = await database_sync_to_async(message_queue)(message)
+    if queued is None:
+        return None
+    await publish(message.conversation.pk, frames)
+    registry = get_registry()
+    await registry.ensure_started()
+    started = await database_sync_to_async(_start_next_now)(message.conversation.pk, registry.channel)
+    registry.follow(started)
+    return queued
+
+
+async def unqueue(*, conversation_id, queue_id: str) -> None:
+    frames = await database_sync_to_async(message_unqueue)(conversation_id=conversation_id, queue_id=queue_id)
+    await publish(conversation_id, frames)
+
+
+async def clear(*, conversation_id) -> int:
+    frames = await database_sync_to_async(queue_clear)(conversation_id=conversation_id)
+    if frames:
+        await publish(conversation_id, frames)
+    return len(frames)
+
+
+followups.register(start_next)
