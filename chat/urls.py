@@ -34,6 +34,12 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/files/<path:path>", files_api.conversation_file, name="api-file"),
     path("api/conversations/<uuid:conversation_id>/messages/", runs_api.conversation_messages, name="api-messages"),
     path("api/conversations/<uuid:conversation_id>/cancel/", runs_api.conversation_cancel, name="api-cancel"),
+    path("api/conversations/<uuid:conversation_id>/queue/", runs_api.conversation_queue, name="api-queue"),
+    path(
+        "api/conversations/<uuid:conversation_id>/queue/<str:queue_id>/",
+        runs_api.conversation_unqueue,
+        name="api-unqueue",
+    ),
     path("api/conversations/<uuid:conversation_id>/stream/", streams.conversation_stream, name="api-stream"),
     path("api/runs/<uuid:run_id>/approval/", runs_api.run_approval, name="api-run-approval"),
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),

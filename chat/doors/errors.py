@@ -30,7 +30,13 @@ from chat.runtime.execution import DATABASE_OUTAGES
 
 API_PREFIX, OPENAI_PREFIX, SHARE_PREFIX = "/api/", "/v1/", "/s/"
 RETRY_AFTER_SECONDS = 5
-_RUN_VIEWS = {runs_api.conversation_messages, runs_api.conversation_cancel, runs_api.run_approval}
+_RUN_VIEWS = {
+    runs_api.conversation_messages,
+    runs_api.conversation_cancel,
+    runs_api.run_approval,
+    runs_api.conversation_queue,
+    runs_api.conversation_unqueue,
+}
 
 
 def _answer(request, status: int, code: str, message: str):

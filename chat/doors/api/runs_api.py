@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import DatabaseError
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.conversations.selectors import conversation_owned, run_for_user
@@ -21,7 +21,8 @@ from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError, already_answered
-from chat.runs.requests import CancelRun, approve_request, start_request
+from chat.runs.queue import Queued, queue_rows
+from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
 from serving.loop_middleware import request_db
 
 # The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
@@ -29,7 +30,9 @@ ERROR_STATUS = {
     "BAD_REQUEST": 400,
     "NOT_AUTHENTICATED": 401,
     "NOT_FOUND": 404,
+    "NOT_QUEUED": 404,
     "RUN_IN_PROGRESS": 409,
+    "QUEUE_FULL": 409,
     "AGENT_UNAVAILABLE": 409,
     "ALREADY_ANSWERED": 409,
     "TOO_LARGE": 413,
@@ -81,7 +84,8 @@ def _body(request) -> dict:
 
 @require_http_methods(["POST"])
 async def conversation_messages(request, conversation_id: uuid.UUID):
-    """The body of a `message` frame (`content`, `parentSeq`?, `attachments`?) → 202 {runId, seq}."""
+    """The body of a `message` frame (`content`, `parentSeq`?, `attachments`?, `whileRunning`?) →
+    202 {"status": "started", runId, seq} or {"status": "queued", queueId, seq}."""
     try:
         user, conversation = await _owned_conversation(request, conversation_id)
         if user is None:
@@ -92,29 +96,81 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
         asked = await start_request(
             "message", frame, conversation=conversation, user=user, first=conversation.last_seq == 0
         )  # last_seq: read with the request
-        run, seq = await engine.start(asked)
+        sent = await engine.send(asked)
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)
     except DatabaseError:
         exc = engine.database_unavailable()
         return run_error(exc.code, exc.message, exc.detail)
-    return JsonResponse({"runId": str(run.pk), "seq": seq}, status=202)
+    if isinstance(sent, Queued):
+        return JsonResponse({"status": "queued", "queueId": sent.queue_id, "seq": sent.seq}, status=202)
+    run, seq = sent
+    return JsonResponse({"status": "started", "runId": str(run.pk), "seq": seq}, status=202)
 
 
 @require_http_methods(["POST"])
 async def conversation_cancel(request, conversation_id: uuid.UUID):
-    """Cancel the conversation's run → 202 {"cancelled": whether a run was in progress}."""
+    """Cancel the conversation's run (`{"clearQueue": true}`?: withdraw the waiting messages
+    first) → 202 {"cancelled": whether a run was in progress, "cleared": how many were withdrawn}."""
     try:
         user, conversation = await _owned_conversation(request, conversation_id)
         if user is None:
             return not_signed_in()
         if conversation is None:
             return not_found()
-        cancelled = await engine.cancel(CancelRun(conversation.pk))
+        cancelled, cleared = await engine.cancel_clearing(
+            cancel_request(_body(request), conversation_id=conversation.pk)
+        )
+    except ProtocolError as exc:
+        return run_error(exc.code, exc.message, exc.detail)
     except DatabaseError:
         exc = engine.database_unavailable()
         return run_error(exc.code, exc.message, exc.detail)
-    return JsonResponse({"cancelled": cancelled}, status=202)
+    return JsonResponse({"cancelled": cancelled, "cleared": cleared}, status=202)
+
+
+@require_http_methods(["GET"])
+async def conversation_queue(request, conversation_id: uuid.UUID):
+    """The waiting messages in start order → {"queue": [...], "steers": []}."""
+    try:
+        user, conversation = await _owned_conversation(request, conversation_id)
+        if user is None:
+            return not_signed_in()
+        if conversation is None:
+            return not_found()
+        rows = await request_db(queue_rows)(conversation_id=conversation.pk)
+    except DatabaseError:
+        exc = engine.database_unavailable()
+        return run_error(exc.code, exc.message, exc.detail)
+    waiting = [
+        {
+            "queueId": str(row.pk),
+            "content": row.content,
+            "attachments": row.attachments,
+            "steered": False,
+            "createdAt": row.created_at.isoformat().replace("+00:00", "Z"),
+        }
+        for row in rows
+    ]
+    return JsonResponse({"queue": waiting, "steers": []})
+
+
+@require_http_methods(["DELETE"])
+async def conversation_unqueue(request, conversation_id: uuid.UUID, queue_id: str):
+    """Withdraw a waiting message → 204; 404 NOT_QUEUED as the `unqueue` frame."""
+    try:
+        user, conversation = await _owned_conversation(request, conversation_id)
+        if user is None:
+            return not_signed_in()
+        if conversation is None:
+            return not_found()
+        await engine.unqueue(Unqueue(conversation.pk, queue_id))
+    except ProtocolError as exc:
+        return run_error(exc.code, exc.message, exc.detail)
+    except DatabaseError:
+        exc = engine.database_unavailable()
+        return run_error(exc.code, exc.message, exc.detail)
+    return HttpResponse(status=204)
 
 
 @require_http_methods(["POST"])

@@ -32,8 +32,10 @@ from chat.runs.client_frames import (
     after_param,
     already_answered,
     parse_frame,
+    queue_id_field,
 )
-from chat.runs.requests import CancelRun, approve_request, start_request
+from chat.runs.queue import queue_rows
+from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 
@@ -69,13 +71,16 @@ def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
     return signed, conversation_owned(user=signed.user, conversation_id=conversation_id)
 
 
-def _history_page(*, conversation_id, after: int) -> tuple[list[dict[str, Any]], tuple[Any, list[str]] | None]:
+def _history_page(
+    *, conversation_id, after: int
+) -> tuple[list[dict[str, Any]], tuple[Any, list[str], list[str]] | None]:
     """A page of the history after `after` and, once it is the last page, the run under way
-    (run_in_progress); None while more pages follow."""
+    (run_in_progress) and the waiting messages' queueIds; None while more pages follow."""
     frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
     if len(frames) == EVENT_PAGE:
         return frames, None
-    return frames, run_in_progress(conversation_id=conversation_id)
+    run, pending = run_in_progress(conversation_id=conversation_id)
+    return frames, (run, pending, [str(row.pk) for row in queue_rows(conversation_id=conversation_id)])
 
 
 class ChatConsumer(HubConsumer):
@@ -156,7 +161,7 @@ class ChatConsumer(HubConsumer):
                     await self._send_frame(frame)
                 if state is not None:
                     break
-        run, pending = state
+        run, pending, waiting = state
         await self._send_json(
             {
                 "type": "sync",
@@ -164,6 +169,8 @@ class ChatConsumer(HubConsumer):
                 "running": run is not None,
                 "runId": str(run.pk) if run else None,
                 "pendingApprovals": pending,
+                "queue": waiting,
+                "pendingSteers": [],
             }
         )
         self.go_live()
@@ -222,9 +229,11 @@ class ChatConsumer(HubConsumer):
                 asked = await start_request(
                     kind, frame, conversation=self.conversation, user=self.user, first=self.last_seq == 0
                 )
-                await engine.start(asked)
+                await engine.send(asked)
             elif kind == "cancel":
-                await engine.cancel(CancelRun(self.conversation.pk))
+                await engine.cancel(cancel_request(frame, conversation_id=self.conversation.pk))
+            elif kind == "unqueue":
+                await engine.unqueue(Unqueue(self.conversation.pk, queue_id_field(frame)))
             elif kind == "approve":
                 await engine.approve(
                     approve_request(frame, conversation_id=self.conversation.pk, reply_to=self.address())
