@@ -276,10 +276,14 @@ ROUTES: dict[str, dict[str, dict]] = {
         "post": operation(
             "Start a run with a message, as the WebSocket's `message` frame does",
             {
-                "202": answer("Started: the run and the seq of its `user_message`.", "RunStarted"),
+                "202": answer(
+                    "`started`: the run and the seq of its `user_message`; `queued`: the queueId and the seq "
+                    "of its `queued` event.",
+                    "RunStarted",
+                ),
                 "400": answer("`BAD_REQUEST`.", "RunError"),
                 "404": answer("`NOT_FOUND`: no such conversation (someone else's answers the same).", "RunError"),
-                "409": answer("`RUN_IN_PROGRESS` or `AGENT_UNAVAILABLE`.", "RunError"),
+                "409": answer("`RUN_IN_PROGRESS`, `AGENT_UNAVAILABLE` or `QUEUE_FULL`.", "RunError"),
                 "413": answer("`TOO_LARGE`.", "RunError"),
                 "429": answer("`RATE_LIMITED` or `QUOTA_EXCEEDED`.", "RunError"),
                 "503": answer("`UNAVAILABLE`: the database did not answer.", "RunError"),
@@ -293,11 +297,17 @@ ROUTES: dict[str, dict[str, dict]] = {
         "post": operation(
             "Cancel the conversation's run in progress",
             {
-                "202": answer("Asked; `cancelled` says whether a run was in progress.", "CancelAnswer"),
+                "202": answer(
+                    "Asked; `cancelled` says whether a run was in progress, `cleared` how many waiting "
+                    "messages `clearQueue` withdrew.",
+                    "CancelAnswer",
+                ),
+                "400": answer("`BAD_REQUEST`: a clearQueue that is not a boolean.", "RunError"),
                 "404": answer("`NOT_FOUND`.", "RunError"),
                 "503": answer("`UNAVAILABLE`.", "RunError"),
             },
             security=WRITE,
+            requestBody=body("CancelBody", required=False),
             tags=["runs"],
         )
     },

@@ -248,12 +248,40 @@ SCHEMAS: dict[str, dict] = {
             },
             "parentSeq": {"type": ["integer", "null"], "minimum": 1},
             "attachments": {"type": ["array", "null"], "items": {"type": "string"}},
+            "whileRunning": {
+                "enum": ["queue", None],
+                "description": '`"queue"`: while the conversation\'s run works, the message waits and starts '
+                'by itself after it (`"steer"` is refused: not available on this server yet).',
+            },
         },
-        optional=("parentSeq", "attachments"),
+        optional=("parentSeq", "attachments", "whileRunning"),
         description="The body of a `message` frame, without its `type`.",
     ),
-    "RunStarted": _object({"runId": UUID, "seq": {"type": "integer", "minimum": 1}}),
-    "CancelAnswer": _object({"cancelled": {"type": "boolean"}}),
+    "RunStarted": {
+        "oneOf": [
+            _object({"status": {"const": "started"}, "runId": UUID, "seq": {"type": "integer", "minimum": 1}}),
+            _object({"status": {"const": "queued"}, "queueId": UUID, "seq": {"type": "integer", "minimum": 1}}),
+        ]
+    },
+    "CancelBody": _object({"clearQueue": {"type": ["boolean", "null"]}}, optional=("clearQueue",)),
+    "CancelAnswer": _object({"cancelled": {"type": "boolean"}, "cleared": {"type": "integer", "minimum": 0}}),
+    "Queue": _object(
+        {
+            "queue": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "queueId": UUID,
+                        "content": STRING,
+                        "attachments": {"type": "array", "items": {"type": "object"}},
+                        "steered": {"type": "boolean"},
+                        "createdAt": {"type": "string", "format": "date-time"},
+                    }
+                ),
+            },
+            "steers": {"type": "array", "items": {"type": "object"}},
+        }
+    ),
     "ApprovalBody": _object(
         {
             "toolCallId": {"type": "string", "minLength": 1},
@@ -341,6 +369,7 @@ REQUEST_BODIES = (
     "Upload",
     "FeedbackSet",
     "MessageBody",
+    "CancelBody",
     "ApprovalBody",
     "TokenCreate",
     "ShareCreate",

@@ -40,7 +40,7 @@ def _table(patterns, prefix: str = "") -> list[str]:
 # The site's routes that the document must hold: /api/ (and /v1/ once it exists), /healthz.
 API_ROUTES = sorted(r for r in _table(get_resolver().url_patterns) if r.startswith(("api/", "v1/")) or r == "healthz")
 SAMPLES = {"uuid": str(uuid.uuid4()), "int": "1", "path": "notes/a.txt", "str": "x", "slug": "x"}
-CONVERTER_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": "integer", "path": "string"}
+CONVERTER_SCHEMAS = {"uuid": {"type": "string", "format": "uuid"}, "int": "integer", "path": "string", "str": "string"}
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
