@@ -79,7 +79,8 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
     out = [f"# {title}", "", f"*Exported from agentsite; started {conversation.created_at:%Y-%m-%d %H:%M} UTC.*"]
     runs: dict[Any, list[dict[str, Any]]] = {}
     for frame in frames:
-        runs.setdefault(frame["runId"], []).append(frame)
+        if frame["runId"] is not None:  # queued, unqueued: what waited shows as the turn it started
+            runs.setdefault(frame["runId"], []).append(frame)
     heads = {events[0]["seq"]: events for events in runs.values() if events[0]["type"] == "user_message"}
     children, versions = tree([events[0] for events in heads.values()])
     # A run without a user_message first (no log the server writes or imports) comes first.

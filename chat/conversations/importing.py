@@ -59,9 +59,20 @@ def conversation_import(*, owner, imported: Imported, title: str | None = None) 
             archived=imported.archived and title is None,
             created_at=min(moments, default=now),
             updated_at=now,
-            last_seq=sum(len(run.events) for run in imported.runs),
+            last_seq=sum(len(run.events) for run in imported.runs) + len(imported.loose),
         )
-        runs, events, records = [], [], []
+        runs, records = [], []
+        events = [
+            Event(
+                conversation=conversation,
+                run=None,
+                seq=seq,
+                type=payload["type"],
+                payload=payload,
+                created_at=ts or now,
+            )
+            for seq, payload, ts in imported.loose
+        ]
         for imported_run in imported.runs:
             first, last = imported_run.events[0], imported_run.events[-1]
             usage = last[1].get("usage") if isinstance(last[1].get("usage"), dict) else {}
@@ -140,7 +151,12 @@ EVENT_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "reference": {"references": list},
     "approval_request": {"toolCallId": str, "toolName": str, "arguments": str},
     "approval_result": {"toolCallId": str, "decision": str},
+    # The conversation's, not a run's: their runId is null (docs/protocol.md, "Queued messages").
+    "queued": {"queueId": str, "content": str},
+    "unqueued": {"queueId": str, "reason": str},
 }
+
+CONVERSATION_EVENTS = ("queued", "unqueued")
 
 
 RUN_STATUSES = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
@@ -184,6 +200,8 @@ class ImportedRun:
 class Imported:
     title: str
     runs: list[ImportedRun]
+    # queued and unqueued (runId null): seq, payload, ts
+    loose: list[tuple[int, dict[str, Any], datetime | None]] = field(default_factory=list)
     # How the conversation was organized, as exported (an older export has none of them).
     title_source: str = TitleSource.DEFAULT
     pinned: bool = False
@@ -305,6 +323,7 @@ def _parse_document(data: Any) -> Imported:
         raise ImportRefused("the conversation has no events")
 
     runs: list[ImportedRun] = []
+    loose: list[tuple[int, dict[str, Any], datetime | None]] = []
     run_ids: set[str] = set()
     current_id: str | None = None
     for index, frame in enumerate(data["events"]):
@@ -314,7 +333,10 @@ def _parse_document(data: Any) -> Imported:
         seq, run_id, kind = frame.get("seq"), frame.get("runId"), frame.get("type")
         if not _is(seq, int) or seq != index + 1:
             raise ImportRefused(f"{where}: seq must be {index + 1} (seqs run 1, 2, 3, ... without gap)")
-        if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID_CHARS:
+        if kind in CONVERSATION_EVENTS:
+            if run_id is not None:
+                raise ImportRefused(f"{where}: runId of {kind} must be null")
+        elif not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID_CHARS:
             raise ImportRefused(f"{where}: runId must be a non-empty string")
         if kind not in EVENT_TYPES:
             raise ImportRefused(f"{where}: unknown event type {str(kind)[:40]!r}")
@@ -336,6 +358,9 @@ def _parse_document(data: Any) -> Imported:
         if "attachments" in frame and not all(_is_attachment(item) for item in frame["attachments"]):
             raise ImportRefused(f'{where}: attachments must be objects with "path" (a string) and "size" (an integer)')
         ts = _timestamp(frame["ts"], where) if "ts" in frame else None
+        if kind in CONVERSATION_EVENTS:  # between a run's events or between runs, in no run
+            loose.append((seq, {k: v for k, v in frame.items() if k not in FRAME_COLUMNS}, ts))
+            continue
 
         if run_id != current_id:
             if runs and not runs[-1].status:
@@ -358,11 +383,13 @@ def _parse_document(data: Any) -> Imported:
             run.status = frame["status"]
         payload = {k: v for k, v in frame.items() if k not in FRAME_COLUMNS}
         run.events.append((seq, payload, ts))
+    if not runs:
+        raise ImportRefused("the conversation has no run")
     if not runs[-1].status:
         raise ImportRefused("the last run has no complete event (a run left running)")
     for run in runs:
         _check_tool_calls(run)
-    return Imported(title=title, runs=runs, **organized)
+    return Imported(title=title, runs=runs, loose=loose, **organized)
 
 
 def _organized(conversation: dict[str, Any]) -> dict[str, Any]:
