@@ -119,7 +119,7 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         if completion is not None:
             payloads[-1] = {**payloads[-1], **completion.fields()}
         events += ((key, batch.run_id, first + i, p["type"], p, now) for i, p in enumerate(payloads))
-        run_id = str(batch.run_id)
+        run_id = None if batch.run_id is None else str(batch.run_id)
         results[index] = [event_frame(p, seq=first + i, run_id=run_id, ts=ts) for i, p in enumerate(payloads)]
         if batch.tool_records:
             ToolRecord.objects.bulk_create(

@@ -91,6 +91,8 @@ async def test_empty_conversation_sends_only_sync(conversation, registry):
         "running": False,
         "runId": None,
         "pendingApprovals": [],
+        "queue": [],
+        "pendingSteers": [],
     }
     await socket.close()
 
@@ -150,6 +152,8 @@ async def test_reconnect_with_after_gets_exactly_the_rest(conversation, registry
             "running": False,
             "runId": None,
             "pendingApprovals": [],
+            "queue": [],
+            "pendingSteers": [],
         }
         await again.close()
 
@@ -535,6 +539,8 @@ async def test_an_after_past_the_end_is_clamped(conversation, registry, llm_sett
         "running": False,
         "runId": None,
         "pendingApprovals": [],
+        "queue": [],
+        "pendingSteers": [],
     }
     await socket.send({"type": "message", "content": "hi"})
     frames = await socket.run_to_end()
@@ -690,7 +696,7 @@ async def test_a_handshake_takes_two_trips_to_the_orm_thread(conversation, regis
         frames = await socket.history()
         assert [t for t in orm_trips if t != "session_cookie"] == ["_handshake", "_history_page"]
         sync = {"type": "sync", "lastSeq": first[-1]["seq"], "running": True, "runId": str(run.pk)}
-        assert frames == [*first, {**sync, "pendingApprovals": []}]
+        assert frames == [*first, {**sync, "pendingApprovals": [], "queue": [], "pendingSteers": []}]
     for socket in (warm, session, token):
         await socket.close()
 
