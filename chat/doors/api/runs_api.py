@@ -108,6 +108,14 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
     return JsonResponse({"status": "started", "runId": str(run.pk), "seq": seq}, status=202)
 
 
+def _cancel_body(request) -> dict:
+    """A cancel's optional body: JSON (sent as such, or looking like an object); anything else,
+    such as the empty form a program's bare POST carries, is no body, as before clearQueue."""
+    if request.content_type == "application/json" or request.body.lstrip().startswith(b"{"):
+        return _body(request)
+    return {}
+
+
 @require_http_methods(["POST"])
 async def conversation_cancel(request, conversation_id: uuid.UUID):
     """Cancel the conversation's run (`{"clearQueue": true}`?: withdraw the waiting messages
@@ -119,7 +127,7 @@ async def conversation_cancel(request, conversation_id: uuid.UUID):
         if conversation is None:
             return not_found()
         cancelled, cleared = await engine.cancel_clearing(
-            cancel_request(_body(request), conversation_id=conversation.pk)
+            cancel_request(_cancel_body(request), conversation_id=conversation.pk)
         )
     except ProtocolError as exc:
         return run_error(exc.code, exc.message, exc.detail)
