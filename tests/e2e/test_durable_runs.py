@@ -300,3 +300,37 @@ async def test_both_processes_killed_in_turn(databases, make_server, replies):
     by_seq = {f["seq"]: f for f in stored}
     # Each resume names the first text of the attempt that died: A's, then B's.
     assert [by_seq[f["discards"]]["content"][:5] for f in errors] == ["pw000", "qw000"]
+
+
+async def test_kill_9_with_a_message_waiting_the_taking_process_starts_it(pair, replies):
+    """docs/protocol.md, "Queued messages": a message queued behind a run whose process is
+    killed starts in the process that takes the run over, right after the run's complete."""
+    a, b, client = pair
+    message = replies.set(
+        "durable: kill with a message waiting",
+        slow_text_reply(answer_text(400, "q"), chunks=400, delay=0.05),  # ~20 s
+        slow_text_reply("The resumed answer.", chunks=5, delay=0.01),
+    )
+    waiting = replies.set("durable: the waiting message", slow_text_reply("The waiting one's answer.", chunks=3))
+    conversation = await client.create_conversation()
+    on_a = await client.socket(conversation, server=a)
+    on_b = await client.socket(conversation, server=b)
+    await on_a.sync()
+    await on_b.sync()
+    await on_a.message(message)
+    await text_frames(on_a, 5)
+    await on_a.send({"type": "message", "content": waiting, "whileRunning": "queue"})
+    queued = (await on_a.until(lambda f: f.get("type") == "queued"))[-1]
+    a.kill()
+    await drain_until_closed(on_a)
+    await on_b.until(lambda f: [g.get("type") for g in on_b.frames].count("complete") >= 2, timeout=60)
+    await on_b.close()
+    client.server = b
+    stored = await client.events(conversation)
+    assert_contiguous(stored)
+    completes = [f for f in stored if f["type"] == "complete"]
+    assert [c["status"] for c in completes] == ["succeeded", "succeeded"]
+    start = next(f for f in stored if f["type"] == "user_message" and f.get("queueId") == queued["queueId"])
+    assert start["seq"] == completes[0]["seq"] + 1 and start["content"] == waiting
+    assert final_answer([f for f in stored if f["runId"] == start["runId"]]) == "The waiting one's answer."
+    assert f"resuming run {completes[0]['runId']} of a dead process" in b.log(tail=None)
