@@ -83,7 +83,7 @@ async def test_post_a_message_then_read_its_run_to_the_end(runs_server):
     r = await http.post(f"/api/conversations/{conversation}/messages/", json={"content": "hello"})
     assert r.status_code == 202, r.text
     body = r.json()
-    assert set(body) == {"runId", "seq"} and body["seq"] == 1
+    assert set(body) == {"status", "runId", "seq"} and body["status"] == "started" and body["seq"] == 1
     items = await read_sse(http, f"/api/conversations/{conversation}/stream/?after=0&until=complete")
     stored = await owner.events(conversation)
     assert frames_of(items) == stored  # exactly the stored frames, as the WebSocket sends them
@@ -218,7 +218,7 @@ async def test_cancel_over_http_with_a_session_and_csrf(runs_server, replies):
     r = await owner.api("POST", f"/api/conversations/{conversation}/messages/", json_body={"content": "cancel me"})
     assert r.status_code == 202, r.text
     r = await owner.api("POST", f"/api/conversations/{conversation}/cancel/")
-    assert (r.status_code, r.json()) == (202, {"cancelled": True})
+    assert (r.status_code, r.json()) == (202, {"cancelled": True, "cleared": 0})
     items = await read_sse(owner.http, owner.url(f"/api/conversations/{conversation}/stream/?until=complete"))
     assert items[-1][2]["status"] == "cancelled"
     await owner.aclose()
