@@ -16,9 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+
 from chat.agents.profiles import AgentConfig
 from chat.eventlog.frames import EventFrame
-from chat.models import Run
+from chat.models import Conversation, QueuedMessage, Run
 
 
 @dataclass
@@ -75,3 +78,26 @@ def after_completes(conversation_ids: list[Any]) -> None:
     if collected is None or not _starter or not conversation_ids:
         return
     collected.extend(_starter[0](conversation_ids, _local.worker))
+
+
+def start_stranded(worker: str) -> list[FollowUp]:
+    """Start the first waiting message of each conversation where messages wait and no run is in
+    progress (their run's `complete` was stored by a process that was stopping, or where nobody
+    collected), for `worker` to run: the reaper's pass, so that a restart loses none."""
+    if not _starter:
+        return []
+    running = Run.objects.filter(conversation_id=OuterRef("conversation_id"), status=Run.Status.RUNNING)
+    keys = list(
+        QueuedMessage.objects.filter(~Exists(running)).values_list("conversation_id", flat=True).distinct()[:100]
+    )
+    out: list[FollowUp] = []
+    for key in keys:
+        with collecting(worker) as started, transaction.atomic():
+            # Locked, then looked at again: a run may have started or a message left meanwhile.
+            if not Conversation.objects.select_for_update().filter(pk=key).values_list("pk").exists():
+                continue
+            if Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists():
+                continue
+            started.extend(_starter[0]([key], worker))
+            out += started
+    return out

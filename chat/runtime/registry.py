@@ -217,6 +217,9 @@ class RunRegistry:
 
     async def _hand_over_all(self) -> None:
         self.stopping = True
+        # A `complete` stored from here on starts no waiting message: no run could be begun here.
+        # The next reaper pass of a process that goes on starts it (followups.start_stranded).
+        get_writer().follow = None
         await self._supervisor.stop()
         handles = list(self._handles.values())
         released = [h.run_id for h in handles if h.resumes < settings.AGENT_MAX_RESUMES and not h.ending]

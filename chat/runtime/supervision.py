@@ -265,6 +265,11 @@ class Supervisor:
                     await publish(run.conversation_id, interruption.frames)
                     if started:  # the waiting message it held back starts here
                         registry.follow(started)
+            # Messages left waiting with no run in progress (a stopping process stored their
+            # run's `complete` and started nothing): started here.
+            stranded = await database_sync_to_async(followups.start_stranded)(worker=registry.channel)
+            if stranded and not registry.stopping:
+                registry.follow(stranded)
             return taken
 
 

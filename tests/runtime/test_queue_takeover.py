@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from chat.eventlog.append import events_append
-from chat.eventlog.types import Message
+from chat.eventlog.types import Message, RunOutcome
 from chat.models import Event, QueuedMessage, Run
 from chat.runs.queue import message_queue
 from chat.runs.starts import run_start
@@ -91,3 +91,27 @@ async def test_a_resumed_dead_run_starts_what_waits_when_it_ends(conversation, r
     start = next(e for e in log if e.get("queueId") == ids[0] and e["type"] == "user_message")
     assert start["seq"] == completes[0]["seq"] + 1
     assert any(e["type"] == "error" and e.get("resumed") for e in log)
+
+
+async def test_messages_left_waiting_with_no_run_are_started_by_the_next_reaper_pass(
+    conversation, registry, llm_settings
+):
+    """A `complete` stored by a stopping process starts nothing (no run could begin there): the
+    next reaper pass of a process that goes on starts what waits."""
+    llm_settings.script(text_reply("late answer"))
+    run, ids = await sync_to_async(_dead_run_with_waiting)(conversation, ["waited"])
+    await sync_to_async(events_append)(  # no one collects: as a stopping process's writer
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[{"type": "complete", "status": "interrupted"}],
+        outcome=RunOutcome("interrupted"),
+    )
+    assert await QueuedMessage.objects.acount() == 1
+    assert not await Run.objects.filter(status="running").aexists()
+    await registry.reap_once()
+    await _until_done(registry, 2)
+    log = await sync_to_async(_log)(conversation)
+    start = [e for e in log if e["type"] == "user_message"][-1]
+    assert (start["content"], start["queueId"]) == ("waited", ids[0])
+    assert log[-1]["type"] == "complete" and log[-1]["status"] == "succeeded"
+    assert not await QueuedMessage.objects.aexists()
