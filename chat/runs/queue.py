@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 
+from chat.conversations import uploads
 from chat.eventlog import followups
 from chat.eventlog.append import batches_append, conversation_key
 from chat.eventlog.frames import EventFrame
@@ -21,6 +22,7 @@ from chat.eventlog.types import EventBatch, Message, RunStart
 from chat.exceptions import (
     AgentUnavailable,
     ConversationGone,
+    NotAUserMessage,
     NotQueued,
     QueueFull,
     QuotaExceeded,
@@ -135,10 +137,14 @@ def start_next(conversation_ids: list[Any], worker: str) -> list[followups.Follo
             continue
         follow_up = followups.FollowUp(key)
         for row in QueuedMessage.objects.filter(conversation_id=key).select_related("user").order_by("seq"):
-            message = Message(
-                conversation, row.user, row.content, attachments=tuple(row.attachments), queue_id=str(row.pk)
-            )
-            (result,) = start_with_memory([RunStart(message, settings.AGENT_MODEL or "", worker)])
+            result: Any
+            try:  # its files as they are now: one deleted meanwhile refuses the start
+                files = _files_now(key, row.attachments)
+            except uploads.FileRefused as exc:
+                result = NotAUserMessage(exc.message)  # BAD_REQUEST
+            else:
+                message = Message(conversation, row.user, row.content, attachments=files, queue_id=str(row.pk))
+                (result,) = start_with_memory([RunStart(message, settings.AGENT_MODEL or "", worker)])
             if isinstance(result, RunInProgress | ConversationGone):
                 break  # a run started meanwhile: this one waits for it
             queue_id = str(row.pk)
@@ -154,6 +160,13 @@ def start_next(conversation_ids: list[Any], worker: str) -> list[followups.Follo
         if follow_up.frames:
             out.append(follow_up)
     return out
+
+
+def _files_now(key, attachments: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    if not attachments:
+        return ()
+    paths = [item["path"] for item in attachments if isinstance(item, dict) and isinstance(item.get("path"), str)]
+    return tuple(uploads.attachments_resolve(conversation_id=key, paths=paths))
 
 
 def _start_next_now(conversation_id, worker: str) -> list[followups.FollowUp]:

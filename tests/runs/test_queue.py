@@ -5,10 +5,12 @@ transaction that stores the run's `complete`, first in first out."""
 from __future__ import annotations
 
 import asyncio
+import io
 
 import pytest
 from asgiref.sync import sync_to_async
 
+from chat.conversations import uploads
 from chat.exceptions import RateLimited
 from chat.models import Event, QueuedMessage, Run
 from chat.runs import engine, queue
@@ -191,3 +193,30 @@ async def test_a_queue_message_with_nothing_running_starts_at_once(conversation,
     assert seq == 1 and run.conversation_id == conversation.pk
     await settle(registry, conversation, 1)
     assert not await Event.objects.filter(type="queued").aexists()
+
+
+async def test_a_waiting_message_whose_file_was_deleted_is_refused(
+    conversation, registry, llm_settings, settings, tmp_path
+):
+    settings.AGENT_WORKSPACE_ROOT = tmp_path
+    await sync_to_async(uploads.file_store)(
+        conversation_id=conversation.pk, path="notes.txt", chunks=[b"hi"], size=2, source=io.BytesIO(b"hi")
+    )
+    llm_settings.script(text_reply("slow " * 20, piece=1, delay=0.05), text_reply("ok"))
+    await engine.send(queue_of(conversation, "one"))
+    files = tuple(
+        await sync_to_async(uploads.attachments_resolve)(conversation_id=conversation.pk, paths=["notes.txt"])
+    )
+    with_file = await engine.send(
+        StartRun(conversation, conversation.owner, "", attachments=files, while_running="queue")
+    )
+    plain = await engine.send(queue_of(conversation, "plain"))
+    queued = await Event.objects.aget(type="queued", payload__queueId=with_file.queue_id)
+    assert queued.payload["attachments"] == [{"path": "notes.txt", "size": 2}]
+    await sync_to_async(uploads.file_remove)(conversation_id=conversation.pk, path="notes.txt")
+    await settle(registry, conversation, 2)
+    events = await events_of(conversation)
+    refused = next(e for e in events if e["type"] == "unqueued")
+    assert (refused["queueId"], refused["reason"], refused["code"]) == (with_file.queue_id, "refused", "BAD_REQUEST")
+    start = events[[e["seq"] for e in events].index(refused["seq"]) + 1]
+    assert (start["type"], start["queueId"]) == ("user_message", plain.queue_id)
