@@ -190,6 +190,9 @@ export class ConversationView {
   }
 
   applyEvent(frame, live) {
+    // queued / unqueued belong to the conversation, not to a turn (runId null): this page does
+    // not draw the queue yet; a waiting message shows as the turn it starts.
+    if (frame.runId === null && (frame.type === "queued" || frame.type === "unqueued")) return;
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);
     if (!turn) {
