@@ -14,7 +14,7 @@ from django.db.models.functions import Cast
 from chat.agent.approval import open_requests
 from chat.eventlog import history
 from chat.eventlog.frames import EventFrame, event_frame, frame_time
-from chat.models import RAW_PAYLOAD, Event, Run, payload_of
+from chat.models import RAW_PAYLOAD, Event, QueuedMessage, Run, payload_of
 
 EVENT_PAGE = 5_000
 
@@ -153,3 +153,10 @@ def user_message_rows(*, conversation_ids: list) -> dict[object, list[history.Us
 
 def stale_runs(*, older_than) -> list[Run]:
     return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=older_than))
+
+
+def queue_waiting(*, conversation_id) -> list[str]:
+    """The queueIds of the conversation's waiting messages, in the order they will start
+    (`sync.queue`, docs/protocol.md, "Queued messages")."""
+    rows = QueuedMessage.objects.filter(conversation_id=conversation_id).order_by("seq").values_list("pk", flat=True)
+    return [str(pk) for pk in rows]

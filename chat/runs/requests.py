@@ -85,16 +85,16 @@ async def start_request(kind: str, frame: dict[str, Any], *, conversation: Conve
         return StartRun(conversation, user, message_content(frame), edits=seq_field(frame, "seq"), first=first)
     if kind == "regenerate":
         return StartRun(conversation, user, "", regenerates=seq_field(frame, "seq"), first=first)
-    waits = while_running(frame)
     attachments = await message_attachments(frame, conversation_id=conversation.pk)
+    content = message_content(frame, with_files=bool(attachments))  # the content rules first
     return StartRun(
         conversation,
         user,
-        message_content(frame, with_files=bool(attachments)),
+        content,
         parent_seq=seq_field(frame, "parentSeq", optional=True),
         attachments=attachments,
         first=first,
-        while_running=waits,
+        while_running=while_running(frame),
     )
 
 

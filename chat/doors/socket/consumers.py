@@ -24,7 +24,7 @@ from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.socket.credentials import SignedIn, signed_in
-from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
+from chat.eventlog.reads import EVENT_PAGE, events_after, queue_waiting, run_in_progress
 from chat.realtime.hub import HubConsumer
 from chat.runs import engine
 from chat.runs.client_frames import (
@@ -34,7 +34,6 @@ from chat.runs.client_frames import (
     parse_frame,
     queue_id_field,
 )
-from chat.runs.queue import queue_rows
 from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
@@ -80,7 +79,7 @@ def _history_page(
     if len(frames) == EVENT_PAGE:
         return frames, None
     run, pending = run_in_progress(conversation_id=conversation_id)
-    return frames, (run, pending, [str(row.pk) for row in queue_rows(conversation_id=conversation_id)])
+    return frames, (run, pending, queue_waiting(conversation_id=conversation_id))
 
 
 class ChatConsumer(HubConsumer):

@@ -40,7 +40,7 @@ from chat.accounts.revocation import REVOKED, user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.api.runs_api import not_found, not_signed_in, request_user, run_error
-from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
+from chat.eventlog.reads import EVENT_PAGE, events_after, queue_waiting, run_in_progress
 from chat.realtime.backlog import FELL_BEHIND, SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE, Backlog, give_up
 from chat.realtime.deletion import DELETED
 from chat.realtime.ending import to_the_end
@@ -164,7 +164,7 @@ class Stream:
                     yield chunk
                 if self.done:  # until=complete, and the complete was in the history
                     return
-                yield self._sync(*await request_db(run_in_progress)(conversation_id=self.conversation.pk))
+                yield self._sync(*await request_db(_sync_state)(conversation_id=self.conversation.pk))
             async for chunk in self._live():
                 yield chunk
         finally:
@@ -174,13 +174,15 @@ class Stream:
         for group in self.groups:
             await hub.leave(group, self)
 
-    def _sync(self, run, pending: list[str]) -> dict[str, Any]:
+    def _sync(self, run, pending: list[str], waiting: list[str] | None = None) -> dict[str, Any]:
         return {
             "type": "sync",
             "lastSeq": self.last_seq,
             "running": run is not None,
             "runId": str(run.pk) if run else None,
             "pendingApprovals": pending,
+            "queue": waiting or [],
+            "pendingSteers": [],
         }
 
     async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
@@ -320,3 +322,9 @@ async def _until_done(stream: Stream, seat: sockets.Seat) -> AsyncIterator[bytes
     finally:
         seat.release()
         await events.aclose()  # leaves the groups now, not when the generator is collected
+
+
+def _sync_state(*, conversation_id) -> tuple[Any, list[str], list[str]]:
+    """The run under way, its open approval requests and the waiting messages, for `sync`."""
+    run, pending = run_in_progress(conversation_id=conversation_id)
+    return run, pending, queue_waiting(conversation_id=conversation_id)
