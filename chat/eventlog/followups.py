@@ -10,6 +10,7 @@ next message of the conversation starts them (chat.runs.queue)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,8 @@ class FollowUp:
 
 # (conversation ids whose top-level run completed, the worker that is to run what starts) -> follow-ups
 Starter = Callable[[list[Any], str], list[FollowUp]]
+
+logger = logging.getLogger(__name__)
 
 _starter: list[Starter] = []
 _local = threading.local()
@@ -77,7 +80,15 @@ def after_completes(conversation_ids: list[Any]) -> None:
     collected = getattr(_local, "collected", None)
     if collected is None or not _starter or not conversation_ids:
         return
-    collected.extend(_starter[0](conversation_ids, _local.worker))
+    try:
+        # A savepoint: a start that fails for a reason of its own must not take the `complete`s
+        # with it; what waits is then started by the next reaper pass (start_stranded).
+        with transaction.atomic():
+            started = _starter[0](conversation_ids, _local.worker)
+    except Exception:  # a connection that broke fails the round's COMMIT all the same
+        logger.exception("the waiting messages of %d conversation(s) could not start", len(conversation_ids))
+        return
+    collected.extend(started)
 
 
 def start_stranded(worker: str) -> list[FollowUp]:

@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from chat.eventlog import followups
 from chat.eventlog.append import events_append
 from chat.eventlog.types import Message, RunOutcome
 from chat.models import Event, QueuedMessage, Run
@@ -115,3 +116,32 @@ async def test_messages_left_waiting_with_no_run_are_started_by_the_next_reaper_
     assert (start["content"], start["queueId"]) == ("waited", ids[0])
     assert log[-1]["type"] == "complete" and log[-1]["status"] == "succeeded"
     assert not await QueuedMessage.objects.aexists()
+
+
+async def test_a_start_that_breaks_keeps_the_complete_and_the_next_pass_starts_it(
+    conversation, registry, llm_settings, monkeypatch
+):
+    """A bug in a waiting message's start does not take the run's `complete` down with it."""
+    llm_settings.script(text_reply("second answer"))
+    broken = [True]
+    real = followups._starter[0]
+
+    def starter(ids, worker):
+        if broken[0]:
+            broken[0] = False
+            raise RuntimeError("a bug")
+        return real(ids, worker)
+
+    monkeypatch.setattr(followups, "_starter", [starter])
+    run, ids = await sync_to_async(_dead_run_with_waiting)(conversation, ["second"])
+    monkeypatch.setattr("django.conf.settings.AGENT_MAX_RESUMES", 0)
+    # The take-over closes the run interrupted: its start breaks, its complete stays; the same
+    # pass's sweep for messages left waiting then starts it.
+    await registry.reap_once()
+    assert (await Run.objects.aget(pk=run.pk)).status == "interrupted"
+    assert broken == [False]
+    await _until_done(registry, 2)
+    log = await sync_to_async(_log)(conversation)
+    assert [e["status"] for e in log if e["type"] == "complete"] == ["interrupted", "succeeded"]
+    starts = [e for e in log if e["type"] == "user_message"]
+    assert starts[-1]["queueId"] == ids[0]
