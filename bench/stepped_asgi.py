@@ -55,7 +55,7 @@ def _wrap_run_start():
 
 
 def _wrap_start_with_memory():
-    original = starter._start_with_memory
+    original = starter.start_with_memory
 
     def start_with_memory(starts):
         began = time.time()
@@ -71,7 +71,7 @@ def _wrap_start_with_memory():
             with _lock:
                 _groups.append({"size": len(starts), "began": began, "ended": ended})
 
-    starter._start_with_memory = start_with_memory
+    starter.start_with_memory = start_with_memory
 
 
 def _wrap_execute():

@@ -31,7 +31,7 @@ def trips(monkeypatch, llm_settings):
     its start was asked for, and records how many had arrived when it went on."""
     seen: list[int] = []
     asked = {"base": 0}
-    original_start, original_trip = Starter.start, starter._start_with_memory
+    original_start, original_trip = Starter.start, starter.start_with_memory
 
     async def start(self, request):
         asked["base"] = len(llm_settings.requests)
@@ -45,7 +45,7 @@ def trips(monkeypatch, llm_settings):
         return original_trip(starts)
 
     monkeypatch.setattr(Starter, "start", start)
-    monkeypatch.setattr(starter, "_start_with_memory", start_with_memory)
+    monkeypatch.setattr(starter, "start_with_memory", start_with_memory)
     return seen
 
 
@@ -230,7 +230,7 @@ async def test_an_attempt_that_dies_before_its_start_is_stored_is_retried_with_n
 ):
     dying = {"chunks": [{"delta": {"content": p}} for p in ("Partial ", "words")], "truncate_after": 2}
     llm_settings.script(dying, text_reply("The full answer."))
-    trip = starter._start_with_memory
+    trip = starter.start_with_memory
 
     def after_the_attempt_died(starts):
         deadline = time.monotonic() + 5.0
@@ -238,7 +238,7 @@ async def test_an_attempt_that_dies_before_its_start_is_stored_is_retried_with_n
             time.sleep(0.01)
         return trip(starts)
 
-    monkeypatch.setattr(starter, "_start_with_memory", after_the_attempt_died)
+    monkeypatch.setattr(starter, "start_with_memory", after_the_attempt_died)
     run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content="flaky", first=True))
     await registry.wait_idle()
     payloads = await sync_to_async(_payloads)(run.pk)
