@@ -171,3 +171,40 @@ async def test_kill_9_of_a_loses_no_frame_and_b_reaps_the_run(databases, make_se
     assert second_run[0]["seq"] == stored[-1]["seq"] + 1
     assert second_run[-1] == {**second_run[-1], "type": "complete", "status": "succeeded"}
     assert run_text(second_run) == "Yes, still here."
+
+
+async def test_a_message_queued_through_b_starts_on_a_after_its_run(alice, server_a, server_b, replies):
+    """docs/protocol.md, "Queued messages": a message queued through B behind a run on A starts
+    in A's transaction of that run's complete (A stores it); an unqueue through B of another one
+    wins against it; both sockets see the same log."""
+    first = replies.set("queue across", slow_text_reply(answer_text(60, "w"), chunks=60, delay=0.05))  # ~3 s
+    waiting = replies.set("queued through b", slow_text_reply("After the first.", chunks=3))
+    conversation = await alice.create_conversation()
+    on_a = await alice.socket(conversation, server=server_a)
+    on_b = await alice.socket(conversation, server=server_b)
+    await on_a.sync()
+    await on_b.sync()
+    await on_a.message(first)
+    await on_b.until(lambda f: f.get("type") == "text", timeout=10)
+    await on_b.send({"type": "message", "content": waiting, "whileRunning": "queue"})
+    queued = (await on_b.until(lambda f: f.get("type") == "queued"))[-1]
+    await on_b.send({"type": "message", "content": "withdrawn", "whileRunning": "queue"})
+    withdrawn = (await on_b.until(lambda f: f.get("type") == "queued" and f["content"] == "withdrawn"))[-1]
+    await on_b.send({"type": "unqueue", "queueId": withdrawn["queueId"]})
+    both = [on_a, on_b]
+    await asyncio.gather(
+        *(s.until(lambda f, s=s: [g.get("type") for g in s.frames].count("complete") >= 2, timeout=30) for s in both)
+    )
+    seen_a, seen_b = events_only(on_a.frames), events_only(on_b.frames)
+    await on_a.close()
+    await on_b.close()
+    assert seen_a == seen_b == await alice.events(conversation, server=server_b)
+    assert_contiguous(seen_b)
+    completes = [f for f in seen_b if f["type"] == "complete"]
+    start = next(f for f in seen_b if f["type"] == "user_message" and f.get("queueId"))
+    assert (start["queueId"], start["content"], start["seq"]) == (queued["queueId"], waiting, completes[0]["seq"] + 1)
+    assert [(f["queueId"], f["reason"]) for f in seen_b if f["type"] == "unqueued"] == [
+        (withdrawn["queueId"], "withdrawn")
+    ]
+    assert [f["content"] for f in seen_b if f["type"] == "user_message"] == [first, waiting]
+    assert run_text([f for f in seen_b if f["runId"] == start["runId"]]) == "After the first."
