@@ -175,9 +175,13 @@ async def _interrupt(handle: RunHandle) -> None:
     """Whatever broke, the run must not stay `running` forever (nor be resumed to break again)."""
     if handle.agent_run is not None:
         await handle.agent_run.aclose()
-    interruption, started = await database_sync_to_async(interrupt_following)(
-        run_id=handle.run_id, message="The run stopped because of a server error.", worker=handle.worker
-    )
+    message = "The run stopped because of a server error."
+    if handle.follow is None:  # its process is stopping: what waits is started elsewhere
+        interruption, started = await database_sync_to_async(run_interrupt)(run_id=handle.run_id, message=message), []
+    else:
+        interruption, started = await database_sync_to_async(interrupt_following)(
+            run_id=handle.run_id, message=message, worker=handle.worker
+        )
     if interruption is not None:
         await publish(handle.conversation_id, interruption.frames)
     if started and handle.follow is not None:

@@ -222,6 +222,8 @@ class RunRegistry:
         get_writer().follow = None
         await self._supervisor.stop()
         handles = list(self._handles.values())
+        for handle in handles:
+            handle.follow = None
         released = [h.run_id for h in handles if h.resumes < settings.AGENT_MAX_RESUMES and not h.ending]
         for handle in handles:
             if handle.run_id in released:
