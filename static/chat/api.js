@@ -128,6 +128,8 @@ export const api = {
   /** Pins or archives it (or undoes it): `changes` is {pinned?, archived?}. */
   organizeConversation: (id, changes) => request("PATCH", `/api/conversations/${id}/`, { body: changes }),
   deleteConversation: (id) => request("DELETE", `/api/conversations/${id}/`),
+  /** The messages waiting for the conversation's run to end: {queue: [{queueId, content, attachments}], steers}. */
+  queue: (id, signal) => request("GET", `/api/conversations/${id}/queue/`, { signal }),
   events: (id, after, signal) =>
     request("GET", `/api/conversations/${id}/events/?after=${after}`, { signal }).then((d) => d.events || []),
   /** The ratings given in a conversation: [{runId, rating, comment, updatedAt}]. */

@@ -1,9 +1,13 @@
 // The message box and its buttons: whether a message may be sent in the current conversation
 // state (and why not), Enter to send, Stop and Escape, the suggestions of an empty
 // conversation, and the message given back when it could not be sent. The box itself is never
-// locked: while an answer streams the user keeps the focus and writes the next message.
+// locked: while an answer streams the user keeps the focus and writes the next message, and
+// sending it queues it (docs/protocol.md, "Queued messages"): it shows above the box, with a
+// button to withdraw it, until the answer ends and it starts the next turn.
 import { Attachments } from "./attachments.js";
 import { State } from "./conversation-state.js";
+import { h } from "./dom.js";
+import { icon } from "./icons.js";
 import { showNotice } from "./notices.js";
 import { t, tf } from "./i18n.js";
 
@@ -17,6 +21,8 @@ function refusalText(frame) {
     RATE_LIMITED: t("Too many messages. Please wait a moment."),
     BAD_REQUEST: t("The server did not accept that message."),
     AGENT_UNAVAILABLE: t("This conversation's agent is no longer available to you; pick another."),
+    QUEUE_FULL: t("Too many messages are waiting. Wait for one to start, or withdraw one."),
+    NOT_QUEUED: t("That message has already started or was withdrawn."),
   };
   // An attachment that is not there says which one.
   if (frame.code === "BAD_REQUEST" && frame.detail && frame.detail.startsWith("attachment ")) {
@@ -42,6 +48,9 @@ export class Composer {
     this.input = document.getElementById("message-input");
     this.sendButton = document.getElementById("send-button");
     this.stopButton = document.getElementById("stop-button");
+    this.clearButton = document.getElementById("stop-clear-button");
+    this.queueRow = document.getElementById("queue-row");
+    this.queueList = document.getElementById("queue-list");
     this.reason = document.getElementById("composer-reason");
     this.attachNote = document.getElementById("attach-note");
     this.fileInput = document.getElementById("attach-input");
@@ -74,6 +83,7 @@ export class Composer {
       this.render();
     });
     this.stopButton.addEventListener("click", () => state.stop());
+    this.clearButton.addEventListener("click", () => state.stop(true));
     document.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && this.escapeStops(event)) {
         event.preventDefault();
@@ -157,10 +167,7 @@ export class Composer {
       case State.SENDING:
         return t("Sending…");
       case State.RUNNING:
-        if (state.facts && state.facts.awaitingApproval) {
-          return t("The agent is waiting for your decision: approve or deny its request above, or press Stop.");
-        }
-        return t("An answer is in progress. Keep writing; Stop or Esc ends it.");
+        return state.live ? "" : t("Not connected. Your message can be sent when the connection is back.");
       case State.STOPPING:
         return t("Stopping…");
       case State.IDLE:
@@ -170,17 +177,27 @@ export class Composer {
     }
   }
 
+  /** What a user writing during a run should know (nothing blocks them: what they send waits). */
+  runningNote() {
+    const { state } = this;
+    if (state.name !== State.RUNNING) return "";
+    if (state.facts && state.facts.awaitingApproval) {
+      return t("The agent is waiting for your decision: approve or deny its request above, or press Stop.");
+    }
+    return t("An answer is in progress. What you send now waits for it; Stop or Esc ends it.");
+  }
+
   render() {
     const { state } = this;
     const block = this.blockReason();
-    this.reason.textContent = block;
-    this.reason.hidden = !block;
+    const said = block || this.runningNote();
+    if (this.reason.textContent !== said) this.reason.textContent = said;
+    this.reason.hidden = !said;
     this.form.dataset.blocked = String(Boolean(block));
     this.input.setAttribute("aria-describedby", block ? "composer-reason composer-hint" : "composer-hint");
-    // Text or a file alone is a message. While a run goes on, Send stays in view, disabled, and
-    // says why (sending then is for a later version: queueing); Stop is beside it.
+    // Text or a file alone is a message. While a run goes on, Send queues it; Stop is beside it.
     this.sendButton.disabled = !this.canSend(this.input.value.trim());
-    this.sendButton.title = state.running ? t("An answer is in progress") : "";
+    this.sendButton.title = state.running ? t("Waits for the answer in progress, then starts") : "";
     if (block) this.sendButton.setAttribute("aria-describedby", "composer-reason");
     else this.sendButton.removeAttribute("aria-describedby");
     // Said before sending: an image attached for an agent that will not see it.
@@ -192,6 +209,32 @@ export class Composer {
     this.fileInput.parentElement.classList.toggle("is-disabled", this.fileInput.disabled);
     this.stopButton.hidden = !state.running;
     this.stopButton.disabled = state.name === State.STOPPING || !(state.facts && state.facts.connection === "open");
+    this.renderQueue();
+  }
+
+  /** The waiting messages, a chip each with its button to withdraw it; with any, Stop may clear them too. */
+  renderQueue() {
+    const waiting = this.state.view ? this.state.waiting : [];
+    const key = waiting.map((item) => item.queueId).join(" ");
+    this.clearButton.hidden = !(this.state.name === State.RUNNING && waiting.length);
+    this.clearButton.disabled = this.stopButton.disabled;
+    if (this.queueList.dataset.key === key) return;
+    this.queueList.dataset.key = key;
+    this.queueList.replaceChildren(
+      ...waiting.map((item) => {
+        const text = item.content || t("(files only)");
+        const remove = h(
+          "button",
+          { type: "button", className: "chip-remove", "aria-label": tf("Withdraw: %s", [text]), title: t("Withdraw") },
+          icon("close"),
+        );
+        remove.addEventListener("click", () => {
+          if (!this.state.unqueue(item.queueId)) showNotice(t("Not connected. The message still waits."));
+        });
+        return h("li", { className: "chip queued-chip" }, h("span", { className: "chip-name", text, title: text }), remove);
+      }),
+    );
+    this.queueRow.hidden = waiting.length === 0;
   }
 
   onChange(previous) {
@@ -213,7 +256,7 @@ export class Composer {
   /** Whether `content` (with the files attached, which may go alone) could be sent now. */
   canSend(content) {
     const { name } = this.state;
-    if (name !== State.DRAFT && name !== State.IDLE) return false;
+    if (name !== State.DRAFT && name !== State.IDLE && name !== State.RUNNING) return false;
     if (this.blockReason() || this.attachments.uploading) return false;
     return Boolean(content) || this.attachments.paths.length > 0;
   }
@@ -235,7 +278,8 @@ export class Composer {
     }
     const attachments = this.attachments.take();
     this.lastAttachments = attachments;
-    if (!this.state.send(content, attachments)) this.unsent(content);
+    const sent = this.state.running ? this.state.queue(content, attachments) : this.state.send(content, attachments);
+    if (!sent) this.unsent(content);
   }
 
   /** Puts a message that did not go through back into the input, with its files: before what

@@ -116,13 +116,32 @@ export class ConversationState extends EventTarget {
     return true;
   }
 
+  /** While a run works: sends a message that waits for it to end, and starts the next run by
+   * itself (docs/protocol.md, "Queued messages"); the state stays. False when it could not go out. */
+  queue(content, attachments = []) {
+    if (!this.running || !this.live || !this.view.queueMessage(content, attachments)) return false;
+    this.lastSent = content;
+    return true;
+  }
+
+  /** Withdraws a waiting message. */
+  unqueue(queueId) {
+    return Boolean(this.view && this.live && this.view.unqueue(queueId));
+  }
+
+  /** The messages waiting for the run to end: [{queueId, content}]. */
+  get waiting() {
+    return (this.facts && this.facts.waiting) || [];
+  }
+
   /** The server refused what this socket sent (a transient error frame). */
   refused() {
     if (this.name === State.SENDING) this.enter(State.IDLE);
   }
 
-  stop() {
-    if (this.name === State.RUNNING && this.view.cancel()) this.enter(State.STOPPING);
+  /** Stops the run; `clearQueue`: the waiting messages are withdrawn too, none starts after it. */
+  stop(clearQueue = false) {
+    if (this.name === State.RUNNING && this.view.cancel(clearQueue)) this.enter(State.STOPPING);
   }
 
   // --- internals ---------------------------------------------------------------------------

@@ -41,6 +41,10 @@ export class ConversationView {
     this.socket = null;
     this.historyMs = null;
     this.tree = new VersionTree();
+    // The messages waiting for the run to end (docs/protocol.md, "Queued messages"), by queueId,
+    // in the order they will start: from their `queued` events, gone at their `unqueued` or at
+    // the `user_message` of the run they start.
+    this.waiting = new Map();
     this.choiceSaved = Promise.resolve(); // choices go out one after the other, the last one wins
     this.turnActions = {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
@@ -153,6 +157,7 @@ export class ConversationView {
       this.synced = true;
       this.reopenedAfterRevocation = false;
       if (Number(frame.lastSeq) > this.lastSeq) this.fillGap();
+      this.followQueue(Array.isArray(frame.queue) ? frame.queue : []);
       this.emitState();
       return;
     }
@@ -190,9 +195,17 @@ export class ConversationView {
   }
 
   applyEvent(frame, live) {
-    // queued / unqueued belong to the conversation, not to a turn (runId null): this page does
-    // not draw the queue yet; a waiting message shows as the turn it starts.
-    if (frame.runId === null && (frame.type === "queued" || frame.type === "unqueued")) return;
+    // queued / unqueued belong to the conversation, not to a turn (runId null): the composer
+    // shows what waits, and a waiting message shows as the turn it starts.
+    if (frame.runId === null && frame.type === "queued") {
+      this.waiting.set(frame.queueId, { queueId: frame.queueId, content: frame.content || "" });
+      return;
+    }
+    if (frame.runId === null && frame.type === "unqueued") {
+      this.waiting.delete(frame.queueId);
+      return;
+    }
+    if (frame.type === "user_message" && frame.queueId) this.waiting.delete(frame.queueId);
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);
     if (!turn) {
@@ -267,6 +280,36 @@ export class ConversationView {
     });
   }
 
+  /** After a reconnect, what waits is what `sync` says: one withdrawn meanwhile leaves, one
+   * queued before the events this page read is fetched (its `queued` event was not among them). */
+  followQueue(ids) {
+    for (const queueId of [...this.waiting.keys()]) if (!ids.includes(queueId)) this.waiting.delete(queueId);
+    if (ids.every((queueId) => this.waiting.has(queueId))) return;
+    api
+      .queue(this.id, this.abort.signal)
+      .then((answer) => {
+        if (this.closed) return;
+        const known = new Map((answer.queue || []).map((item) => [item.queueId, item]));
+        this.waiting = new Map(
+          ids.filter((queueId) => known.has(queueId)).map((queueId) => [queueId, { queueId, content: known.get(queueId).content || "" }]),
+        );
+        this.emitState();
+      })
+      .catch(() => {});
+  }
+
+  /** Sends a message to wait for the run in progress (it follows the newest turn when it starts). */
+  queueMessage(content, attachments = []) {
+    const frame = { type: "message", content, whileRunning: "queue" };
+    if (attachments.length) frame.attachments = attachments;
+    return this.sendFrame(frame);
+  }
+
+  /** Withdraws a waiting message. */
+  unqueue(queueId) {
+    return this.sendFrame({ type: "unqueue", queueId });
+  }
+
   /** Sends a message that continues the branch being viewed, naming its uploaded files. */
   send(content, attachments = []) {
     const frame = { type: "message", content };
@@ -281,8 +324,9 @@ export class ConversationView {
     return this.socket.send(frame);
   }
 
-  cancel() {
-    return Boolean(this.socket && this.socket.send({ type: "cancel" }));
+  /** Stops the run; `clearQueue`: withdraws every waiting message first, so none starts after it. */
+  cancel(clearQueue = false) {
+    return Boolean(this.socket && this.socket.send(clearQueue ? { type: "cancel", clearQueue: true } : { type: "cancel" }));
   }
 
   reconnectNow() {
@@ -299,6 +343,7 @@ export class ConversationView {
       retryAt: this.retryAt,
       loaded: this.mounted,
       turns: this.order.length,
+      waiting: [...this.waiting.values()],
     });
   }
 
