@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from tests.fakellm import text_reply
 from tests.ui.test_composer import shoot, slow_answer
+from tests.ui.test_shares import make_link, open_share_dialog
 from tests.ui.test_timeline import assert_clean, last_turn, send, unique
 
 pytestmark = pytest.mark.browser
@@ -51,6 +52,16 @@ def test_a_message_sent_during_an_answer_waits_then_starts_the_next_turn(user_pa
     expect(last_turn(page).locator(".msg-user .bubble")).to_have_text(later)
     expect(last_turn(page).locator(".answer")).to_have_text("The queued answer.")
     expect(page.locator("#queue-row")).to_be_hidden()
+
+    # A shared snapshot keeps its branch's turns: the queue's events (runId null) are none of them.
+    open_share_dialog(page)
+    url = make_link(page)
+    page.keyboard.press("Escape")
+    shared = page.context.new_page()
+    shared.goto(url)
+    expect(shared.locator("article.turn")).to_have_count(2)
+    expect(shared.locator("article.turn").last.locator(".msg-user .bubble")).to_have_text(later)
+    shared.close()
     assert_clean(page)
 
 
