@@ -82,9 +82,9 @@ class Message:
     conversation: Conversation
     user: Any
     content: str  # "" for a regenerate: it repeats the content of the message it names
-    # At most one of these (docs/protocol.md, "Versions: edits, regenerated answers and
-    # branches"), each the seq of a user_message of the conversation: the turn a message follows
-    # (None: the newest), the message an edit replaces, the message a regenerate answers again.
+    # At most one of these, each the seq of a user_message of the conversation: the turn a message
+    # follows (None: the newest), the message an edit replaces, the message a regenerate answers
+    # again (docs/protocol.md, "Versions: edits, regenerated answers and branches").
     parent_seq: int | None = None
     edits: int | None = None
     regenerates: int | None = None
