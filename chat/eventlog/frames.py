@@ -53,3 +53,15 @@ def event_frame(payload: Mapping[str, Any], *, seq: int, run_id: Any, ts: str) -
     """The frame of a stored event whose payload (its JSON without seq, runId and ts) is given;
     `ts` is frame_time of its row's created_at (formatted once for a batch that shares it)."""
     return {**payload, "seq": seq, "runId": str(run_id), "ts": ts}  # type: ignore[typeddict-item]
+
+
+def sync_frame(*, last_seq: int, run: Any, pending: list[str]) -> dict[str, Any]:
+    """The `sync` frame (docs/protocol.md, "The WebSocket"): the last seq sent, the run in progress
+    (None: none) and its approval requests still waiting, as every door that replays says it."""
+    return {
+        "type": "sync",
+        "lastSeq": last_seq,
+        "running": run is not None,
+        "runId": str(run.pk) if run else None,
+        "pendingApprovals": pending,
+    }

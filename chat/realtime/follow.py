@@ -32,6 +32,7 @@ from django.db import DatabaseError
 from chat.accounts import held_credentials
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import REVOKED, user_group
+from chat.eventlog.frames import sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.backlog import FELL_BEHIND, Backlog, give_up
 from chat.realtime.deletion import DELETED
@@ -114,13 +115,14 @@ class Stream:
             if self.new:
                 # Nothing stored before the join: no history, run or approval to read; what
                 # comes next comes live, and a batch the layer loses is read by its gap.
-                yield self._sync(None, [])
+                yield sync_frame(last_seq=self.last_seq, run=None, pending=[])
             else:
                 for chunk in await self._from_database():
                     yield chunk
                 if self.done:  # until=complete, and the complete was in the history
                     return
-                yield self._sync(*await request_db(run_in_progress)(conversation_id=self.conversation.pk))
+                run, pending = await request_db(run_in_progress)(conversation_id=self.conversation.pk)
+                yield sync_frame(last_seq=self.last_seq, run=run, pending=pending)
             async for chunk in self._live():
                 yield chunk
         finally:
@@ -129,15 +131,6 @@ class Stream:
     async def _leave(self, hub) -> None:
         for group in self.groups:
             await hub.leave(group, self)
-
-    def _sync(self, run, pending: list[str]) -> dict[str, Any]:
-        return {
-            "type": "sync",
-            "lastSeq": self.last_seq,
-            "running": run is not None,
-            "runId": str(run.pk) if run else None,
-            "pendingApprovals": pending,
-        }
 
     async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
         kept_at = time.monotonic()

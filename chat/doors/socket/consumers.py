@@ -24,6 +24,7 @@ from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.socket.credentials import SignedIn, signed_in
+from chat.eventlog.frames import sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, run_in_progress
 from chat.realtime.hub import HubConsumer
 from chat.runs import engine
@@ -157,15 +158,7 @@ class ChatConsumer(HubConsumer):
                 if state is not None:
                     break
         run, pending = state
-        await self._send_json(
-            {
-                "type": "sync",
-                "lastSeq": self.last_seq,
-                "running": run is not None,
-                "runId": str(run.pk) if run else None,
-                "pendingApprovals": pending,
-            }
-        )
+        await self._send_json(sync_frame(last_seq=self.last_seq, run=run, pending=pending))
         self.go_live()
 
     def _uncount(self) -> None:
