@@ -218,9 +218,9 @@ LAYERS = [
     {"chat/conversations"},  # what users write outside a run
     {"chat/runtime", "chat/sharing", "chat/inspector"},  # the run runtime; shared links; staff views
     {"chat/runs", "chat/realtime", "chat/management/commands", "chat/checks.py"},  # the front door; live delivery
-    {"chat/doors/api", "chat/doors/socket", "chat/doors/openapi"},  # the doors
-    {"chat/doors/sse", "chat/doors/pages"},  # doors that answer with the JSON API's shapes
-    {"chat/doors/openai"},  # follows its runs with the SSE door's streams
+    {"chat/doors/http"},  # what the HTTP doors share: bodies, error shapes, the signed-in user
+    {"chat/doors/api", "chat/doors/socket", "chat/doors/sse", "chat/doors/openai"}  # the doors, none
+    | {"chat/doors/pages", "chat/doors/openapi"},  # importing another
     {"chat/doors", "chat/urls.py", "chat/apps.py", "chat/admin.py"},  # the wiring
 ]
 

@@ -15,7 +15,8 @@ import pytest
 from chat import urls
 from chat.accounts import bearer
 from chat.agent import events, loop
-from chat.doors.api import api, api_tokens, files, json_api, runs_api
+from chat.doors.api import api, api_tokens, files, runs_api
+from chat.doors.http import json_api, run_answers
 from chat.doors.openai import openai_api, openai_shapes
 from chat.doors.socket import consumers, routing
 from chat.realtime import backlog
@@ -55,7 +56,7 @@ FRAME_ERROR_CODES = sorted(
         for code in pair
         if code
     }
-    | set(runs_api.ERROR_STATUS)
+    | set(run_answers.ERROR_STATUS)
 )
 FRAME_TYPES = sorted(client_frames.FRAME_TYPES)
 API_ERROR_CODES = sorted(

@@ -19,7 +19,7 @@ processes run). The triggers:
   longer exists; the page reconnects with its new cookie.
 
 Server-sent event streams (and streamed /v1 calls) are members of the same groups and end on
-the same pushes (chat.doors.sse.streams); `revokes` decides, for either, whether a push ends it. A
+the same pushes (chat.realtime.follow); `revokes` decides, for either, whether a push ends it. A
 deleted conversation is pushed the same way to its own group (chat.realtime.deletion).
 
 The push is the first line. `session_is_current` is the second: the consumer re-checks

@@ -24,7 +24,7 @@ from django.utils.translation import gettext
 from django.views import csrf, defaults
 
 from chat.doors.api import runs_api
-from chat.doors.api.json_api import json_error
+from chat.doors.http.json_api import json_error
 from chat.doors.openai.openai_shapes import openai_error
 from chat.runtime.execution import DATABASE_OUTAGES
 

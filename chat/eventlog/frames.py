@@ -54,3 +54,19 @@ def event_frame(payload: Mapping[str, Any], *, seq: int, run_id: Any, ts: str) -
     `ts` is frame_time of its row's created_at (formatted once for a batch that shares it)."""
     run = None if run_id is None else str(run_id)
     return {**payload, "seq": seq, "runId": run, "ts": ts}  # type: ignore[typeddict-item]
+
+
+def sync_frame(*, last_seq: int, run: Any, pending: list[str], queue: list[str]) -> dict[str, Any]:
+    """The `sync` frame (docs/protocol.md, "The WebSocket"): the last seq sent, the run in progress
+    (None: none), its approval requests still waiting and the messages waiting for it (their
+    queueIds, in the order they will start), as every door that replays says it. `pendingSteers`
+    stays empty: this server does not steer."""
+    return {
+        "type": "sync",
+        "lastSeq": last_seq,
+        "running": run is not None,
+        "runId": str(run.pk) if run else None,
+        "pendingApprovals": pending,
+        "queue": queue,
+        "pendingSteers": [],
+    }

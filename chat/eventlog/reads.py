@@ -160,3 +160,10 @@ def queue_waiting(*, conversation_id) -> list[str]:
     (`sync.queue`, docs/protocol.md, "Queued messages")."""
     rows = QueuedMessage.objects.filter(conversation_id=conversation_id).order_by("seq").values_list("pk", flat=True)
     return [str(pk) for pk in rows]
+
+
+def sync_state(*, conversation_id) -> tuple[Run | None, list[str], list[str]]:
+    """What `sync` says after the history (chat.eventlog.frames.sync_frame): the run under way,
+    its approval requests still open, and the messages waiting for it."""
+    run, pending = run_in_progress(conversation_id=conversation_id)
+    return run, pending, queue_waiting(conversation_id=conversation_id)

@@ -2,7 +2,7 @@
 probe's), a stream's groups left.
 
 A request's channel (a health probe's) or its memberships (an SSE stream's, a streamed
-completion's: chat.doors.sse.streams) are ended in the request's own cleanup, and Django cancels a
+completion's: chat.realtime.follow) are ended in the request's own cleanup, and Django cancels a
 request when its client goes. A client that closes as its stream ends (the usual way: it read
 `complete`) cancelled that cleanup at its first await, and the channel stayed joined and
 subscribed for the life of the process (the soak: 19 channels of ended streams on Redis after 7

@@ -13,7 +13,7 @@ A socket is a HubConsumer: it keeps what the hub hands it until it is ready for 
 socket: once its connect has sent `sync`), then one task handles it in order while there is
 any; an idle socket has neither list nor task.
 
-An SSE stream (chat.doors.sse.streams.Stream, which also follows a streamed completion) is a member
+A stream that follows a conversation over HTTP (chat.realtime.follow.Stream: the SSE door's, a streamed completion's) is a member
 too: the hub hands its messages to the stream's queue, which the request reads.
 
 What a member keeps is its Backlog (chat.realtime.backlog): past AGENT_SEND_BACKLOG messages

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods
 from chat.accounts.account import account_delete, account_delete_confirmed, confirms_with_username
 from chat.conversations.selectors import conversations_to_export
 from chat.doors.api.export_streams import account_body, export_response
-from chat.doors.api.json_api import api_login_required, json_body, json_error
+from chat.doors.http.json_api import api_login_required, json_body, json_error
 
 CONFIRMATION_MAX = 4096  # longer than any password or username: refused before it is hashed
 

@@ -45,7 +45,7 @@ from chat.conversations.services import (
 )
 from chat.doors.api.event_pages import events_response
 from chat.doors.api.export_streams import conversation_body, export_response
-from chat.doors.api.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
+from chat.doors.http.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
 from chat.eventlog.reads import events_for_export
 from chat.inspector import trace as run_traces
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile, Conversation, TitleSource

@@ -8,7 +8,7 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.accounts.tokens import EXPIRY_DAYS_MAX, NAME_MAX, token_create, token_revoke, tokens_for_user
-from chat.doors.api.json_api import api_login_required, expiry_days, iso_time, json_body, json_error, text_field
+from chat.doors.http.json_api import api_login_required, expiry_days, iso_time, json_body, json_error, text_field
 from chat.models import ApiToken
 
 

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 from chat.conversations import images, thumbnails, uploads
 from chat.conversations.selectors import conversation_for_user
 from chat.doors.api.api import NOT_FOUND
-from chat.doors.api.json_api import api_login_required, json_error
+from chat.doors.http.json_api import api_login_required, json_error
 
 # What a multipart body may carry besides the file itself (boundaries, part headers, the
 # `path` field): a body longer than the upload limit plus this is refused before parsing.

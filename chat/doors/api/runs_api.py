@@ -3,7 +3,7 @@ run or answers an approval request as the WebSocket's frames do, through the sam
 (chat.runs.engine: one start path, the same limits, quotas, agents and codes).
 
 Async views: the run registry lives on the server's event loop. Refusals carry the frame's
-code as `{"error": {"code", "message"}}` with the HTTP status of ERROR_STATUS. Owner-only:
+code as `{"error": {"code", "message"}}` with the HTTP status of ERROR_STATUS (chat.doors.http.run_answers). Owner-only:
 another user's conversation or run answers 404 like a missing one.
 """
 
@@ -16,7 +16,8 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.conversations.selectors import conversation_owned, run_for_user
-from chat.doors.api.json_api import json_body
+from chat.doors.http.json_api import json_body
+from chat.doors.http.run_answers import not_found, not_signed_in, request_user, run_error
 from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.runs import engine
@@ -24,47 +25,6 @@ from chat.runs.client_frames import ProtocolError, already_answered
 from chat.runs.queue import Queued, queue_rows
 from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
 from serving.loop_middleware import request_db
-
-# The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
-ERROR_STATUS = {
-    "BAD_REQUEST": 400,
-    "NOT_AUTHENTICATED": 401,
-    "NOT_FOUND": 404,
-    "NOT_QUEUED": 404,
-    "RUN_IN_PROGRESS": 409,
-    "QUEUE_FULL": 409,
-    "AGENT_UNAVAILABLE": 409,
-    "ALREADY_ANSWERED": 409,
-    "TOO_LARGE": 413,
-    "RATE_LIMITED": 429,
-    "QUOTA_EXCEEDED": 429,
-    "UNAVAILABLE": 503,
-}
-
-
-def run_error(code: str, message: str, detail: str = "") -> JsonResponse:
-    error = {"code": code, "message": message}
-    if detail:
-        error["detail"] = detail
-    return JsonResponse({"error": error}, status=ERROR_STATUS[code])
-
-
-def not_found(what: str = "conversation") -> JsonResponse:
-    return run_error("NOT_FOUND", f"No such {what}.")
-
-
-async def request_user(request):
-    """The signed-in user of an async view: the bearer token's (chat.accounts.bearer set it), else the
-    session's; None when neither signs anyone in."""
-    if getattr(request, "api_token", None) is not None:
-        user = request.user
-    else:
-        user = await request.auser()
-    return user if user.is_authenticated else None
-
-
-def not_signed_in() -> JsonResponse:
-    return run_error("NOT_AUTHENTICATED", "Sign in first.")
 
 
 async def _owned_conversation(request, conversation_id):

@@ -3,7 +3,7 @@ client, with a personal API token as its key, lists the agents as models and run
 
 Each completion is a new conversation of the user (Conversation.source "api"), started through
 the one start path (chat.runs.engine: the same limits, quotas and agents as the chat
-page), its run followed with the conversation stream's follower (chat.doors.sse.streams.Stream),
+page), its run followed with the conversation stream's follower (chat.realtime.follow.Stream),
 which joins before the run starts: register-then-fetch with nothing yet to fetch, so every
 event of the run comes live and none is read back. Async views under daphne: no thread waits
 for a run.
@@ -26,13 +26,13 @@ from django.views.decorators.http import require_http_methods
 from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import uploads
 from chat.conversations.services import conversation_create, conversation_delete
-from chat.doors.api.json_api import BodyTooLarge, json_body, limited_body
-from chat.doors.api.runs_api import request_user
+from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
+from chat.doors.http.run_answers import request_user
 from chat.doors.openai import openai_images
 from chat.doors.openai import openai_shapes as shapes
-from chat.doors.sse.streams import KEEPALIVE, Stream
 from chat.eventlog.turns import first_message_title
 from chat.models import API_SOURCE, DEFAULT_AGENT_SLUG, Conversation, Run
+from chat.realtime.follow import KEEPALIVE, Stream
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError, message_content
 from chat.runs.requests import StartRun

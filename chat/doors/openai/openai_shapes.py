@@ -228,7 +228,7 @@ def usage_of(complete: Mapping[str, Any] | None) -> dict[str, int]:
 
 
 class RunOutcome:
-    """Follows one run's stored events (chat.doors.sse.streams.Stream.frames): the answer by the one
+    """Follows one run's stored events (chat.realtime.follow.Stream.frames): the answer by the one
     rule (chat.agent.answer), its thinking, and how it ended."""
 
     def __init__(self, run_id: str) -> None:

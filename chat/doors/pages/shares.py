@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 from chat.accounts.account import account_settings_of
 from chat.conversations.importing import ImportRefused
 from chat.conversations.selectors import conversation_for_user
-from chat.doors.api.json_api import api_login_required, expiry_days, iso_time, json_body, json_error
+from chat.doors.http.json_api import api_login_required, expiry_days, iso_time, json_body, json_error
 from chat.exceptions import NotAUserMessage
 from chat.models import ShareLink
 from chat.script_strings import js_strings

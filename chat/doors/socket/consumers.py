@@ -24,7 +24,8 @@ from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.socket.credentials import SignedIn, signed_in
-from chat.eventlog.reads import EVENT_PAGE, events_after, queue_waiting, run_in_progress
+from chat.eventlog.frames import sync_frame
+from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
 from chat.realtime.hub import HubConsumer
 from chat.runs import engine
 from chat.runs.client_frames import (
@@ -73,13 +74,12 @@ def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
 def _history_page(
     *, conversation_id, after: int
 ) -> tuple[list[dict[str, Any]], tuple[Any, list[str], list[str]] | None]:
-    """A page of the history after `after` and, once it is the last page, the run under way
-    (run_in_progress) and the waiting messages' queueIds; None while more pages follow."""
+    """A page of the history after `after` and, once it is the last page, what `sync` says
+    (eventlog.reads.sync_state); None while more pages follow."""
     frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
     if len(frames) == EVENT_PAGE:
         return frames, None
-    run, pending = run_in_progress(conversation_id=conversation_id)
-    return frames, (run, pending, queue_waiting(conversation_id=conversation_id))
+    return frames, sync_state(conversation_id=conversation_id)
 
 
 class ChatConsumer(HubConsumer):
@@ -161,17 +161,7 @@ class ChatConsumer(HubConsumer):
                 if state is not None:
                     break
         run, pending, waiting = state
-        await self._send_json(
-            {
-                "type": "sync",
-                "lastSeq": self.last_seq,
-                "running": run is not None,
-                "runId": str(run.pk) if run else None,
-                "pendingApprovals": pending,
-                "queue": waiting,
-                "pendingSteers": [],
-            }
-        )
+        await self._send_json(sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting))
         self.go_live()
 
     def _uncount(self) -> None:

@@ -2,62 +2,30 @@
 program that reads HTTP, exactly as the WebSocket sends them, without a thread per stream.
 
 `GET /api/conversations/<id>/stream/?after=<seq>` (or `Last-Event-ID`, which wins): the
-persisted events after it, one `sync` event, then the live events. The order is the
-consumer's (register-then-fetch): the stream joins the conversation's group before the history
-is read, live batches whose seq was already sent are dropped, and a batch that starts past the
-next seq has its gap read from the database. Every tick (the keep-alive comment, the credential
-re-check) also reads what the layer may have lost.
-
-A stream is served as the process's sockets are, by the hub (chat.realtime.hub): its groups'
-messages reach the process's one channel and are handed to the stream's queue, so a stream has
-no channel of the layer (on Redis, no subscription) of its own.
-
-The credential holds for the stream's life: a revocation pushed to the user's group
-(chat.accounts.revocation) ends it at once, and the session or token is re-checked every
-held_credentials.SESSION_RECHECK_SECONDS for a push that was lost. The conversation's deletion, pushed to its
-group (chat.realtime.deletion), ends it at once with an `error` event NOT_FOUND.
-`&until=complete` ends it after the first `complete` event past `after`. nginx must not buffer
-it: the response says `X-Accel-Buffering: no` (docs/deployment.md).
+persisted events after it, one `sync` event, then the live events, as chat.realtime.follow's
+Stream yields them; each is written here as an SSE event with its seq as `id`. A client that
+falls behind gets the `error` event SLOW_CONSUMER and the stream ends. `&until=complete` ends it
+after the first `complete` event past `after`. nginx must not buffer it: the response says
+`X-Accel-Buffering: no` (docs/deployment.md).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
-from chat.accounts import held_credentials, sockets
-from chat.accounts.held_credentials import HeldCredential
-from chat.accounts.revocation import REVOKED, user_group
+from chat.accounts import sockets
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
-from chat.doors.api.runs_api import not_found, not_signed_in, request_user, run_error
-from chat.eventlog.reads import EVENT_PAGE, events_after, queue_waiting, run_in_progress
-from chat.realtime.backlog import FELL_BEHIND, SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE, Backlog, give_up
-from chat.realtime.deletion import DELETED
-from chat.realtime.ending import to_the_end
-from chat.realtime.hub import get_hub
-from chat.runtime.doorbell import conversation_group
-from chat.runtime.registry import get_registry
+from chat.doors.http.run_answers import not_found, not_signed_in, request_user, run_error
+from chat.realtime.backlog import SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE
+from chat.realtime.follow import Stream
 from serving.loop_middleware import request_db
-
-logger = logging.getLogger(__name__)
-
-# A comment line this often keeps proxies and clients from timing the stream out.
-KEEPALIVE_SECONDS = 15.0
-KEEPALIVE = b": keep-alive\n\n"
-# What the stream's queue is handed when the layer came back after an outage (Hub.layer_back).
-LAYER_BACK = "stream.layer_back"
-# The last frame of a stream whose conversation was deleted meanwhile.
-DELETED_FRAME = {"type": "error", "code": "NOT_FOUND", "message": "This conversation was deleted."}
 
 
 def _seq(value: str | None) -> int | None:
@@ -77,198 +45,25 @@ def sse_event(frame: dict[str, Any], *, with_id: bool = True) -> bytes:
     return f"{head}event: {frame['type']}\n".encode() + b"data: " + data + b"\n\n"
 
 
-class Stream:
-    """One open stream: a member of the hub in the conversation's and the user's groups, the
-    messages the hub hands it, and the last seq sent."""
-
-    def __init__(
-        self,
-        *,
-        conversation,
-        user,
-        token_id,
-        session_key,
-        after: int,
-        until_complete: bool,
-        new: bool = False,
-        scope: dict[str, Any] | None = None,
-    ):
-        """`new`: the conversation was just made for this stream and nothing is stored in it yet
-        (the OpenAI-compatible endpoint's), so that once joined it has no history to read.
-        `scope`: the request's, whose send buffer is given up on if the client falls behind."""
-        self.conversation, self.user = conversation, user
-        self.credential = HeldCredential(user.pk, token_id, session_key)
-        self.last_seq = min(after, conversation.last_seq)
-        self.until_complete = until_complete
-        self.new = new
-        self.done = False
-        # Why the server ended the stream: "deleted" (the conversation), "revoked" (its credential).
-        self.ended_by: str | None = None
-        self.behind = False  # a slow consumer (chat.realtime.backlog): it ends with SLOW_CONSUMER
-        self.scope = scope or {}
-        self.groups = (user_group(user.pk), conversation_group(conversation.pk))
-        self._inbox = Backlog()
-
-    def deliver(self, message: dict[str, Any]) -> None:
-        """The hub's: a message of the stream's groups, read by `_live` in the order it came;
-        past the backlog the client has fallen too far behind, and the stream ends."""
-        if not self.behind and not self._inbox.keep(message):
-            self.behind = True
-            give_up(self.scope)
-
-    def layer_back(self) -> None:
-        """The hub's: the layer came back after an outage; what it lost is read now, not at the tick."""
-        self.deliver({"type": LAYER_BACK})
-
-    async def events(self) -> AsyncIterator[bytes]:
-        """The stream as server-sent events: each frame with its seq as id (sync without one); a
-        client that fell behind gets the `error` event SLOW_CONSUMER after the last seq it was
-        sent, and the stream ends (it resumes with Last-Event-ID)."""
-        frames, sent = self.frames(), self.last_seq
-        try:
-            async for frame in frames:
-                if self.behind:  # nothing more is queued behind what the client has not read
-                    break
-                if isinstance(frame, bytes):
-                    yield frame
-                    continue
-                yield sse_event(frame, with_id=frame["type"] != "sync")
-                sent = frame.get("seq", sent)
-        finally:
-            await frames.aclose()
-        if self.behind:
-            error = {"type": "error", "code": SLOW_CONSUMER, "message": SLOW_CONSUMER_MESSAGE, "lastSeq": sent}
-            yield sse_event(error, with_id=False)
-
-    async def frames(self) -> AsyncIterator[dict[str, Any] | bytes]:
-        """The stream's frames in seq order, one `sync` frame after the history, and KEEPALIVE
-        whenever the keep-alive is due (the OpenAI-compatible endpoint follows a run with it too).
-
-        The groups are joined at the first step, which ends with the `sync` of a new stream:
-        stepping to it before starting a run (the OpenAI-compatible endpoint) puts every event
-        of the run after the join. Closing the iterator leaves them, and so does collecting it
-        (asyncio closes a started async generator that is dropped)."""
-        # Joined before anything is read (register-then-fetch), the user's group first so that a
-        # credential ending from here on reaches the stream.
-        hub = get_hub()
-        try:
-            for group in self.groups:
-                await hub.join(group, self)
-            await get_registry().ensure_started()
-            if self.new:
-                # Nothing stored before the join: no history, run or approval to read; what
-                # comes next comes live, and a batch the layer loses is read by its gap.
-                yield self._sync(None, [])
-            else:
-                for chunk in await self._from_database():
-                    yield chunk
-                if self.done:  # until=complete, and the complete was in the history
-                    return
-                yield self._sync(*await request_db(_sync_state)(conversation_id=self.conversation.pk))
-            async for chunk in self._live():
-                yield chunk
-        finally:
-            await to_the_end(self._leave(hub))
-
-    async def _leave(self, hub) -> None:
-        for group in self.groups:
-            await hub.leave(group, self)
-
-    def _sync(self, run, pending: list[str], waiting: list[str] | None = None) -> dict[str, Any]:
-        return {
-            "type": "sync",
-            "lastSeq": self.last_seq,
-            "running": run is not None,
-            "runId": str(run.pk) if run else None,
-            "pendingApprovals": pending,
-            "queue": waiting or [],
-            "pendingSteers": [],
-        }
-
-    async def _live(self) -> AsyncIterator[dict[str, Any] | bytes]:
-        kept_at = time.monotonic()
-        self.credential.checked(True)  # checked when the request came in
-        tick = min(KEEPALIVE_SECONDS, held_credentials.SESSION_RECHECK_SECONDS)
-        # One get waits across the ticks (a get timed out at each tick would be a task a tick).
-        receiving: asyncio.Future | None = None
-        try:
-            while not self.done and not self.behind:
-                if receiving is None:
-                    receiving = asyncio.ensure_future(self._inbox.get())
-                await asyncio.wait((receiving,), timeout=tick)
-                message = None
-                if receiving.done():
-                    message, receiving = receiving.result(), None
-                now = time.monotonic()
-                kind = message.get("type") if message is not None else None
-                if kind == REVOKED:
-                    if self.credential.revoked_by(message):
-                        self.ended_by = "revoked"
-                        return
-                elif kind == DELETED:
-                    self.ended_by = "deleted"
-                    yield {**DELETED_FRAME}
-                    return
-                elif kind == FELL_BEHIND:
-                    return
-                elif kind == "chat.events":
-                    for chunk in await self._batch(message["events"]):
-                        yield chunk
-                elif kind == "chat.title":  # a generated title (chat.runtime.titles): no seq, no id
-                    yield {"type": "title", "title": message["title"]}
-                elif kind == LAYER_BACK:
-                    for chunk in await self._from_database():
-                        yield chunk
-                if self.credential.due():
-                    if not self.credential.checked(await self._credential_holds()):
-                        self.ended_by = "revoked"
-                        return
-                    for chunk in await self._from_database():  # what the layer may have lost
-                        yield chunk
-                if now - kept_at >= KEEPALIVE_SECONDS and not self.done:
-                    kept_at = now
-                    yield KEEPALIVE
-        finally:
-            if receiving is not None:
-                receiving.cancel()
-
-    async def _credential_holds(self) -> bool:
-        try:
-            return await request_db(self.credential.is_current)()
-        except DatabaseError:  # not known to have ended: checked again at the next tick
-            logger.warning("a stream could not re-check its credential", exc_info=True)
-            return True
-
-    async def _batch(self, frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        if frames and frames[0]["seq"] > self.last_seq + 1:
-            out += await self._from_database(until=frames[0]["seq"] - 1)
-            if frames[0]["seq"] > self.last_seq + 1:  # the gap could not be read: the next tick fills it
-                return out
-        for frame in frames:
-            if frame["seq"] > self.last_seq and not self.done:
-                out.append(self._send(frame))
-        return out
-
-    async def _from_database(self, until: int | None = None) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        try:
-            while not self.done:
-                frames = await request_db(events_after)(
-                    conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
-                )
-                out += [self._send(frame) for frame in frames if not self.done]
-                if len(frames) < EVENT_PAGE:
-                    break
-        except DatabaseError:
-            logger.warning("a stream could not read from the database", exc_info=True)
-        return out
-
-    def _send(self, frame: dict[str, Any]) -> dict[str, Any]:
-        self.last_seq = frame["seq"]
-        if self.until_complete and frame["type"] == "complete":
-            self.done = True
-        return frame
+async def sse_events(stream: Stream) -> AsyncIterator[bytes]:
+    """The stream as server-sent events: each frame with its seq as id (sync without one); a
+    client that fell behind gets the `error` event SLOW_CONSUMER after the last seq it was
+    sent, and the stream ends (it resumes with Last-Event-ID)."""
+    frames, sent = stream.frames(), stream.last_seq
+    try:
+        async for frame in frames:
+            if stream.behind:  # nothing more is queued behind what the client has not read
+                break
+            if isinstance(frame, bytes):
+                yield frame
+                continue
+            yield sse_event(frame, with_id=frame["type"] != "sync")
+            sent = frame.get("seq", sent)
+    finally:
+        await frames.aclose()
+    if stream.behind:
+        error = {"type": "error", "code": SLOW_CONSUMER, "message": SLOW_CONSUMER_MESSAGE, "lastSeq": sent}
+        yield sse_event(error, with_id=False)
 
 
 @require_http_methods(["GET"])
@@ -315,16 +110,10 @@ class SeatedResponse(StreamingHttpResponse):
 
 
 async def _until_done(stream: Stream, seat: sockets.Seat) -> AsyncIterator[bytes]:
-    events = stream.events()
+    events = sse_events(stream)
     try:
         async for chunk in events:
             yield chunk
     finally:
         seat.release()
         await events.aclose()  # leaves the groups now, not when the generator is collected
-
-
-def _sync_state(*, conversation_id) -> tuple[Any, list[str], list[str]]:
-    """The run under way, its open approval requests and the waiting messages, for `sync`."""
-    run, pending = run_in_progress(conversation_id=conversation_id)
-    return run, pending, queue_waiting(conversation_id=conversation_id)

@@ -18,9 +18,9 @@ from django.conf import settings
 from chat.accounts import held_credentials
 from chat.accounts.revocation import user_group
 from chat.accounts.tokens import token_create
-from chat.doors.sse import streams
 from chat.eventlog.reads import events_after
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.accounts.sessions)
+from chat.realtime import follow
 from chat.realtime.hub import get_hub
 from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
 @pytest.fixture
 def short_intervals(monkeypatch):
-    monkeypatch.setattr(streams, "KEEPALIVE_SECONDS", 0.2)
+    monkeypatch.setattr(follow, "KEEPALIVE_SECONDS", 0.2)
     monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.2)
 
 
@@ -161,7 +161,7 @@ class Reads:
     def __init__(self, monkeypatch):
         self.calls: list[tuple[str, dict]] = []
         for name in ("events_after", "run_in_progress"):
-            monkeypatch.setattr(streams, name, self._spy(name, getattr(streams, name)))
+            monkeypatch.setattr(follow, name, self._spy(name, getattr(follow, name)))
 
     def _spy(self, name, real):
         def spy(**kwargs):
@@ -413,7 +413,7 @@ async def test_a_client_closing_as_its_stream_ends_does_not_keep_the_membership(
 async def test_a_stream_reads_what_it_missed_when_the_layer_comes_back(conversation, registry, monkeypatch):
     """The hub tells its members the layer came back after an outage: the stream reads the
     database then, not at its next tick (an hour away here)."""
-    monkeypatch.setattr(streams, "KEEPALIVE_SECONDS", 3600.0)
+    monkeypatch.setattr(follow, "KEEPALIVE_SECONDS", 3600.0)
     monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 3600.0)
     key = await sync_to_async(session_cookie)(conversation.owner)
     stream = RawStream(f"/api/conversations/{conversation.pk}/stream/", [(b"cookie", f"sessionid={key}".encode())])
