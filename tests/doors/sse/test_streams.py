@@ -156,11 +156,11 @@ def answer_of(body: bytes) -> str:
 
 
 class Reads:
-    """What the streams read from the database: each call of events_after and run_in_progress."""
+    """What the streams read from the database: each call of events_after and sync_state."""
 
     def __init__(self, monkeypatch):
         self.calls: list[tuple[str, dict]] = []
-        for name in ("events_after", "run_in_progress"):
+        for name in ("events_after", "sync_state"):
             monkeypatch.setattr(follow, name, self._spy(name, getattr(follow, name)))
 
     def _spy(self, name, real):
