@@ -102,7 +102,15 @@ async def test_replay_equals_what_live_sockets_saw(user, replies):
     replay, sync = await fresh.sync()
     await fresh.close()
     assert replay == seen
-    assert sync == {"type": "sync", "lastSeq": seen[-1]["seq"], "running": False, "runId": None, "pendingApprovals": []}
+    assert sync == {
+        "type": "sync",
+        "lastSeq": seen[-1]["seq"],
+        "running": False,
+        "runId": None,
+        "pendingApprovals": [],
+        "queue": [],
+        "pendingSteers": [],
+    }
 
 
 async def test_api_events_after_equals_websocket_replay_after(user, replies):
