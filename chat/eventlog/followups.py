@@ -98,9 +98,10 @@ def start_stranded(worker: str) -> list[FollowUp]:
     if not _starter:
         return []
     running = Run.objects.filter(conversation_id=OuterRef("conversation_id"), status=Run.Status.RUNNING)
-    keys = list(
-        QueuedMessage.objects.filter(~Exists(running)).values_list("conversation_id", flat=True).distinct()[:100]
-    )
+    # Ordered by the column itself: the model's ordering would follow the conversation's (a join)
+    # and put its columns in the DISTINCT, one row per message instead of per conversation.
+    waiting = QueuedMessage.objects.filter(~Exists(running)).order_by("conversation_id")
+    keys = list(waiting.values_list("conversation_id", flat=True).distinct()[:100])
     out: list[FollowUp] = []
     for key in keys:
         with collecting(worker) as started, transaction.atomic():

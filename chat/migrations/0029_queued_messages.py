@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
                 ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                'ordering': ['conversation', 'seq'],
+                'ordering': ['conversation_id', 'seq'],
                 'indexes': [models.Index(fields=['conversation', 'seq'], name='queued_message_order')],
             },
         ),

@@ -24,7 +24,9 @@ class QueuedMessage(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["conversation", "seq"]
+        # By the column, not the relation: "conversation" would follow Conversation's ordering
+        # (a join on every default-ordered read, and its columns in a DISTINCT).
+        ordering = ["conversation_id", "seq"]
         indexes = [models.Index(fields=["conversation", "seq"], name="queued_message_order")]
 
     def __str__(self) -> str:
