@@ -10,6 +10,7 @@ another user's conversation or run answers 404 like a missing one.
 from __future__ import annotations
 
 import uuid
+from functools import wraps
 
 from django.db import DatabaseError
 from django.http import HttpResponse, JsonResponse
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 
 from chat.conversations.selectors import conversation_owned, run_for_user
 from chat.doors.http.json_api import json_body
-from chat.doors.http.run_answers import not_found, not_signed_in, request_user, run_error
+from chat.doors.http.run_answers import request_user, run_error
 from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.runs import engine
@@ -27,11 +28,36 @@ from chat.runs.requests import Unqueue, approve_request, cancel_request, start_r
 from serving.loop_middleware import request_db
 
 
-async def _owned_conversation(request, conversation_id):
+def _answering_refusals(view):
+    """A run view whose refusals (ProtocolError, a database that does not answer) become the
+    error answer with its HTTP status."""
+
+    @wraps(view)
+    async def answered(request, *args, **kwargs):
+        try:
+            return await view(request, *args, **kwargs)
+        except ProtocolError as exc:
+            return run_error(exc.code, exc.message, exc.detail)
+        except DatabaseError:
+            exc = engine.database_unavailable()
+            return run_error(exc.code, exc.message, exc.detail)
+
+    return answered
+
+
+async def _signed_in(request):
     user = await request_user(request)
     if user is None:
-        return None, None
+        raise ProtocolError("NOT_AUTHENTICATED", "Sign in first.")
+    return user
+
+
+async def _owned_conversation(request, conversation_id):
+    """The signed-in user and their conversation; another user's answers as a missing one."""
+    user = await _signed_in(request)
     conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
+    if conversation is None:
+        raise ProtocolError("NOT_FOUND", "No such conversation.")
     return user, conversation
 
 
@@ -43,25 +69,16 @@ def _body(request) -> dict:
 
 
 @require_http_methods(["POST"])
+@_answering_refusals
 async def conversation_messages(request, conversation_id: uuid.UUID):
     """The body of a `message` frame (`content`, `parentSeq`?, `attachments`?, `whileRunning`?) →
     202 {"status": "started", runId, seq} or {"status": "queued", queueId, seq}."""
-    try:
-        user, conversation = await _owned_conversation(request, conversation_id)
-        if user is None:
-            return not_signed_in()
-        if conversation is None:
-            return not_found()
-        frame = _body(request)
-        asked = await start_request(
-            "message", frame, conversation=conversation, user=user, first=conversation.last_seq == 0
-        )  # last_seq: read with the request
-        sent = await engine.send(asked)
-    except ProtocolError as exc:
-        return run_error(exc.code, exc.message, exc.detail)
-    except DatabaseError:
-        exc = engine.database_unavailable()
-        return run_error(exc.code, exc.message, exc.detail)
+    user, conversation = await _owned_conversation(request, conversation_id)
+    frame = _body(request)
+    asked = await start_request(
+        "message", frame, conversation=conversation, user=user, first=conversation.last_seq == 0
+    )  # last_seq: read with the request
+    sent = await engine.send(asked)
     if isinstance(sent, Queued):
         return JsonResponse({"status": "queued", "queueId": sent.queue_id, "seq": sent.seq}, status=202)
     run, seq = sent
@@ -77,39 +94,23 @@ def _cancel_body(request) -> dict:
 
 
 @require_http_methods(["POST"])
+@_answering_refusals
 async def conversation_cancel(request, conversation_id: uuid.UUID):
     """Cancel the conversation's run (`{"clearQueue": true}`?: withdraw the waiting messages
     first) → 202 {"cancelled": whether a run was in progress, "cleared": how many were withdrawn}."""
-    try:
-        user, conversation = await _owned_conversation(request, conversation_id)
-        if user is None:
-            return not_signed_in()
-        if conversation is None:
-            return not_found()
-        cancelled, cleared = await engine.cancel_clearing(
-            cancel_request(_cancel_body(request), conversation_id=conversation.pk)
-        )
-    except ProtocolError as exc:
-        return run_error(exc.code, exc.message, exc.detail)
-    except DatabaseError:
-        exc = engine.database_unavailable()
-        return run_error(exc.code, exc.message, exc.detail)
+    user, conversation = await _owned_conversation(request, conversation_id)
+    cancelled, cleared = await engine.cancel_clearing(
+        cancel_request(_cancel_body(request), conversation_id=conversation.pk)
+    )
     return JsonResponse({"cancelled": cancelled, "cleared": cleared}, status=202)
 
 
 @require_http_methods(["GET"])
+@_answering_refusals
 async def conversation_queue(request, conversation_id: uuid.UUID):
     """The waiting messages in start order → {"queue": [...], "steers": []}."""
-    try:
-        user, conversation = await _owned_conversation(request, conversation_id)
-        if user is None:
-            return not_signed_in()
-        if conversation is None:
-            return not_found()
-        rows = await request_db(queue_rows)(conversation_id=conversation.pk)
-    except DatabaseError:
-        exc = engine.database_unavailable()
-        return run_error(exc.code, exc.message, exc.detail)
+    user, conversation = await _owned_conversation(request, conversation_id)
+    rows = await request_db(queue_rows)(conversation_id=conversation.pk)
     waiting = [
         {
             "queueId": str(row.pk),
@@ -124,46 +125,30 @@ async def conversation_queue(request, conversation_id: uuid.UUID):
 
 
 @require_http_methods(["DELETE"])
+@_answering_refusals
 async def conversation_unqueue(request, conversation_id: uuid.UUID, queue_id: str):
     """Withdraw a waiting message → 204; 404 NOT_QUEUED as the `unqueue` frame."""
-    try:
-        user, conversation = await _owned_conversation(request, conversation_id)
-        if user is None:
-            return not_signed_in()
-        if conversation is None:
-            return not_found()
-        await engine.unqueue(Unqueue(conversation.pk, queue_id))
-    except ProtocolError as exc:
-        return run_error(exc.code, exc.message, exc.detail)
-    except DatabaseError:
-        exc = engine.database_unavailable()
-        return run_error(exc.code, exc.message, exc.detail)
+    user, conversation = await _owned_conversation(request, conversation_id)
+    await engine.unqueue(Unqueue(conversation.pk, queue_id))
     return HttpResponse(status=204)
 
 
 @require_http_methods(["POST"])
+@_answering_refusals
 async def run_approval(request, run_id: uuid.UUID):
     """`{"toolCallId", "decision", "reason"?}`, the `approve` frame's checks → 202."""
-    try:
-        user = await request_user(request)
-        if user is None:
-            return not_signed_in()
-        run = await request_db(run_for_user)(user=user, run_id=run_id)
-        if run is None:
-            return not_found("run")
-        answer = approve_request(_body(request), conversation_id=run.conversation_id, reply_to=None)
-        # The socket answers by conversation; this route names the run, so the request must be
-        # that run's, and only the running run (one per conversation) still waits on one.
-        if not await request_db(run_asked)(run_id=run.pk, tool_call_id=answer.tool_call_id):
-            raise ProtocolError(
-                "BAD_REQUEST", "This run has no approval request with that toolCallId.", "unknown toolCallId"
-            )
-        if run.status != Run.Status.RUNNING:
-            raise already_answered()
-        await engine.approve(answer)
-    except ProtocolError as exc:
-        return run_error(exc.code, exc.message, exc.detail)
-    except DatabaseError:
-        exc = engine.database_unavailable()
-        return run_error(exc.code, exc.message, exc.detail)
+    user = await _signed_in(request)
+    run = await request_db(run_for_user)(user=user, run_id=run_id)
+    if run is None:
+        raise ProtocolError("NOT_FOUND", "No such run.")
+    answer = approve_request(_body(request), conversation_id=run.conversation_id, reply_to=None)
+    # The socket answers by conversation; this route names the run, so the request must be
+    # that run's, and only the running run (one per conversation) still waits on one.
+    if not await request_db(run_asked)(run_id=run.pk, tool_call_id=answer.tool_call_id):
+        raise ProtocolError(
+            "BAD_REQUEST", "This run has no approval request with that toolCallId.", "unknown toolCallId"
+        )
+    if run.status != Run.Status.RUNNING:
+        raise already_answered()
+    await engine.approve(answer)
     return JsonResponse({"toolCallId": answer.tool_call_id, "decision": answer.decision.decision}, status=202)
