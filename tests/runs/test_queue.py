@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.conversations import uploads
+from chat.conversations.services import conversation_delete
 from chat.exceptions import RateLimited
 from chat.models import Event, QueuedMessage, Run
 from chat.runs import engine, queue
@@ -220,3 +221,17 @@ async def test_a_waiting_message_whose_file_was_deleted_is_refused(
     assert (refused["queueId"], refused["reason"], refused["code"]) == (with_file.queue_id, "refused", "BAD_REQUEST")
     start = events[[e["seq"] for e in events].index(refused["seq"]) + 1]
     assert (start["type"], start["queueId"]) == ("user_message", plain.queue_id)
+
+
+async def test_a_conversation_deleted_while_messages_wait_takes_them_along(conversation, registry, llm_settings):
+    llm_settings.script(text_reply("slow " * 40, piece=1, delay=0.05), text_reply("never"))
+    run, _ = await engine.send(queue_of(conversation, "one"))
+    waiting = await engine.send(queue_of(conversation, "two"))
+    assert isinstance(waiting, Queued) and await QueuedMessage.objects.acount() == 1
+    await sync_to_async(conversation_delete)(conversation=conversation)
+    await registry.wait_idle()
+    assert not await QueuedMessage.objects.aexists()
+    assert not await Run.objects.filter(conversation_id=conversation.pk).aexists()  # none started after it
+    with pytest.raises(ProtocolError) as gone:
+        await engine.unqueue(Unqueue(conversation.pk, waiting.queue_id))
+    assert gone.value.code == "NOT_QUEUED"
