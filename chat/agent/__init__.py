@@ -20,6 +20,7 @@ from .events import (
 from .hooks import AgentHook, ModelInterceptor, ToolInterceptor
 from .llm import ChatModel
 from .loop import Agent, AgentResult, AgentRun
+from .steering import Steer, SteeringSource
 from .tools import ToolContext, ToolRecord, ToolRegistry
 from .trace import ModelCallObserver, ModelCallRecord
 from .turns import ModelOptions
@@ -38,6 +39,8 @@ __all__ = [
     "ModelInterceptor",
     "ModelOptions",
     "ReferenceEvent",
+    "Steer",
+    "SteeringSource",
     "TextEvent",
     "ThinkingEvent",
     "ToolContext",

@@ -21,6 +21,9 @@ from typing import Any
 from .events import ErrorCode
 
 DELTA_TYPES = frozenset({"text", "thinking"})
+# Events stored among a run's by someone else, at any moment (a user's steer, the queue's): they
+# end no attempt, which a model call's deltas may straddle.
+FROM_OUTSIDE = frozenset({"steer", "queued", "unqueued"})
 
 
 def ends_failed_attempt(event: Mapping[str, Any]) -> bool:
@@ -44,7 +47,7 @@ class Answer:
         kind = event.get("type")
         if kind == "text":
             self._attempt.append(event)
-        elif kind in DELTA_TYPES:
+        elif kind in DELTA_TYPES or kind in FROM_OUTSIDE:
             pass
         elif ends_failed_attempt(event):
             discarded, self._attempt = self._attempt, []

@@ -156,6 +156,17 @@ class ApprovalResultEvent(AgentEvent):
         return {"type": self.type, "toolCallId": self.tool_call_id, "decision": self.decision, "reason": self.reason}
 
 
+@dataclass(frozen=True, slots=True)
+class SteerAppliedEvent(AgentEvent):
+    """The run took a user's steer in: the model call that follows holds it (chat.agent.loop)."""
+
+    queue_id: str
+    type: ClassVar[str] = "steer_applied"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "queueId": self.queue_id}
+
+
 class ErrorCode:
     LLM_CALL_FAILED = "LLM_CALL_FAILED"
     MAX_ITERATIONS = "MAX_ITERATIONS"
@@ -197,4 +208,6 @@ def event_from_dict(data: dict[str, Any]) -> AgentEvent:
         return ApprovalRequestEvent(data["toolCallId"], data["toolName"], data["arguments"], data.get("expiresAt", ""))
     if kind == "approval_result":
         return ApprovalResultEvent(data["toolCallId"], data["decision"], data.get("reason", ""))
+    if kind == "steer_applied":
+        return SteerAppliedEvent(data["queueId"])
     raise ValueError(f"unknown event type: {kind!r}")

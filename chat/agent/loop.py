@@ -6,6 +6,9 @@
         ...
     run.result                    # AgentResult: status, text, messages, tool records, usage
 
+A `steering` source (chat.agent.steering) is asked right before every model call for what a
+person sent the run meanwhile: a model call or a tool round under way is never cut for it.
+
 The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop
 it at any await (closing the model stream, cancelling running tools) and still
 emit the closing events: a `tool_end` for every started tool, `error` CANCELLED,
@@ -30,6 +33,7 @@ from .events import (
     ErrorCode,
     ErrorEvent,
     RunStatus,
+    SteerAppliedEvent,
     TextEvent,
 )
 from .hooks import (
@@ -40,6 +44,7 @@ from .hooks import (
     chain_model,
 )
 from .llm import ChatModel, ModelCallError
+from .steering import SteeringSource, steers_now
 from .structured import response_format_of, validate_structured
 from .tool_round import ToolRound
 from .tools import (
@@ -102,6 +107,7 @@ class Agent:
         observers: Sequence[ModelCallObserver] = (),
         trace_requests: bool = False,
         approval: ApprovalPolicy | None = None,
+        steering: SteeringSource | None = None,
     ):
         self.model = model
         self.tools = tools or ToolRegistry()
@@ -126,6 +132,7 @@ class Agent:
         self.trace_requests = trace_requests  # records carry the messages sent (large: off by default)
         # Tools whose calls wait for a person's approval (chat.agent.approval); None: none do.
         self.approval = approval
+        self.steering = steering
 
     def stream(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> AgentRun:
         if isinstance(messages, str):
@@ -281,6 +288,10 @@ class AgentRun:
         tool_specs = self._tools.specs()
         for iteration in range(1, agent.max_iterations + 1):
             state.iteration = self.result.iterations = iteration
+            for steer in await steers_now(agent.steering):
+                history.append(message := {"role": "user", "content": steer.content})
+                self.result.messages.append(message)
+                self._emit(SteerAppliedEvent(steer.queue_id))
             state.messages = list(history)
             for hook in agent.hooks:
                 await hook.before_model(state)
