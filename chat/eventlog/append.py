@@ -9,7 +9,7 @@ records, model calls and outcome that go with them."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -18,8 +18,8 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from chat.agent.text import clean, clean_value
-from chat.eventlog import followups, memory, search
-from chat.eventlog.frames import EventFrame, event_frame, frame_time
+from chat.eventlog import followups, memory, search, steers
+from chat.eventlog.frames import RUNLESS, EventFrame, event_frame, frame_time
 from chat.eventlog.inserts import insert_rows
 from chat.eventlog.types import EventBatch, RunOutcome, ToolRecordData
 from chat.exceptions import ConversationGone
@@ -93,6 +93,7 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     """events_append_many inside the caller's transaction (a run start's, a take-over's): the
     one place where payloads become Event rows (every other write of events goes through it)."""
     results: list[list[EventFrame] | None] = [None] * len(batches)
+    batches = _with_steers_left(batches)
     events: list[tuple] = []  # EVENT_COLUMNS
     now = timezone.now()
     ts = frame_time(now)  # every event of the round shares `now`: formatted once
@@ -118,9 +119,9 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         completion = completions.get(str(batch.run_id)) if payloads and payloads[-1]["type"] == "complete" else None
         if completion is not None:
             payloads[-1] = {**payloads[-1], **completion.fields()}
-        events += ((key, batch.run_id, first + i, p["type"], p, now) for i, p in enumerate(payloads))
-        run_id = None if batch.run_id is None else str(batch.run_id)
-        results[index] = [event_frame(p, seq=first + i, run_id=run_id, ts=ts) for i, p in enumerate(payloads)]
+        run_ids = [None if p["type"] in RUNLESS else batch.run_id for p in payloads]
+        events += ((key, run_ids[i], first + i, p["type"], p, now) for i, p in enumerate(payloads))
+        results[index] = [event_frame(p, seq=first + i, run_id=run_ids[i], ts=ts) for i, p in enumerate(payloads)]
         if batch.tool_records:
             ToolRecord.objects.bulk_create(
                 ToolRecord(run_id=batch.run_id, **clean_value(vars(record))) for record in batch.tool_records
@@ -152,6 +153,20 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
         ended = {conversation_key(b.conversation_id): None for b, f in zip(batches, results) if f and _completes(b)}
         followups.after_completes(list(ended))
     return results
+
+
+def _with_steers_left(batches: list[EventBatch]) -> list[EventBatch]:
+    """The batches, each that completes a run with the steers it did not take in now waiting
+    (their `queued`, runless, right before its `complete`: docs/protocol.md, "Steering")."""
+    left = steers.steers_left(b.run_id for b in batches if _completes(b))
+    if not left:
+        return batches
+    return [
+        replace(b, payloads=[*b.payloads[:-1], *left[str(b.run_id)], b.payloads[-1]])
+        if _completes(b) and str(b.run_id) in left
+        else b
+        for b in batches
+    ]
 
 
 def _completes(batch: EventBatch) -> bool:

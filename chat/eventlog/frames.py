@@ -49,6 +49,11 @@ def frame_time(moment: datetime) -> str:
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
 
 
+# The events of the conversation rather than of a run (docs/protocol.md, "Queued messages"):
+# their runId is null, also when stored in a run's batch (the steers a run leaves at its end).
+RUNLESS = frozenset({"queued", "unqueued"})
+
+
 def event_frame(payload: Mapping[str, Any], *, seq: int, run_id: Any, ts: str) -> EventFrame:
     """The frame of a stored event whose payload (its JSON without seq, runId and ts) is given;
     `ts` is frame_time of its row's created_at (formatted once for a batch that shares it)."""
@@ -56,11 +61,11 @@ def event_frame(payload: Mapping[str, Any], *, seq: int, run_id: Any, ts: str) -
     return {**payload, "seq": seq, "runId": run, "ts": ts}  # type: ignore[typeddict-item]
 
 
-def sync_frame(*, last_seq: int, run: Any, pending: list[str], queue: list[str]) -> dict[str, Any]:
+def sync_frame(*, last_seq: int, run: Any, pending: list[str], queue: list[str], steers: list[str]) -> dict[str, Any]:
     """The `sync` frame (docs/protocol.md, "The WebSocket"): the last seq sent, the run in progress
     (None: none), its approval requests still waiting and the messages waiting for it (their
-    queueIds, in the order they will start), as every door that replays says it. `pendingSteers`
-    stays empty: this server does not steer."""
+    queueIds, in the order they will start) and the steers its run has not taken in yet, as every
+    door that replays says it."""
     return {
         "type": "sync",
         "lastSeq": last_seq,
@@ -68,5 +73,5 @@ def sync_frame(*, last_seq: int, run: Any, pending: list[str], queue: list[str])
         "runId": str(run.pk) if run else None,
         "pendingApprovals": pending,
         "queue": queue,
-        "pendingSteers": [],
+        "pendingSteers": steers,
     }

@@ -87,6 +87,7 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     text: list[str] = []
     calls: list[dict[str, Any]] = []
     results: dict[str, str] = {}
+    steers: dict[str, str] = {}  # queueId -> content, of the run's `steer` events
 
     def close_round() -> None:
         nonlocal text, calls, results
@@ -133,6 +134,12 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             calls.append(event)
         elif kind == "tool_end":
             results[event["toolCallId"]] = event["result"]
+        elif kind == "steer":
+            steers[event["queueId"]] = event["content"]
+        elif kind == "steer_applied" and event["queueId"] in steers:
+            # Where the run took the steer in, the model was sent it as a user message.
+            close_round()
+            messages.append({"role": "user", "content": steers[event["queueId"]]})
     close_round()
     return messages
 

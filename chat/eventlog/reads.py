@@ -155,15 +155,19 @@ def stale_runs(*, older_than) -> list[Run]:
     return list(Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=older_than))
 
 
-def queue_waiting(*, conversation_id) -> list[str]:
-    """The queueIds of the conversation's waiting messages, in the order they will start
-    (`sync.queue`, docs/protocol.md, "Queued messages")."""
-    rows = QueuedMessage.objects.filter(conversation_id=conversation_id).order_by("seq").values_list("pk", flat=True)
-    return [str(pk) for pk in rows]
+def queue_waiting(*, conversation_id) -> tuple[list[str], list[str]]:
+    """The queueIds of the conversation's waiting messages, in the order they will start, and of
+    the steers its run has not taken in yet (`sync.queue` and `sync.pendingSteers`,
+    docs/protocol.md, "Queued messages"). One query."""
+    rows = QueuedMessage.objects.filter(conversation_id=conversation_id).withdrawable().order_by("-steered", "seq")
+    waiting, steers = [], []
+    for pk, steer_run in rows.values_list("pk", "steer_run_id"):
+        (waiting if steer_run is None else steers).append(str(pk))
+    return waiting, steers
 
 
-def sync_state(*, conversation_id) -> tuple[Run | None, list[str], list[str]]:
+def sync_state(*, conversation_id) -> tuple[Run | None, list[str], list[str], list[str]]:
     """What `sync` says after the history (chat.eventlog.frames.sync_frame): the run under way,
-    its approval requests still open, and the messages waiting for it."""
+    its approval requests still open, the messages waiting for it and its pending steers."""
     run, pending = run_in_progress(conversation_id=conversation_id)
-    return run, pending, queue_waiting(conversation_id=conversation_id)
+    return run, pending, *queue_waiting(conversation_id=conversation_id)

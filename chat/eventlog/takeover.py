@@ -24,6 +24,7 @@ from chat.agent.events import (
 )
 from chat.agent.tools import error_result
 from chat.eventlog.append import batches_append
+from chat.eventlog.steers import steers_retake
 from chat.eventlog.types import EventBatch, Interruption, ToolRecordData
 from chat.exceptions import ConversationGone
 from chat.models import (
@@ -147,6 +148,7 @@ def run_interrupt(
             if discarded := answer.attempt:
                 error["discards"] = discarded[0]["seq"]
             payloads.append(error)
+            steers_retake(run_id=run_id, logged=logged)
             run.resumes += 1
             run.worker, run.heartbeat_at = worker, timezone.now()
             run.save(update_fields=["resumes", "worker", "heartbeat_at"])
