@@ -154,6 +154,8 @@ EVENT_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     # The conversation's, not a run's: their runId is null (docs/protocol.md, "Queued messages").
     "queued": {"queueId": str, "content": str},
     "unqueued": {"queueId": str, "reason": str},
+    "steer": {"queueId": str, "content": str},
+    "steer_applied": {"queueId": str},
 }
 
 CONVERSATION_EVENTS = ("queued", "unqueued")
@@ -169,6 +171,7 @@ OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "resumed": bool,
     "ts": str,
     "attachments": list,
+    "steered": bool,
 }
 
 

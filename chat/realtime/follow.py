@@ -115,14 +115,14 @@ class Stream:
             if self.new:
                 # Nothing stored before the join: no history, run or approval to read; what
                 # comes next comes live, and a batch the layer loses is read by its gap.
-                yield sync_frame(last_seq=self.last_seq, run=None, pending=[], queue=[])
+                yield sync_frame(last_seq=self.last_seq, run=None, pending=[], queue=[], steers=[])
             else:
                 for chunk in await self._from_database():
                     yield chunk
                 if self.done:  # until=complete, and the complete was in the history
                     return
-                run, pending, waiting = await request_db(sync_state)(conversation_id=self.conversation.pk)
-                yield sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting)
+                run, pending, waiting, steers = await request_db(sync_state)(conversation_id=self.conversation.pk)
+                yield sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)
             async for chunk in self._live():
                 yield chunk
         finally:

@@ -129,15 +129,11 @@ def message_content(frame: dict[str, Any], *, with_files: bool = False) -> str:
 
 
 def while_running(frame: dict[str, Any]) -> str | None:
-    """A message's `whileRunning` (docs/protocol.md, "Queued messages"): "queue" or None."""
+    """A message's `whileRunning` (docs/protocol.md, "Queued messages"): "queue", "steer" or None."""
     value = frame.get("whileRunning")
     if value is None:
         return None
-    if value == "steer":
-        raise ProtocolError(
-            "BAD_REQUEST", "Steering is not supported by this server yet.", "whileRunning: steer not available"
-        )
-    if value != "queue":
+    if value not in ("queue", "steer"):
         raise ProtocolError(
             "BAD_REQUEST", 'whileRunning must be "queue", "steer" or null.', "wrong field: whileRunning"
         )
@@ -146,6 +142,11 @@ def while_running(frame: dict[str, Any]) -> str | None:
             "BAD_REQUEST",
             "A queued message follows the newest turn: it takes no parentSeq.",
             "whileRunning with parentSeq",
+        )
+    if value == "steer" and frame.get("attachments"):
+        # A steer is a line of text the running model reads next; files come with a message.
+        raise ProtocolError(
+            "BAD_REQUEST", "A steer is text only: send files with a queued message.", "steer with attachments"
         )
     return value
 

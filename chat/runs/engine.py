@@ -23,7 +23,7 @@ from chat.exceptions import (
 from chat.models import Run
 from chat.runs import queue
 from chat.runs.client_frames import ProtocolError, already_answered
-from chat.runs.queue import Queued
+from chat.runs.queue import Queued, Steered
 from chat.runs.requests import ApproveRun, CancelRun, StartRun, Unqueue
 from chat.runs.starter import start_run
 from chat.runtime.registry import get_registry
@@ -66,14 +66,15 @@ async def start(request: StartRun) -> tuple[Run, int]:
         raise ProtocolError("NOT_FOUND", "This conversation no longer exists.", "conversation deleted") from None
 
 
-async def send(request: StartRun) -> tuple[Run, int] | Queued:
-    """A user's message: started as `start` does, or, with `whileRunning: "queue"` while the
-    conversation's run works (or messages wait), queued (docs/protocol.md, "Queued messages")."""
-    if request.while_running != "queue":
+async def send(request: StartRun) -> tuple[Run, int] | Queued | Steered:
+    """A user's message: started as `start` does, or, with `whileRunning` while the
+    conversation's run works (or messages wait), queued or steering that run (docs/protocol.md,
+    "Queued messages" and "Steering")."""
+    if request.while_running is None:
         return await start(request)
     for _ in range(3):  # a run that starts or ends between the two steps: looked at again
         try:
-            queued = await queue.queue(request)
+            queued = await queue.queue(request, steer=request.while_running == "steer")
         except QueueFull:
             raise ProtocolError(
                 "QUEUE_FULL", "Too many messages wait in this conversation; wait for one to start.", "queue full"

@@ -1,9 +1,15 @@
-"""Queued messages (docs/protocol.md, "Queued messages"): a message sent with `whileRunning:
-"queue"` while the conversation's run works waits, a QueuedMessage row and a `queued` event,
-and starts a run by itself when that run ends: start_next, called by the event log in the
-transaction that stores the run's `complete` (chat.eventlog.followups), whichever process
-stores it. First in, first out; the start's rules are checked then, and a refused message leaves
-the queue (`unqueued`, reason `refused`) for the next one to be tried."""
+"""Queued messages and steers (docs/protocol.md, "Queued messages" and "Steering").
+
+A message sent with `whileRunning: "queue"` while the conversation's run works waits, a
+QueuedMessage row and a `queued` event, and starts a run by itself when that run ends:
+start_next, called by the event log in the transaction that stores the run's `complete`
+(chat.eventlog.followups), whichever process stores it. First in, first out; the start's rules
+are checked then, and a refused message leaves the queue (`unqueued`, reason `refused`) for the
+next one to be tried.
+
+A message sent with `whileRunning: "steer"` is a row bound to the running run and a `steer`
+event of that run; the run takes it in before its next model call (chat.eventlog.steers), or,
+ending first, leaves it as the first waiting message."""
 
 from __future__ import annotations
 
@@ -43,6 +49,13 @@ class Queued:
     seq: int  # of its `queued` event
 
 
+@dataclass(frozen=True)
+class Steered:
+    queue_id: str
+    run_id: str  # the run it steers
+    seq: int  # of its `steer` event
+
+
 def refusal_code(exc: Exception) -> str:
     """The protocol's code for a refused start (as chat.runs.engine answers it)."""
     if isinstance(exc, RateLimited):
@@ -77,46 +90,75 @@ def message_queue(message: Message) -> tuple[Queued | None, list[EventFrame]]:
     with transaction.atomic():
         key = _locked(message.conversation.pk)
         running = Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists()
-        waiting = QueuedMessage.objects.filter(conversation_id=key).count()
-        if not running and not waiting:
-            return None, []
-        if waiting >= settings.AGENT_MAX_QUEUED:
+        return _queued(message, key, running=running)
+
+
+def message_steer(message: Message) -> tuple[Steered | Queued | None, list[EventFrame]]:
+    """Steer the conversation's run in progress with the message: (its queueId, the run and the
+    seq of its `steer` event, the frames to publish). With no run in progress it is queued as
+    message_queue would (messages wait: it waits behind them) or starts as any other (None)."""
+    with transaction.atomic():
+        key = _locked(message.conversation.pk)
+        run_id = Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).values_list("pk", flat=True).first()
+        if run_id is None:
+            return _queued(message, key, running=False)
+        if QueuedMessage.objects.filter(conversation_id=key).withdrawable().count() >= settings.AGENT_MAX_QUEUED:
             raise QueueFull(str(key))
-        row = QueuedMessage(
-            conversation_id=key, user=message.user, content=message.content, attachments=list(message.attachments)
+        row = QueuedMessage(conversation_id=key, user=message.user, content=message.content, steer_run_id=run_id)
+        (frames,) = batches_append(
+            [EventBatch(key, run_id, [{"type": "steer", "queueId": str(row.id), "content": row.content}])]
         )
-        payload: dict[str, Any] = {"type": "queued", "queueId": str(row.id), "content": row.content}
-        if row.attachments:
-            payload["attachments"] = row.attachments
-        frames = _stored(key, [payload])
+        if frames is None:
+            raise ConversationGone(str(key))
         row.seq = frames[0]["seq"]
         row.save(force_insert=True)
-        return Queued(str(row.id), row.seq), frames
+        return Steered(str(row.id), str(run_id), row.seq), frames
+
+
+def _queued(message: Message, key, *, running: bool) -> tuple[Queued | None, list[EventFrame]]:
+    waiting = QueuedMessage.objects.filter(conversation_id=key).withdrawable().count()
+    if not running and not waiting:
+        return None, []
+    if waiting >= settings.AGENT_MAX_QUEUED:
+        raise QueueFull(str(key))
+    row = QueuedMessage(
+        conversation_id=key, user=message.user, content=message.content, attachments=list(message.attachments)
+    )
+    payload: dict[str, Any] = {"type": "queued", "queueId": str(row.id), "content": row.content}
+    if row.attachments:
+        payload["attachments"] = row.attachments
+    frames = _stored(key, [payload])
+    row.seq = frames[0]["seq"]
+    row.save(force_insert=True)
+    return Queued(str(row.id), row.seq), frames
 
 
 def message_unqueue(*, conversation_id, queue_id: str) -> list[EventFrame]:
-    """Withdraw a waiting message: its `unqueued` (withdrawn) frames, or NotQueued."""
+    """Withdraw a waiting message or a pending steer: its `unqueued` (withdrawn) frames, or NotQueued."""
     with transaction.atomic():
         key = _locked(conversation_id)
-        if not QueuedMessage.objects.filter(conversation_id=key, pk=_uuid(queue_id)).delete()[0]:
+        if not QueuedMessage.objects.filter(conversation_id=key, pk=_uuid(queue_id)).withdrawable().delete()[0]:
             raise NotQueued(queue_id)
         return _stored(key, [{"type": "unqueued", "queueId": str(_uuid(queue_id)), "reason": WITHDRAWN}])
 
 
 def queue_clear(*, conversation_id) -> list[EventFrame]:
-    """Withdraw every waiting message of the conversation (`cancel` with `clearQueue`)."""
+    """Withdraw every waiting message and pending steer of the conversation (`cancel` with `clearQueue`)."""
     with transaction.atomic():
         key = _locked(conversation_id)
-        ids = list(QueuedMessage.objects.filter(conversation_id=key).order_by("seq").values_list("pk", flat=True))
+        rows = QueuedMessage.objects.filter(conversation_id=key).withdrawable().order_by("-steered", "seq")
+        ids = list(rows.values_list("pk", flat=True))
         if not ids:
             return []
         QueuedMessage.objects.filter(pk__in=ids).delete()
         return _stored(key, [{"type": "unqueued", "queueId": str(pk), "reason": CLEARED} for pk in ids])
 
 
-def queue_rows(*, conversation_id) -> list[QueuedMessage]:
-    """The waiting messages, in the order they will start."""
-    return list(QueuedMessage.objects.filter(conversation_id=conversation_id).order_by("seq"))
+def queue_rows(*, conversation_id) -> tuple[list[QueuedMessage], list[QueuedMessage]]:
+    """The waiting messages, in the order they will start, and the pending steers, in the order
+    they came."""
+    rows = QueuedMessage.objects.filter(conversation_id=conversation_id)
+    return list(rows.waiting()), list(rows.pending_steers())
 
 
 def _uuid(text: str):
@@ -136,7 +178,7 @@ def start_next(conversation_ids: list[Any], worker: str) -> list[followups.Follo
         if conversation is None:
             continue
         follow_up = followups.FollowUp(key)
-        for row in QueuedMessage.objects.filter(conversation_id=key).select_related("user").order_by("seq"):
+        for row in QueuedMessage.objects.filter(conversation_id=key).waiting().select_related("user"):
             result: Any
             try:  # its files as they are now: one deleted meanwhile refuses the start
                 files = _files_now(key, row.attachments)
@@ -180,13 +222,15 @@ def _start_next_now(conversation_id, worker: str) -> list[followups.FollowUp]:
         return list(started)
 
 
-async def queue(message: Message) -> Queued | None:
-    """message_queue on the ORM thread, its frames published; a message queued where nothing
-    was in progress (messages left waiting) sets the queue going."""
-    queued, frames = await database_sync_to_async(message_queue)(message)
+async def queue(message: Message, *, steer: bool = False) -> Queued | Steered | None:
+    """message_queue (message_steer) on the ORM thread, its frames published; a message queued
+    where nothing was in progress (messages left waiting) sets the queue going."""
+    queued, frames = await database_sync_to_async(message_steer if steer else message_queue)(message)
     if queued is None:
         return None
     await publish(message.conversation.pk, frames)
+    if isinstance(queued, Steered):
+        return queued
     registry = get_registry()
     await registry.ensure_started()
     started = await database_sync_to_async(_start_next_now)(message.conversation.pk, registry.channel)

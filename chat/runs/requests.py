@@ -29,7 +29,8 @@ class StartRun(Message):
     # The caller saw no event in the conversation: the run may begin while its start is stored
     # (chat.runtime.head_start).
     first: bool = False
-    # "queue": while the conversation's run works, the message waits (docs/protocol.md, "Queued messages").
+    # While the conversation's run works, "queue": the message waits (docs/protocol.md,
+    # "Queued messages"); "steer": the run takes it in before its next model call ("Steering").
     while_running: str | None = None
 
 

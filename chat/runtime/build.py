@@ -12,7 +12,7 @@ import openai
 from django.conf import settings
 
 from chat import mcp
-from chat.agent import Agent, ChatModel, ModelCallObserver, ToolContext
+from chat.agent import Agent, ChatModel, ModelCallObserver, SteeringSource, ToolContext
 from chat.agent.approval import Answers, ApprovalPolicy, Unattended
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
 from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
@@ -139,11 +139,13 @@ def build_agent(
     observers: list[ModelCallObserver] | None = None,
     answers: Answers | None = None,
     hold: asyncio.Event | None = None,
+    steering: SteeringSource | None = None,
 ) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
     are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
     (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
-    question) no call waits. `hold`: the model's answers are read once it is set (ChatModel)."""
+    question) no call waits. `hold`: the model's answers are read once it is set (ChatModel).
+    `steering`: where the run finds the steers sent to it (chat.runtime.steering)."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -174,6 +176,7 @@ def build_agent(
         observers=observers or [],
         trace_requests=settings.AGENT_TRACE_REQUESTS,
         approval=approval_policy(config, answers),
+        steering=steering,
     )
 
 

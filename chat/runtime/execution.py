@@ -30,6 +30,7 @@ from chat.ops import tracing
 from chat.runtime import build, titles
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
+from chat.runtime.steering import steering
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,11 @@ def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None =
         config=handle.config,
     )
     agent = build.build_agent(
-        config=handle.config, observers=[handle.sink.add_model_call], answers=handle.answers, hold=hold
+        config=handle.config,
+        observers=[handle.sink.add_model_call],
+        answers=handle.answers,
+        hold=hold,
+        steering=steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
     )
     handle.agent_run = agent_run = agent.stream(memory, context=context)
     handle.sink.offers = agent_run.offers

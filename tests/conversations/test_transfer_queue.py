@@ -1,5 +1,6 @@
 """Export and import carry `queued` and `unqueued` (docs/protocol.md, "Queued messages" and
-"Export and import"): their runId null, in their place among a run's events."""
+"Export and import"): their runId null, in their place among a run's events; and steers
+(`steer`, `steer_applied`, the `queued` of one left waiting)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import pytest
 
 from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
+from chat.eventlog.steers import steers_take
 from chat.eventlog.types import Message, RunOutcome
 from chat.models import Conversation, Event
-from chat.runs.queue import message_queue, message_unqueue
+from chat.runs.queue import message_queue, message_steer, message_unqueue
 from chat.runs.starts import run_start
 from tests.http_body import response_body
 
@@ -80,3 +82,40 @@ def test_misplaced_conversation_events_are_refused(api, alice, event, why):
     )
     assert response.status_code == 400 and why in response.content.decode()
     assert Conversation.objects.count() == 1
+
+
+def test_steers_round_trip_with_the_one_left_waiting(api, alice):
+    conversation = conversation_create(owner=alice, title="steered")
+    run, _ = run_start(conversation=conversation, user=alice, content="one", model="m", worker="")
+    taken, _ = message_steer(Message(conversation, alice, "read this"))
+    (steer,) = steers_take(conversation_id=conversation.pk, run_id=run.pk)
+    events_append(
+        conversation_id=conversation.pk, run_id=run.pk, payloads=[{"type": "steer_applied", "queueId": steer.queue_id}]
+    )
+    late, _ = message_steer(Message(conversation, alice, "too late"))
+    events_append(
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        payloads=[{"type": "text", "content": "ok"}, {"type": "complete", "status": "succeeded"}],
+        outcome=RunOutcome("succeeded"),
+    )
+    exported = json.loads(response_body(api.get(f"/api/conversations/{conversation.pk}/export/")))
+    assert [(e["type"], e["runId"] is None) for e in exported["events"]] == [
+        ("user_message", False),
+        ("steer", False),
+        ("steer_applied", False),
+        ("steer", False),
+        ("text", False),
+        ("queued", True),
+        ("complete", False),
+    ]
+    assert exported["events"][5]["steered"] is True and exported["events"][5]["queueId"] == late.queue_id
+    response = api.generic(
+        "POST", "/api/conversations/import/", json.dumps(exported).encode(), content_type="application/json"
+    )
+    assert response.status_code == 201, response.content
+    created = Conversation.objects.get(pk=response.json()["id"])
+    copies = json.loads(response_body(api.get(f"/api/conversations/{created.pk}/export/")))["events"]
+    strip = [{k: v for k, v in e.items() if k != "runId"} for e in exported["events"]]
+    assert [{k: v for k, v in e.items() if k != "runId"} for e in copies] == strip
+    assert taken.queue_id == steer.queue_id

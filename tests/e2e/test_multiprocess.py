@@ -10,6 +10,8 @@ import time
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from tests.fakellm import tool_call_reply
+
 from .conftest import ON_POSTGRES, REDIS_URL
 from .harness import Client, answer_text, assert_contiguous, events_only, run_text, slow_text_reply
 
@@ -208,3 +210,29 @@ async def test_a_message_queued_through_b_starts_on_a_after_its_run(alice, serve
     ]
     assert [f["content"] for f in seen_b if f["type"] == "user_message"] == [first, waiting]
     assert run_text([f for f in seen_b if f["runId"] == start["runId"]]) == "After the first."
+
+
+async def test_a_steer_sent_through_b_is_taken_in_by_the_run_on_a(alice, server_a, server_b, replies):
+    """docs/protocol.md, "Steering": the steer's row and `steer` event are stored by B; the run on
+    A claims it from the database before its next model call, whose request holds it."""
+    first = replies.set("steer across", tool_call_reply(("calculator", {"expression": "2*21"}), delay=0.5))
+    steer = replies.set("answer in words", slow_text_reply("Forty-two.", chunks=2))
+    conversation = await alice.create_conversation()
+    on_a = await alice.socket(conversation, server=server_a)
+    on_b = await alice.socket(conversation, server=server_b)
+    await on_a.sync()
+    await on_b.sync()
+    await on_a.message(first)
+    await on_b.until(lambda f: f.get("type") == "user_message", timeout=10)
+    await on_b.send({"type": "message", "content": steer, "whileRunning": "steer"})
+    await asyncio.gather(*(s.until(lambda f: f.get("type") == "complete", timeout=30) for s in (on_a, on_b)))
+    seen_a, seen_b = events_only(on_a.frames), events_only(on_b.frames)
+    await on_a.close()
+    await on_b.close()
+    assert seen_a == seen_b == await alice.events(conversation, server=server_a)
+    kinds = [f["type"] for f in seen_b]
+    assert kinds.index("tool_end") < kinds.index("steer_applied") < kinds.index("text")
+    steered = next(f for f in seen_b if f["type"] == "steer")
+    applied = next(f for f in seen_b if f["type"] == "steer_applied")
+    assert steered["queueId"] == applied["queueId"] and steered["runId"] == applied["runId"] == seen_b[0]["runId"]
+    assert run_text(seen_b) == "Forty-two." and seen_b[-1]["status"] == "succeeded"

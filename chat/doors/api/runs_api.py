@@ -23,7 +23,7 @@ from chat.eventlog.reads import run_asked
 from chat.models import Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError, already_answered
-from chat.runs.queue import Queued, queue_rows
+from chat.runs.queue import Queued, Steered, queue_rows
 from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
 from serving.loop_middleware import request_db
 
@@ -72,7 +72,8 @@ def _body(request) -> dict:
 @_answering_refusals
 async def conversation_messages(request, conversation_id: uuid.UUID):
     """The body of a `message` frame (`content`, `parentSeq`?, `attachments`?, `whileRunning`?) →
-    202 {"status": "started", runId, seq} or {"status": "queued", queueId, seq}."""
+    202 {"status": "started", runId, seq}, {"status": "queued", queueId, seq} or {"status":
+    "steered", queueId, runId, seq}."""
     user, conversation = await _owned_conversation(request, conversation_id)
     frame = _body(request)
     asked = await start_request(
@@ -81,6 +82,9 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
     sent = await engine.send(asked)
     if isinstance(sent, Queued):
         return JsonResponse({"status": "queued", "queueId": sent.queue_id, "seq": sent.seq}, status=202)
+    if isinstance(sent, Steered):
+        answer = {"status": "steered", "queueId": sent.queue_id, "runId": sent.run_id, "seq": sent.seq}
+        return JsonResponse(answer, status=202)
     run, seq = sent
     return JsonResponse({"status": "started", "runId": str(run.pk), "seq": seq}, status=202)
 
@@ -108,20 +112,37 @@ async def conversation_cancel(request, conversation_id: uuid.UUID):
 @require_http_methods(["GET"])
 @_answering_refusals
 async def conversation_queue(request, conversation_id: uuid.UUID):
-    """The waiting messages in start order → {"queue": [...], "steers": []}."""
+    """The waiting messages in start order and the pending steers in arrival order → {"queue":
+    [...], "steers": [...]}."""
     user, conversation = await _owned_conversation(request, conversation_id)
-    rows = await request_db(queue_rows)(conversation_id=conversation.pk)
-    waiting = [
+    waiting, steers = await request_db(queue_rows)(conversation_id=conversation.pk)
+    return JsonResponse(
         {
-            "queueId": str(row.pk),
-            "content": row.content,
-            "attachments": row.attachments,
-            "steered": False,
-            "createdAt": row.created_at.isoformat().replace("+00:00", "Z"),
+            "queue": [
+                {
+                    "queueId": str(row.pk),
+                    "content": row.content,
+                    "attachments": row.attachments,
+                    "steered": row.steered,
+                    "createdAt": _time(row.created_at),
+                }
+                for row in waiting
+            ],
+            "steers": [
+                {
+                    "queueId": str(row.pk),
+                    "content": row.content,
+                    "runId": str(row.steer_run_id),
+                    "createdAt": _time(row.created_at),
+                }
+                for row in steers
+            ],
         }
-        for row in rows
-    ]
-    return JsonResponse({"queue": waiting, "steers": []})
+    )
+
+
+def _time(moment) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 @require_http_methods(["DELETE"])

@@ -278,7 +278,8 @@ ROUTES: dict[str, dict[str, dict]] = {
             {
                 "202": answer(
                     "`started`: the run and the seq of its `user_message`; `queued`: the queueId and the seq "
-                    "of its `queued` event.",
+                    "of its `queued` event; `steered`: the queueId, the run it steers and the seq of its "
+                    "`steer` event.",
                     "RunStarted",
                 ),
                 "400": answer("`BAD_REQUEST`.", "RunError"),

@@ -249,9 +249,9 @@ SCHEMAS: dict[str, dict] = {
             "parentSeq": {"type": ["integer", "null"], "minimum": 1},
             "attachments": {"type": ["array", "null"], "items": {"type": "string"}},
             "whileRunning": {
-                "enum": ["queue", None],
+                "enum": ["queue", "steer", None],
                 "description": '`"queue"`: while the conversation\'s run works, the message waits and starts '
-                'by itself after it (`"steer"` is refused: not available on this server yet).',
+                'by itself after it; `"steer"`: the run takes it in before its next model call (text only).',
             },
         },
         optional=("parentSeq", "attachments", "whileRunning"),
@@ -261,6 +261,14 @@ SCHEMAS: dict[str, dict] = {
         "oneOf": [
             _object({"status": {"const": "started"}, "runId": UUID, "seq": {"type": "integer", "minimum": 1}}),
             _object({"status": {"const": "queued"}, "queueId": UUID, "seq": {"type": "integer", "minimum": 1}}),
+            _object(
+                {
+                    "status": {"const": "steered"},
+                    "queueId": UUID,
+                    "runId": UUID,
+                    "seq": {"type": "integer", "minimum": 1},
+                }
+            ),
         ]
     },
     "CancelBody": _object({"clearQueue": {"type": ["boolean", "null"]}}, optional=("clearQueue",)),
@@ -279,7 +287,17 @@ SCHEMAS: dict[str, dict] = {
                     }
                 ),
             },
-            "steers": {"type": "array", "items": {"type": "object"}},
+            "steers": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "queueId": UUID,
+                        "content": STRING,
+                        "runId": UUID,
+                        "createdAt": {"type": "string", "format": "date-time"},
+                    }
+                ),
+            },
         }
     ),
     "ApprovalBody": _object(

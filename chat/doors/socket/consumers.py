@@ -73,7 +73,7 @@ def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
 
 def _history_page(
     *, conversation_id, after: int
-) -> tuple[list[dict[str, Any]], tuple[Any, list[str], list[str]] | None]:
+) -> tuple[list[dict[str, Any]], tuple[Any, list[str], list[str], list[str]] | None]:
     """A page of the history after `after` and, once it is the last page, what `sync` says
     (eventlog.reads.sync_state); None while more pages follow."""
     frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
@@ -160,8 +160,10 @@ class ChatConsumer(HubConsumer):
                     await self._send_frame(frame)
                 if state is not None:
                     break
-        run, pending, waiting = state
-        await self._send_json(sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting))
+        run, pending, waiting, steers = state
+        await self._send_json(
+            sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)
+        )
         self.go_live()
 
     def _uncount(self) -> None:

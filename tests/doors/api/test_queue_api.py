@@ -116,3 +116,53 @@ async def test_another_users_conversation_is_404_and_nothing_is_stored(conversat
     await owner.post(f"{base}/cancel/", {"clearQueue": True}, content_type="application/json")
     await _settled(registry, 1)
     assert await Event.objects.filter(seq__gt=before, type__in=("queued", "user_message")).acount() == 0
+
+
+async def test_http_steer_is_listed_withdrawn_and_refused_to_another_user(
+    conversation, registry, llm_settings, make_user
+):
+    llm_settings.script(text_reply("slow " * 60, piece=1, delay=0.05))
+    http = await _client(conversation.owner)
+    base = f"/api/conversations/{conversation.pk}"
+    started = (await http.post(f"{base}/messages/", {"content": "one"}, content_type="application/json")).json()
+    async with asyncio.timeout(10):  # its one model call under way: a steer now waits for the next
+        while not llm_settings.requests:
+            await asyncio.sleep(0.01)
+    steer = {"content": "shorter", "whileRunning": "steer"}
+    answer = await http.post(f"{base}/messages/", steer, content_type="application/json")
+    assert answer.status_code == 202
+    body = answer.json()
+    assert (body["status"], body["runId"]) == ("steered", started["runId"])
+    stored = await Event.objects.aget(seq=body["seq"], conversation=conversation)
+    assert (stored.type, stored.payload["queueId"], str(stored.run_id)) == ("steer", body["queueId"], body["runId"])
+    with_files = await http.post(
+        f"{base}/messages/", {**steer, "attachments": ["a.txt"]}, content_type="application/json"
+    )
+    assert with_files.status_code == 400 and with_files.json()["error"]["code"] == "BAD_REQUEST"
+
+    listed = (await http.get(f"{base}/queue/")).json()
+    assert listed["queue"] == []
+    assert [(s["queueId"], s["content"], s["runId"]) for s in listed["steers"]] == [
+        (body["queueId"], "shorter", started["runId"])
+    ]
+    assert listed["steers"][0]["createdAt"].endswith("Z")
+
+    mallory = await _client(await sync_to_async(make_user)("mallory"))
+    refused = [
+        await mallory.post(f"{base}/messages/", steer, content_type="application/json"),
+        await mallory.delete(f"{base}/queue/{body['queueId']}/"),
+    ]
+    assert [(a.status_code, a.json()["error"]["code"]) for a in refused] == [(404, "NOT_FOUND")] * 2
+    assert await Event.objects.filter(type="steer").acount() == 1
+
+    assert (await http.delete(f"{base}/queue/{body['queueId']}/")).status_code == 204
+    assert (await http.get(f"{base}/queue/")).json() == {"queue": [], "steers": []}
+    await http.post(f"{base}/cancel/", content_type="application/json")
+    await _settled(registry, 1)
+    unqueued = await Event.objects.aget(type="unqueued")
+    assert (unqueued.payload["queueId"], unqueued.payload["reason"], unqueued.run_id) == (
+        body["queueId"],
+        "withdrawn",
+        None,
+    )
+    assert not await Event.objects.filter(type="steer_applied").aexists()

@@ -1,5 +1,6 @@
-"""Queued messages over the WebSocket (docs/protocol.md, "Queued messages"): the `message`
-frame's whileRunning, `unqueue`, `cancel` with clearQueue, and `sync.queue` after a reconnect."""
+"""Queued messages and steers over the WebSocket (docs/protocol.md, "Queued messages" and
+"Steering"): the `message` frame's whileRunning, `unqueue`, `cancel` with clearQueue, and
+`sync.queue` and `sync.pendingSteers` after a reconnect."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from asgiref.sync import sync_to_async
 
 from chat.conversations.services import conversation_create
 from chat.models import Event, QueuedMessage, Run
-from tests.fakellm import text_reply
+from tests.fakellm import text_reply, tool_call_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -64,7 +65,7 @@ async def test_queue_frames_withdraw_and_sync(conversation, registry, llm_settin
     [
         ({"type": "message", "content": "x", "whileRunning": "later"}, "wrong field: whileRunning"),
         ({"type": "message", "content": "x", "whileRunning": 1}, "wrong field: whileRunning"),
-        ({"type": "message", "content": "x", "whileRunning": "steer"}, "whileRunning: steer not available"),
+        ({"type": "message", "content": "x", "whileRunning": "steer", "parentSeq": 1}, "whileRunning with parentSeq"),
         ({"type": "message", "content": "x", "whileRunning": "queue", "parentSeq": 1}, "whileRunning with parentSeq"),
         ({"type": "unqueue"}, "missing or wrong field: queueId"),
         ({"type": "unqueue", "queueId": 5}, "missing or wrong field: queueId"),
@@ -102,3 +103,26 @@ async def test_unknown_and_other_conversations_ids_are_not_queued(conversation, 
     assert await Run.objects.acount() == 1
     for s in (socket, mine):
         await s.close()
+
+
+async def test_steer_frame_is_pending_in_sync_then_applied(conversation, registry, llm_settings):
+    llm_settings.script(tool_call_reply(("calculator", {"expression": "1+2"}), delay=0.4), text_reply("3, shorter"))
+    socket, _ = await _socket(conversation)
+    await socket.send({"type": "message", "content": "add"})
+    start = (await socket.until(lambda f: f["type"] == "user_message"))[-1]
+    await socket.send({"type": "message", "content": "be brief", "whileRunning": "steer"})
+    steer = (await socket.until(lambda f: f["type"] == "steer"))[-1]
+    assert (steer["runId"], steer["content"]) == (start["runId"], "be brief")
+    other, other_sync = await _socket(conversation)
+    assert other_sync["pendingSteers"] == [steer["queueId"]] and other_sync["queue"] == []
+    await other.close()
+    frames = await socket.run_to_end()
+    applied = next(f for f in frames if f["type"] == "steer_applied")
+    tool_end = next(f for f in frames if f["type"] == "tool_end")
+    assert applied["queueId"] == steer["queueId"] and applied["runId"] == start["runId"]
+    assert tool_end["seq"] < applied["seq"] and frames[-1]["status"] == "succeeded"
+    await registry.wait_idle()
+    last, last_sync = await _socket(conversation, after=frames[-1]["seq"])
+    assert last_sync["pendingSteers"] == [] and last_sync["queue"] == []
+    await last.close()
+    await socket.close()
