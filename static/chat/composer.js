@@ -3,7 +3,9 @@
 // conversation, and the message given back when it could not be sent. The box itself is never
 // locked: while an answer streams the user keeps the focus and writes the next message, and
 // sending it queues it (docs/protocol.md, "Queued messages"): it shows above the box, with a
-// button to withdraw it, until the answer ends and it starts the next turn.
+// button to withdraw it, until the answer ends and it starts the next turn. Steer (Ctrl/Cmd+Enter)
+// hands it to the running agent instead, which reads it before its next step ("Steering"): it
+// shows in the running turn.
 import { Attachments } from "./attachments.js";
 import { State } from "./conversation-state.js";
 import { h } from "./dom.js";
@@ -48,6 +50,7 @@ export class Composer {
     this.input = document.getElementById("message-input");
     this.sendButton = document.getElementById("send-button");
     this.stopButton = document.getElementById("stop-button");
+    this.steerButton = document.getElementById("steer-button");
     this.clearButton = document.getElementById("stop-clear-button");
     this.queueRow = document.getElementById("queue-row");
     this.queueList = document.getElementById("queue-list");
@@ -75,7 +78,8 @@ export class Composer {
       // isComposing: Enter that confirms an IME candidate (Chinese input) must not send.
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
         event.preventDefault();
-        this.submit();
+        if ((event.ctrlKey || event.metaKey) && this.state.running) this.submit({ steer: true });
+        else this.submit();
       }
     });
     this.input.addEventListener("input", () => {
@@ -83,6 +87,10 @@ export class Composer {
       this.render();
     });
     this.stopButton.addEventListener("click", () => state.stop());
+    this.steerButton.addEventListener("click", () => {
+      this.submit({ steer: true });
+      this.input.focus();
+    });
     this.clearButton.addEventListener("click", () => state.stop(true));
     document.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && this.escapeStops(event)) {
@@ -184,7 +192,7 @@ export class Composer {
     if (state.facts && state.facts.awaitingApproval) {
       return t("The agent is waiting for your decision: approve or deny its request above, or press Stop.");
     }
-    return t("An answer is in progress. What you send now waits for it; Stop or Esc ends it.");
+    return t("Enter queues your message for after this answer; Steer (Ctrl+Enter) hands it over now.");
   }
 
   render() {
@@ -208,6 +216,12 @@ export class Composer {
     this.fileInput.disabled = state.name === State.CREATING;
     this.fileInput.parentElement.classList.toggle("is-disabled", this.fileInput.disabled);
     this.stopButton.hidden = !state.running;
+    // A steer is text the agent reads next: files go with a queued message.
+    this.steerButton.hidden = !state.running;
+    this.steerButton.disabled = !this.canSteer(this.input.value.trim());
+    this.steerButton.title = this.attachments.paths.length
+      ? t("Files go with a queued message: press Enter")
+      : t("Hand this to the agent now: it reads it before its next step (Ctrl+Enter)");
     this.stopButton.disabled = state.name === State.STOPPING || !(state.facts && state.facts.connection === "open");
     this.renderQueue();
   }
@@ -261,11 +275,23 @@ export class Composer {
     return Boolean(content) || this.attachments.paths.length > 0;
   }
 
-  submit() {
+  /** Whether `content` could steer the run in progress now (text only). */
+  canSteer(content) {
+    return this.state.name === State.RUNNING && this.canSend(content) && Boolean(content) && this.attachments.paths.length === 0;
+  }
+
+  /** Sends what the box holds; `steer`: to the running agent rather than after it. */
+  submit({ steer = false } = {}) {
     const content = this.input.value.trim();
-    if (!this.canSend(content)) return;
+    if (!(steer ? this.canSteer(content) : this.canSend(content))) return;
     this.input.value = "";
     this.autosize();
+    if (steer) {
+      this.lastAttachments = [];
+      if (!this.state.steer(content)) this.unsent(content);
+      this.render();
+      return;
+    }
     this.dispatch(content);
   }
 

@@ -124,7 +124,15 @@ export class ConversationState extends EventTarget {
     return true;
   }
 
-  /** Withdraws a waiting message. */
+  /** While a run works: hands it a message that it reads before its next model call
+   * (docs/protocol.md, "Steering"); the state stays. False when it could not go out. */
+  steer(content) {
+    if (!this.running || !this.live || !this.view.steerMessage(content)) return false;
+    this.lastSent = content;
+    return true;
+  }
+
+  /** Withdraws a waiting message or a steer not read yet. */
   unqueue(queueId) {
     return Boolean(this.view && this.live && this.view.unqueue(queueId));
   }

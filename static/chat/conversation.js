@@ -45,6 +45,9 @@ export class ConversationView {
     // in the order they will start: from their `queued` events, gone at their `unqueued` or at
     // the `user_message` of the run they start.
     this.waiting = new Map();
+    // The turn each steer was sent to, by queueId (docs/protocol.md, "Steering"): told when the
+    // steer is withdrawn or, not read in time, becomes a waiting message.
+    this.steerTurns = new Map();
     this.choiceSaved = Promise.resolve(); // choices go out one after the other, the last one wins
     this.turnActions = {
       edit: (turn, content) => this.hooks.onVersionFrame({ type: "edit", seq: turn.seq, content }, content),
@@ -55,6 +58,7 @@ export class ConversationView {
       approve: (toolCallId, decision, reason) =>
         this.sendFrame(reason ? { type: "approve", toolCallId, decision, reason } : { type: "approve", toolCallId, decision }),
       connection: () => this.connection,
+      unqueue: (queueId) => this.unqueue(queueId),
       fileUrl: (path) => api.fileUrl(this.id, path),
       thumbnailUrl: (path) => api.thumbnailUrl(this.id, path),
     };
@@ -198,11 +202,19 @@ export class ConversationView {
     // queued / unqueued belong to the conversation, not to a turn (runId null): the composer
     // shows what waits, and a waiting message shows as the turn it starts.
     if (frame.runId === null && frame.type === "queued") {
-      this.waiting.set(frame.queueId, { queueId: frame.queueId, content: frame.content || "" });
+      const item = { queueId: frame.queueId, content: frame.content || "", steered: Boolean(frame.steered) };
+      // A steer its run ended without starts before the messages queued earlier.
+      const waiting = [...this.waiting.values()];
+      const at = item.steered ? waiting.findIndex((other) => !other.steered) : -1;
+      if (at >= 0) waiting.splice(at, 0, item);
+      else waiting.push(item);
+      this.waiting = new Map(waiting.map((entry) => [entry.queueId, entry]));
+      this.steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, "waiting");
       return;
     }
     if (frame.runId === null && frame.type === "unqueued") {
       this.waiting.delete(frame.queueId);
+      this.steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, frame.reason);
       return;
     }
     if (frame.type === "user_message" && frame.queueId) this.waiting.delete(frame.queueId);
@@ -220,6 +232,7 @@ export class ConversationView {
         return;
       }
     }
+    if (frame.type === "steer") this.steerTurns.set(frame.queueId, turn);
     turn.apply(frame, live && this.mounted);
   }
 
@@ -305,7 +318,12 @@ export class ConversationView {
     return this.sendFrame(frame);
   }
 
-  /** Withdraws a waiting message. */
+  /** Hands a message to the run in progress: it reads it before its next model call. */
+  steerMessage(content) {
+    return this.sendFrame({ type: "message", content, whileRunning: "steer" });
+  }
+
+  /** Withdraws a waiting message or a steer not read yet. */
   unqueue(queueId) {
     return this.sendFrame({ type: "unqueue", queueId });
   }

@@ -45,8 +45,16 @@ const actions = {
 
 function ingest(frames) {
   const turns = new Map();
+  const steerTurns = new Map(); // queueId -> the turn a steer was sent to
   for (const frame of frames) {
     if (typeof frame.seq !== "number") continue;
+    if (frame.runId === null) {
+      // The conversation's own events (docs/protocol.md, "Queued messages"): here only a steer
+      // left unread matters, its turn says so.
+      const left = frame.type === "unqueued" ? frame.reason : frame.type === "queued" && frame.steered ? "waiting" : null;
+      if (left) steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, left);
+      continue;
+    }
     const runId = frame.runId || "unknown";
     let turn = turns.get(runId);
     if (!turn) {
@@ -55,6 +63,7 @@ function ingest(frames) {
       order.push(turn);
       if (frame.type === "user_message") tree.place(turn, frame);
     }
+    if (frame.type === "steer") steerTurns.set(frame.queueId, turn);
     turn.apply(frame, false);
   }
   tree.layout(order);

@@ -1,7 +1,9 @@
-// The steps of a turn's timeline, one class per kind: thinking, a tool call, an error, sources.
+// The steps of a turn's timeline, one class per kind: thinking, a tool call, an error, sources,
+// a note the user sent the running agent.
 // Each keeps its state apart from its DOM and builds its <li> on mount(), so that events can
 // be applied before the turn is drawn.
 import { h } from "./dom.js";
+import { icon } from "./icons.js";
 import { t, tf } from "./i18n.js";
 import { argumentsPreview, foldedPre, prettyJson } from "./tool-payload.js";
 
@@ -301,5 +303,56 @@ export class ApprovalItem {
     this.offline.hidden = !offline;
     this.outcome.hidden = this.pending;
     this.outcome.textContent = this.pending ? "" : this.outcomeText();
+  }
+}
+
+/** A message the user sent the running agent (docs/protocol.md, "Steering"): a chip, with a
+ * button to withdraw it, until the agent reads it before its next step; then the note it read.
+ * Not read before the run ended, it became the next waiting message (the composer shows it). */
+export class SteerItem {
+  /** @param {object} frame  the steer event
+   *  @param {function|null} withdraw  (queueId) => true when the unqueue frame went out; null where
+   *                                   nothing may be withdrawn (a shared snapshot) */
+  constructor(frame, withdraw) {
+    this.kind = "steer";
+    this.queueId = String(frame.queueId ?? "");
+    this.content = String(frame.content ?? "");
+    this.withdraw = withdraw;
+    this.state = "pending"; // pending | applied | waiting | withdrawn | cleared
+    this.el = null;
+  }
+  get pending() {
+    return this.state === "pending";
+  }
+  /** Read by the agent, withdrawn, or left for after the run. */
+  settle(state) {
+    if (!this.pending) return;
+    this.state = state;
+    if (this.el) this.el.replaceWith(this.mount());
+  }
+  mount() {
+    const titles = {
+      pending: t("Your note, read at the agent's next step"),
+      applied: t("Your note, read by the agent"),
+      waiting: t("Your note came too late for this answer: it is sent next"),
+      withdrawn: t("Your note, withdrawn"),
+      cleared: t("Your note, withdrawn"),
+    };
+    const body = h("div", { className: "tl-body" }, h("div", { className: "tl-title", text: titles[this.state] || titles.withdrawn }));
+    if (this.pending) {
+      const chip = h("div", { className: "chip steer-chip" }, h("span", { className: "chip-name", text: this.content, title: this.content }));
+      if (this.withdraw) {
+        const remove = h("button", { type: "button", className: "chip-remove", "aria-label": tf("Withdraw: %s", [this.content]), title: t("Withdraw") },
+          icon("close"));
+        remove.addEventListener("click", () => this.withdraw(this.queueId));
+        chip.append(remove);
+      }
+      body.append(chip);
+    } else {
+      body.append(h("div", { className: "steer-text", text: this.content }));
+    }
+    const mark = this.state === "applied" ? "done" : this.pending ? "running" : "stopped";
+    this.el = h("li", { className: `tl-item tl-steer is-${this.state}`, dataset: { queueId: this.queueId } }, statusIcon(mark), body);
+    return this.el;
   }
 }

@@ -14,7 +14,7 @@ import { mountAnswerActions, mountCutNote, renderAnswer, scheduleAnswer, updateA
 import { h } from "./dom.js";
 import { FeedbackBar } from "./feedback.js";
 import { Pace } from "./pacing.js";
-import { ApprovalItem, ErrorItem, ReferenceItem, ThinkingItem, ToolItem } from "./timeline-items.js";
+import { ApprovalItem, ErrorItem, ReferenceItem, SteerItem, ThinkingItem, ToolItem } from "./timeline-items.js";
 import { agentName, statusMessage, turnFooter, turnSummary } from "./turn-labels.js";
 import { mountUserActions, updateAttachments, updateVersions } from "./user-message.js";
 import { t } from "./i18n.js";
@@ -26,7 +26,8 @@ export class Turn {
    *                          showVersion(turn, step, kind): step -1 / +1 among the versions of
    *                          the turn's question (kind "question") or answer ("answer");
    *                          approve(toolCallId, decision, reason): true when sent;
-   *                          connection(): the socket's state ("open": an answer can go out)
+   *                          connection(): the socket's state ("open": an answer can go out);
+   *                          unqueue(queueId): withdraws a steer not read yet, true when sent
    */
   constructor(runId, actions = null) {
     this.runId = runId;
@@ -45,6 +46,7 @@ export class Turn {
     this.items = [];
     this.tools = new Map();
     this.approvals = new Map(); // toolCallId -> ApprovalItem (a later round may reuse an id)
+    this.steers = new Map(); // queueId -> SteerItem
     this.expiredJustNow = []; // see apply()
     this.text = "";
     this.parts = []; // the answer's text events: {seq, content}
@@ -145,6 +147,16 @@ export class Turn {
         if (item && item.state === "expired") this.expiredJustNow.push(item);
         break;
       }
+      case "steer": {
+        const withdraw = this.actions && !this.actions.readOnly ? (queueId) => this.actions.unqueue(queueId) : null;
+        const item = new SteerItem(frame, withdraw);
+        this.steers.set(item.queueId, item);
+        this.pushItem(item);
+        break;
+      }
+      case "steer_applied":
+        this.steers.get(frame.queueId)?.settle("applied");
+        break;
       case "complete":
         this.status = frame.status || "succeeded";
         this.stats = { durationMs: frame.durationMs, usage: frame.usage };
@@ -165,6 +177,11 @@ export class Turn {
         return; // an event type this page does not know yet: ignored, as the protocol allows
     }
     if (this.el) this.updateSummary();
+  }
+
+  /** A steer of this turn left without being read: withdrawn, cleared, or waiting for after the run. */
+  steerLeft(queueId, reason) {
+    this.steers.get(queueId)?.settle(reason === "waiting" ? "waiting" : reason === "cleared" ? "cleared" : "withdrawn");
   }
 
   /** The server names the text a failed attempt takes out of the answer (`discards`: the seq of

@@ -32,7 +32,7 @@ BOXES = """() => {
   const parts = {
     composer: "#composer", input: "#message-input", files: "#attachment-list", note: "#attach-note",
     reason: "#composer-reason", attach: ".attach-btn", picker: "#agent-pick", stop: "#stop-button",
-    send: "#send-button", notice: "#notice",
+    steer: "#steer-button", send: "#send-button", notice: "#notice",
   };
   const out = {};
   for (const [name, selector] of Object.entries(parts)) {
@@ -67,7 +67,7 @@ def check_layout(page, state: str) -> dict:
     assert composer["height"] <= viewport["height"] / 3, where
     assert composer["x"] >= 0 and composer["x"] + composer["width"] <= viewport["width"], where
     # The bar's controls and the picker side by side, none over another.
-    bar = [name for name in ("attach", "picker", "stop", "send") if name in boxes]
+    bar = [name for name in ("attach", "picker", "stop", "steer", "send") if name in boxes]
     for i, first in enumerate(bar):
         for second in bar[i + 1 :]:
             assert not overlap(boxes[first], boxes[second]), f"{first} overlaps {second}: {where}"
@@ -138,7 +138,7 @@ def test_the_composer_stays_open_while_an_answer_streams_and_escape_stops_it(use
     expect(send_button).to_be_enabled()
     expect(send_button).to_have_attribute("title", "Waits for the answer in progress, then starts")
     expect(page.locator("#composer-reason")).to_have_text(
-        "An answer is in progress. What you send now waits for it; Stop or Esc ends it."
+        "Enter queues your message for after this answer; Steer (Ctrl+Enter) hands it over now."
     )
     expect(page.locator("#composer")).to_have_attribute("data-blocked", "false")
     expect(page.get_by_role("button", name="Stop")).to_be_visible()
