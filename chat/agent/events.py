@@ -167,8 +167,36 @@ class SteerAppliedEvent(AgentEvent):
         return {"type": self.type, "queueId": self.queue_id}
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionEvent(AgentEvent):
+    """The run summarized its conversation's older turns (chat.agent.compaction): its next model
+    call, and later runs of the same branch, are sent the summary in their place."""
+
+    summary: str
+    through_seq: int  # the seq of the last event of the newest turn summarized
+    previous_seq: int | None  # the compaction whose summary this one took in
+    turns: int  # the turns the summary stands for, those of previous_seq's included
+    tokens_before: int
+    tokens_after: int
+    trigger: str = "auto"
+    type: ClassVar[str] = "compaction"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "summary": self.summary,
+            "throughSeq": self.through_seq,
+            "previousSeq": self.previous_seq,
+            "turns": self.turns,
+            "tokensBefore": self.tokens_before,
+            "tokensAfter": self.tokens_after,
+            "trigger": self.trigger,
+        }
+
+
 class ErrorCode:
     LLM_CALL_FAILED = "LLM_CALL_FAILED"
+    COMPACTION_FAILED = "COMPACTION_FAILED"
     MAX_ITERATIONS = "MAX_ITERATIONS"
     CANCELLED = "CANCELLED"
     INTERRUPTED = "INTERRUPTED"
@@ -210,4 +238,14 @@ def event_from_dict(data: dict[str, Any]) -> AgentEvent:
         return ApprovalResultEvent(data["toolCallId"], data["decision"], data.get("reason", ""))
     if kind == "steer_applied":
         return SteerAppliedEvent(data["queueId"])
+    if kind == "compaction":
+        return CompactionEvent(
+            data["summary"],
+            data["throughSeq"],
+            data.get("previousSeq"),
+            data["turns"],
+            data["tokensBefore"],
+            data["tokensAfter"],
+            data.get("trigger", "auto"),
+        )
     raise ValueError(f"unknown event type: {kind!r}")

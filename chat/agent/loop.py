@@ -7,7 +7,8 @@
     run.result                    # AgentResult: status, text, messages, tool records, usage
 
 A `steering` source (chat.agent.steering) is asked right before every model call for what a
-person sent the run meanwhile: a model call or a tool round under way is never cut for it.
+person sent the run meanwhile: a model call or a tool round under way is never cut for it. Then a
+`compactor` (chat.agent.compaction) fits the request to the agent's context.
 
 The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop
 it at any await (closing the model stream, cancelling running tools) and still
@@ -26,7 +27,7 @@ from typing import Any
 
 from .answer import Answer
 from .approval import ApprovalPolicy
-from .estimate import estimate_usage
+from .compaction import Compactor
 from .events import (
     AgentEvent,
     CompleteEvent,
@@ -54,7 +55,7 @@ from .tools import (
     ToolRegistry,
     ToolSource,
 )
-from .trace import CANCELLED, ModelCallObserver, ModelCallRecord
+from .trace import CANCELLED, ModelCallObserver, attempt_record, notify
 from .turns import ModelRequest, ModelTurn, Usage
 
 logger = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class Agent:
         trace_requests: bool = False,
         approval: ApprovalPolicy | None = None,
         steering: SteeringSource | None = None,
+        compactor: Compactor | None = None,
     ):
         self.model = model
         self.tools = tools or ToolRegistry()
@@ -133,6 +135,8 @@ class Agent:
         # Tools whose calls wait for a person's approval (chat.agent.approval); None: none do.
         self.approval = approval
         self.steering = steering
+        # Keeps this run's requests within its context (chat.agent.compaction): one run's, not reused.
+        self.compactor = compactor
 
     def stream(self, messages: str | list[dict[str, Any]], *, context: ToolContext | None = None) -> AgentRun:
         if isinstance(messages, str):
@@ -292,6 +296,8 @@ class AgentRun:
                 history.append(message := {"role": "user", "content": steer.content})
                 self.result.messages.append(message)
                 self._emit(SteerAppliedEvent(steer.queue_id))
+            if agent.compactor is not None:
+                await agent.compactor.fit(history, tool_specs, state, agent, self._emit)
             state.messages = list(history)
             for hook in agent.hooks:
                 await hook.before_model(state)
@@ -397,33 +403,20 @@ class AgentRun:
         error: str = "",
     ) -> None:
         """Tell the observers how one model call attempt went."""
-        if not self.agent.observers:
-            return
-        first = self._first_delta_at
-        usage, estimated = (turn.usage if turn else None) or Usage(), False
-        if error == CANCELLED:
-            usage = estimate_usage(request.messages, request.tools, "".join(self._received))
-            estimated = True
-        record = ModelCallRecord(
-            iteration=iteration,
-            attempt=attempt,
-            started_at=started_at,
-            first_token_ms=None if first is None else int((first - t0) * 1000),
-            duration_ms=int((time.monotonic() - t0) * 1000),
-            message_count=len(request.messages),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-            finish_reason=(turn.finish_reason or "") if turn else "",
-            error=error,
-            messages=list(request.messages) if self.agent.trace_requests else None,
-            estimated=estimated,
-        )
-        for observer in self.agent.observers:
-            try:
-                observer(record)
-            except Exception:  # watching a run must never break it
-                logger.exception("a model call observer failed")
+        if self.agent.observers:
+            record = attempt_record(
+                request,
+                iteration=iteration,
+                attempt=attempt,
+                started_at=started_at,
+                t0=t0,
+                first_delta_at=self._first_delta_at,
+                received="".join(self._received),
+                turn=turn,
+                error=error,
+                keep_messages=self.agent.trace_requests,
+            )
+            notify(self.agent.observers, record)
 
     def _log_failure(self, exc: ModelCallError, outcome: str) -> None:
         """One line per failed model call, for operators: which run and model, and why."""

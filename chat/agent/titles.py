@@ -96,6 +96,7 @@ async def ask_title(model: ChatModel, *, question: str, answer: str, keep_messag
         finish_reason=(turn.finish_reason or "") if turn is not None else "",
         error=error,
         messages=list(request.messages) if keep_messages else None,
+        purpose="title",
     )
     title = title_of(turn.content) if turn is not None else ""
     if not title and not error:
