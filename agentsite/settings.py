@@ -18,6 +18,7 @@ from agentsite.env import (
 
 # The tools' defaults live in their settings dataclasses (Django-free); the environment overrides them.
 # Lowercase: not a Django setting itself.
+from chat.agent import compaction as compaction_defaults  # its DEFAULT_PROMPT
 from chat.tools.config import DEFAULTS as tool_defaults
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -281,6 +282,16 @@ AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
 # Messages that may wait in one conversation for its run to end; 0 turns queueing off (docs/protocol.md, "Queued messages").
 AGENT_MAX_QUEUED = env_number("AGENT_MAX_QUEUED", "5")
+# Compaction (docs/protocol.md, "Compaction"): the default agent's context in tokens (a profile's
+# context_tokens overrides it); a run summarizes its older turns first when a request would pass
+# AGENT_COMPACT_AT of it (0: never; trimmed to the context instead) or its memory holds more than
+# AGENT_COMPACT_MAX_MESSAGES messages (0: no bound), keeping the newest AGENT_COMPACT_KEEP_TURNS turns.
+AGENT_CONTEXT_TOKENS = env_number("AGENT_CONTEXT_TOKENS", "32000")
+AGENT_COMPACT_AT = env_number("AGENT_COMPACT_AT", "0.8", float)
+AGENT_COMPACT_KEEP_TURNS = env_number("AGENT_COMPACT_KEEP_TURNS", "4")
+AGENT_COMPACT_MAX_MESSAGES = env_number("AGENT_COMPACT_MAX_MESSAGES", "80")
+# The last message of a compaction call: what the model is asked to write.
+AGENT_COMPACT_PROMPT = os.environ.get("AGENT_COMPACT_PROMPT") or compaction_defaults.DEFAULT_PROMPT
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

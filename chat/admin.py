@@ -186,6 +186,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
                     "max_tokens",
                     "top_p",
                     "tool_choice",
+                    "context_tokens",
                     "max_iterations",
                     "max_retries",
                     "retry_interval",

@@ -55,10 +55,17 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_MAX_UPLOAD_BYTES": (settings.AGENT_MAX_UPLOAD_BYTES, 1),
         "AGENT_IMAGE_MAX_INPUT_PIXELS": (settings.AGENT_IMAGE_MAX_INPUT_PIXELS, 1),
         "AGENT_IMAGE_DECODES": (settings.AGENT_IMAGE_DECODES, 1),
+        "AGENT_CONTEXT_TOKENS": (settings.AGENT_CONTEXT_TOKENS, 1),
+        "AGENT_COMPACT_KEEP_TURNS": (settings.AGENT_COMPACT_KEEP_TURNS, 1),
+        "AGENT_COMPACT_MAX_MESSAGES": (settings.AGENT_COMPACT_MAX_MESSAGES, 0),
     }
     for name, (value, minimum) in numbers.items():
         if value < minimum:
             errors.append(checks.Error(f"{name} must be at least {minimum}, not {value}.", id="agentsite.E003"))
+    if not 0 <= settings.AGENT_COMPACT_AT <= 1:
+        errors.append(
+            checks.Error(f"AGENT_COMPACT_AT must be from 0 to 1, not {settings.AGENT_COMPACT_AT}.", id="agentsite.E003")
+        )
     for name in ("AGENT_TEMPERATURE", "AGENT_MAX_TOKENS", "AGENT_TOP_P"):
         value = getattr(settings, name)
         try:

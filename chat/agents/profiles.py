@@ -22,9 +22,6 @@ from chat.tools import BUILTIN_TOOLS
 from chat.tools.skill_catalogue import discover
 
 NO_KEY = "unset"
-# The messages an agent's trimming hook keeps (chat.runtime.build): how far back a run start reads
-# its branch for its memory (chat.eventlog.memory).
-MEMORY_MESSAGES = 80
 MCP_SEPARATOR = "__"  # MCP tools are offered as `<server>__<tool>` (chat.mcp.tools)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What a tool name can hold plus fnmatch's own characters (as chat.checks reads AGENT_APPROVAL_TOOLS).
@@ -70,6 +67,10 @@ class AgentConfig:
     unattended: bool = False
     # Its model accepts images: attached ones are sent as image_url parts (docs/protocol.md, "Images").
     vision: bool = False
+    # The tokens its model reads at most: requests are compacted to fit (docs/protocol.md, "Compaction").
+    context_tokens: int = 32000
+    # Its runs may summarize older turns; an OpenAI-compatible call's only trim (its client resends them).
+    compacts: bool = True
 
     @property
     def is_demo(self) -> bool:
@@ -112,6 +113,7 @@ def default_config() -> AgentConfig:
         retry_interval=settings.AGENT_RETRY_INTERVAL,
         approval_tools=tuple(settings.AGENT_APPROVAL_TOOLS),
         vision=settings.AGENT_VISION,
+        context_tokens=settings.AGENT_CONTEXT_TOKENS,
     )
 
 
@@ -148,13 +150,14 @@ def profile_config(profile: AgentProfile) -> AgentConfig:
         approval_tools=tuple(split_names(profile.approval_tools)) or tuple(settings.AGENT_APPROVAL_TOOLS),
         profile_id=profile.pk,
         vision=profile.vision,
+        context_tokens=profile.context_tokens or settings.AGENT_CONTEXT_TOKENS,
     )
 
 
 def for_source(config: AgentConfig, *, source: str) -> AgentConfig:
     """The configuration of a run of a conversation started from `source` (Conversation.source):
     an OpenAI-compatible call's run is unattended, at its start and when another process resumes it."""
-    return replace(config, unattended=True) if source == API_SOURCE else config
+    return replace(config, unattended=True, compacts=False) if source == API_SOURCE else config
 
 
 def with_request_options(config: AgentConfig, requested: ModelOptions) -> AgentConfig:

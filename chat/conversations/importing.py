@@ -156,6 +156,14 @@ EVENT_TYPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     "unqueued": {"queueId": str, "reason": str},
     "steer": {"queueId": str, "content": str},
     "steer_applied": {"queueId": str},
+    "compaction": {
+        "summary": str,
+        "throughSeq": int,
+        "turns": int,
+        "tokensBefore": int,
+        "tokensAfter": int,
+        "trigger": str,
+    },
 }
 
 CONVERSATION_EVENTS = ("queued", "unqueued")
@@ -172,6 +180,7 @@ OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "ts": str,
     "attachments": list,
     "steered": bool,
+    "context": dict,
 }
 
 
@@ -358,6 +367,8 @@ def _parse_document(data: Any) -> Imported:
             isinstance(ref, dict) and all(isinstance(v, str) for v in ref.values()) for ref in frame["references"]
         ):
             raise ImportRefused(f"{where}: references must be objects of strings")
+        if kind == "compaction":
+            _check_compaction(frame, where)
         if "attachments" in frame and not all(_is_attachment(item) for item in frame["attachments"]):
             raise ImportRefused(f'{where}: attachments must be objects with "path" (a string) and "size" (an integer)')
         ts = _timestamp(frame["ts"], where) if "ts" in frame else None
@@ -393,6 +404,18 @@ def _parse_document(data: Any) -> Imported:
     for run in runs:
         _check_tool_calls(run)
     return Imported(title=title, runs=runs, loose=loose, **organized)
+
+
+def _check_compaction(frame: dict[str, Any], where: str) -> None:
+    """A compaction's fields (docs/protocol.md, "Compaction"): the seqs it names are of events
+    before it; its counts are not negative; it was made automatically or on demand."""
+    for name in ("throughSeq", "previousSeq"):  # throughSeq is there (EVENT_TYPES), previousSeq may be null
+        value = frame.get(name)
+        if value is not None and (not _is(value, int) or not 1 <= value < frame["seq"]):
+            raise ImportRefused(f"{where} (compaction): {name} must be the seq of an earlier event")
+    negative = min(frame["turns"], frame["tokensBefore"], frame["tokensAfter"]) < 0
+    if negative or frame["trigger"] not in ("auto", "manual"):
+        raise ImportRefused(f"{where} (compaction): counts must not be negative, trigger auto or manual")
 
 
 def _organized(conversation: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,6 @@ from chat.agent.text import clean_value
 from chat.eventlog.types import ModelCallData
 from chat.models import Conversation, Event, ModelCall, Run, TitleSource
 
-TITLE_PURPOSE = "title"
-
 
 def title_wanted(*, conversation_id, run_id) -> str | None:
     """The message `run_id` answered when its conversation waits for a title: nobody titled it
@@ -40,7 +38,7 @@ def title_store(*, conversation_id, run_id, call: ModelCallData, title: str) -> 
     inspector shows it, usage, quotas and /metrics count its tokens with the run's), and `title`
     given to the conversation unless someone titled it meanwhile. Whether the title was stored."""
     with transaction.atomic():
-        ModelCall.objects.create(run_id=run_id, purpose=TITLE_PURPOSE, **clean_value(vars(call)))
+        ModelCall.objects.create(run_id=run_id, **clean_value(vars(call)) | {"purpose": "title"})
         Run.objects.filter(pk=run_id).update(
             prompt_tokens=F("prompt_tokens") + call.prompt_tokens,
             completion_tokens=F("completion_tokens") + call.completion_tokens,

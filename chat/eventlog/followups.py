@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from chat.agents.profiles import AgentConfig
+from chat.eventlog.compactions import Memory
 from chat.eventlog.frames import EventFrame
 from chat.models import Conversation, QueuedMessage, Run
 
@@ -33,7 +34,7 @@ class FollowUp:
     conversation_id: Any
     frames: list[EventFrame] = field(default_factory=list)  # stored, in seq order: publish them
     run: Run | None = None
-    memory: list[dict] = field(default_factory=list)
+    memory: Memory | None = None
     config: AgentConfig | None = None
 
 

@@ -1,25 +1,25 @@
 """The model's memory at a run start, read in a time that does not grow with the conversation.
 
-A run's memory is its branch's earlier turns (docs/protocol.md, "Versions: edits, regenerated answers and branches") as chat messages
-(chat.eventlog.history), then its own events so far; the trimming hook then keeps the newest
-MEMORY_MESSAGES of them, the cut moved forward to a user message (chat.runtime.build). Deriving
-all of it from the event log at every start read every user_message of the conversation and
-every event of its branch, to send the model the last few turns: a message's first text came
-7.7x later at 1,000 turns than in a fresh conversation.
+A run's memory is its branch's earlier turns (docs/protocol.md, "Versions: edits, regenerated answers and branches")
+as chat messages (chat.eventlog.history), back to the newest compaction
+that holds for the branch (chat.eventlog.compactions: its summary then stands for the turns
+before), then its own events so far. The run's compactor (chat.agent.compaction) keeps each
+request within the agent's context. Deriving all of it from the event log at every start read
+every user_message of the conversation and every event of its branch: a message's first text
+came 7.7x later at 1,000 turns than in a fresh conversation.
 
 So each finished run keeps a checkpoint (RunMemory): its own messages and the run of the turn
 before it on its branch. A run start walks its branch backwards through those links in one
-recursive query, only until the messages gathered reach the budget, and reads those
-checkpoints: a few rows whatever the conversation's length. Checkpoints rather than an index
-to start reading the log from: the walk still needs each turn's parent, and a checkpoint is
-one row per turn where the log holds every delta of it.
+recursive query, until it meets the newest summarized turn or the messages gathered reach
+read_bound(), and reads those checkpoints: a few rows whatever the conversation's length.
+Checkpoints rather than an index to start reading the log from: the walk still needs each
+turn's parent, and a checkpoint is one row per turn where the log holds every delta of it.
 
-Why it is the same memory: the hook cuts at the first user message at or after the
-MEMORY_MESSAGES-th newest message (later still with a character budget), and a run only
-appends after its memory. A memory that keeps at least that many newest messages of the full
-one is cut at the very same message at every model call of the run, so the model is sent
-exactly what it was sent before (tests/eventlog/test_memory.py compares the two derivations on
-long, branched, tool-heavy, failed, resumed and imported conversations).
+The bound: a memory past AGENT_COMPACT_MAX_MESSAGES is compacted, so a branch with summaries
+meets one well within twice that; turns beyond it on a branch never summarized (a conversation
+from before compaction, or with AGENT_COMPACT_MAX_MESSAGES at 0) are not read, as the trimming
+they would get anyway (tests/eventlog/test_memory.py compares the walk with the derivation from
+the log on long, branched, tool-heavy, failed, resumed, imported and compacted conversations).
 
 Checkpoints are written in the transaction that stores a run's `complete` (chat.eventlog.append), at
 import, and, for runs that have none (conversations from before checkpoints existed), on the
@@ -32,13 +32,16 @@ reads the branch from the log as before.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import groupby
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
-from chat.agents.profiles import MEMORY_MESSAGES
+from chat.agent.compaction import Summary
 from chat.eventlog import history
+from chat.eventlog.compactions import Memory, held_by_run, last_seqs, memory_of
 from chat.eventlog.reads import runs_memory_events, user_message_rows
 from chat.models import RAW_PAYLOAD, Event, Run, RunMemory, payload_of
 
@@ -90,33 +93,40 @@ def checkpoints_fill(*, conversation_id) -> None:
             _store(checkpoints)
 
 
-def runs_memory(*, runs: Mapping[Any, Any]) -> dict[Any, list[Message]]:
-    """For running runs, {conversation_id: run_id}: the messages each one's model is sent from
-    (before the trimming hook), its branch's earlier turns as far back as the hook keeps them,
-    then the run's own events so far. A handful of queries for all of them."""
+def read_bound() -> int:
+    """The most messages of earlier turns a run start reads (the module's docstring)."""
+    return 2 * max(settings.AGENT_COMPACT_MAX_MESSAGES, 80)
+
+
+def runs_memory(*, runs: Mapping[Any, Any]) -> dict[Any, Memory]:
+    """For running runs, {conversation_id: run_id}: the memory each one's model starts from, its
+    branch's summary and earlier turns, then the run's own events so far. A handful of queries
+    for all of them."""
     return _memories(runs, fill=True)
 
 
-def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, list[Message]]:
+def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, Memory]:
     own = events_of(list(runs.values()))
-    out: dict[Any, list[Message]] = {}
+    held = held_by_run(conversation_ids=list(runs))
+    out: dict[Any, Memory] = {}
     fallback: dict[Any, Any] = {}
     walks: dict[Any, tuple[Any, Mapping[str, Any]]] = {}
     mine: dict[Any, list[Message]] = {}
+    own_events: dict[Any, list[dict[str, Any]]] = {}
     for conversation_id, run_id in runs.items():
-        events = own.get(_key(run_id), (conversation_id, []))[1]
+        events = own_events[conversation_id] = own.get(_key(run_id), (conversation_id, []))[1]
         mine[conversation_id] = history.run_messages(events)
         heads = [e for e in events if e["type"] == "user_message"]
         if not heads:  # its user_message is not stored (cannot be): its own events alone
-            out[conversation_id] = mine[conversation_id]
+            out[conversation_id] = memory_of((), mine[conversation_id], events, {})
         elif len(heads) > 1 or "parentSeq" not in heads[0]:
             fallback[conversation_id] = run_id  # only imported or pre-versions runs
         else:
             walks[conversation_id] = (conversation_id, heads[0])
     parents = _parent_runs(walks)
-    needs = {c: MEMORY_MESSAGES - len(mine[c]) for c in walks}
+    needs = {c: read_bound() - len(mine[c]) for c in walks}
     roots = {c: parent for c, parent in parents.items() if parent is not None and needs[c] > 0}
-    chains = _walk(set(roots.values()), budget=max(needs.values(), default=0))
+    chains = _walk(set(roots.values()), budget=max(needs.values(), default=0), stops=set(held))
     taken: dict[Any, list[Any]] = {}
     missing: dict[Any, Any] = {}
     for conversation_id in walks:
@@ -124,7 +134,7 @@ def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, list[Message]
         if root is None:  # a first turn, or the run's own messages fill the budget
             taken[conversation_id] = []
             continue
-        chain = _enough(chains.get(root, []), need=needs[conversation_id])
+        chain = _enough(chains.get(root, []), need=needs[conversation_id], stops=held)
         if chain is None:
             fallback[conversation_id] = runs[conversation_id]
         elif isinstance(chain, str):
@@ -142,23 +152,42 @@ def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, list[Message]
             "run_id", "messages"
         )
     )
+    seqs = last_seqs([run_id for chain in taken.values() for run_id in chain])
     for conversation_id, chain in taken.items():
-        out[conversation_id] = [m for run_id in reversed(chain) for m in checkpoints[run_id]] + mine[conversation_id]
+        turns = [(run_id, checkpoints[run_id], seqs.get(run_id)) for run_id in reversed(chain)]
+        out[conversation_id] = memory_of(turns, mine[conversation_id], own_events[conversation_id], held)
     if fallback:
         for conversation_id, events in runs_memory_events(runs=fallback).items():
-            out[conversation_id] = history.messages_from_events(events)
+            out[conversation_id] = _from_log(events, run_id=fallback[conversation_id], held=held)
     return out
+
+
+def _from_log(events: list[dict[str, Any]], *, run_id: Any, held: Mapping[Any, Summary]) -> Memory:
+    """The memory of a run from the events of its branch, run by run in the order given."""
+    turns, own_events = [], []
+    for each, run_events in groupby(events, key=lambda e: e["runId"]):
+        listed = list(run_events)
+        if str(each) == str(run_id):
+            own_events = listed
+        elif each is not None:
+            turns.append((_key(each), history.run_messages(listed), listed[-1]["seq"]))
+    return memory_of(turns, history.run_messages(own_events), own_events, held)
 
 
 _MISSING = "missing"  # a run on the way has no checkpoint yet
 
 
-def _enough(chain: list[tuple[Any, Any, int | None]], *, need: int) -> list[Any] | str | None:
-    """The runs of a walked chain (newest first) whose messages reach `need`, or the chain to
+def _enough(
+    chain: list[tuple[Any, Any, int | None]], *, need: int, stops: Mapping[Any, Summary]
+) -> list[Any] | str | None:
+    """The runs of a walked chain (newest first) whose messages reach `need`, or to the newest
+    summarized turn (one of `stops`, included: its summary opens the memory), or the chain to
     its first turn when it holds fewer; None when it meets a run it cannot pass (fall back to
     the log); _MISSING when a run on the way has no checkpoint."""
     runs, total = [], 0
     for run_id, _, size in chain:
+        if run_id in stops:
+            return [*runs, run_id]
         if size is None:
             return None
         runs.append(run_id)
@@ -170,15 +199,17 @@ def _enough(chain: list[tuple[Any, Any, int | None]], *, need: int) -> list[Any]
     return runs
 
 
-def _walk(roots: set[Any], *, budget: int) -> dict[Any, list[tuple[Any, Any, int | None]]]:
+def _walk(roots: set[Any], *, budget: int, stops: set[Any]) -> dict[Any, list[tuple[Any, Any, int | None]]]:
     """From each root run back through its checkpoints' parents, while the messages gathered
-    stay under `budget` and the runs can be passed: {root: [(run, parent, size), ...] newest
-    first}. One recursive query for all the roots, each step a primary-key lookup."""
+    stay under `budget`, the runs can be passed and none of `stops` (summarized turns) is met:
+    {root: [(run, parent, size), ...] newest first}. One recursive query for all the roots,
+    each step a primary-key lookup."""
     if not roots:
         return {}
     table = connection.ops.quote_name(RunMemory._meta.db_table)
     pk = Run._meta.pk
     assert pk is not None
+    stop = f" AND chain.run_id NOT IN ({', '.join(['%s'] * len(stops))})" if stops else ""
     sql = f"""
         WITH RECURSIVE chain(root, run_id, parent_id, size, total, depth) AS (
             SELECT m.run_id, m.run_id, m.parent_id, m.size, COALESCE(m.size, 0), 0
@@ -186,11 +217,12 @@ def _walk(roots: set[Any], *, budget: int) -> dict[Any, list[tuple[Any, Any, int
             UNION ALL
             SELECT chain.root, m.run_id, m.parent_id, m.size, chain.total + COALESCE(m.size, 0), chain.depth + 1
             FROM chain JOIN {table} m ON m.run_id = chain.parent_id
-            WHERE chain.size IS NOT NULL AND chain.total < %s
+            WHERE chain.size IS NOT NULL AND chain.total < %s{stop}
         )
         SELECT root, run_id, parent_id, size FROM chain ORDER BY root, depth
     """
     params = [pk.get_db_prep_value(root, connection) for root in roots] + [budget]
+    params += [pk.get_db_prep_value(run_id, connection) for run_id in stops]
     chains: dict[Any, list[tuple[Any, Any, int | None]]] = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -49,6 +49,7 @@ class ModelCallData:
     error: str
     request_messages: list[dict[str, Any]] | None = None
     usage_estimated: bool = False
+    purpose: str = "agent"
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,13 @@ class AgentProfile(models.Model):
         help_text="auto, none, required, or the name of one of its tools (then called on each run's first "
         "model call); empty: not sent (the endpoint's default, auto). Small local models may call tools only so.",
     )
+    context_tokens = models.PositiveIntegerField(
+        "context size",
+        null=True,
+        blank=True,
+        help_text="Tokens its model reads at most; older turns are summarized before a request grows past "
+        "AGENT_COMPACT_AT of it. Empty: AGENT_CONTEXT_TOKENS.",
+    )
     max_iterations = models.PositiveSmallIntegerField(default=10, help_text="Model calls per run.")
     max_retries = models.PositiveSmallIntegerField(default=3, help_text="Retries per model call.")
     retry_interval = models.FloatField(default=10.0, help_text="Seconds between retries.")

@@ -93,8 +93,9 @@ class ModelCall(models.Model):
     """One model call attempt of a run, failed ones included (chat.agent.trace.ModelCallRecord)."""
 
     run = models.ForeignKey("chat.Run", on_delete=models.CASCADE, related_name="model_calls")
-    # "answer": a call of the run's loop; "title": the conversation's title, asked after the run (chat.runtime.titles).
-    purpose = models.CharField(max_length=16, default="answer")
+    # "agent": a call of the run's loop; "compaction": a summary of older turns (chat.agent.compaction);
+    # "title": the conversation's title, asked after the run (chat.runtime.titles).
+    purpose = models.CharField(max_length=16, default="agent")
     iteration = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     started_at = models.DateTimeField()

@@ -16,7 +16,8 @@ from django.utils import timezone
 from chat.agent.perloop import PerLoop
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
-from chat.eventlog import history, memory
+from chat.eventlog import memory
+from chat.eventlog.compactions import Memory, first_turn
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.types import RunStart
 from chat.models import Run
@@ -74,7 +75,7 @@ class Starter:
 
 def start_with_memory(
     starts: list[RunStart],
-) -> list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception]:
+) -> list[tuple[Run, list[EventFrame], Memory, AgentConfig] | Exception]:
     """Start the runs, then read each one's memory (chat.eventlog.memory): one trip to the ORM thread for
     the whole group (a first turn, whose parentSeq is null, is its own memory). Each comes with
     the configuration of its agent, from the profile the start read."""
@@ -82,14 +83,14 @@ def start_with_memory(
     runs = [result for result in started if not isinstance(result, Exception)]
     older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
     memories = memory.runs_memory(runs=older) if older else {}
-    out: list[tuple[Run, list[EventFrame], list[dict], AgentConfig] | Exception] = []
+    out: list[tuple[Run, list[EventFrame], Memory, AgentConfig] | Exception] = []
     for start, result in zip(starts, started, strict=True):
         if isinstance(result, Exception):
             out.append(result)
             continue
         run, frames = result
         key = run.conversation_id
-        messages = memories[key] if key in memories else history.run_messages(frames)
+        messages = memories[key] if key in memories else first_turn(frames)
         config = profiles.start_config(
             run.agent, source=start.message.conversation.source, options=start.message.options
         )

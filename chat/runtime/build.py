@@ -14,11 +14,12 @@ from django.conf import settings
 from chat import mcp
 from chat.agent import Agent, ChatModel, ModelCallObserver, SteeringSource, ToolContext
 from chat.agent.approval import Answers, ApprovalPolicy, Unattended
+from chat.agent.compaction import Compactor, Layout, Policy
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
-from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
+from chat.agent.hooks import ToolErrorPolicy
 from chat.agent.tools import Tool
 from chat.agents import profiles
-from chat.agents.profiles import MEMORY_MESSAGES, AgentConfig
+from chat.agents.profiles import AgentConfig
 from chat.agents.tool_limits import rate_limit
 from chat.conversations.workspaces import locked_write
 from chat.mcp.tools import UnstartedServers
@@ -140,12 +141,14 @@ def build_agent(
     answers: Answers | None = None,
     hold: asyncio.Event | None = None,
     steering: SteeringSource | None = None,
+    compactor: Compactor | None = None,
 ) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
     are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
     (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
     question) no call waits. `hold`: the model's answers are read once it is set (ChatModel).
-    `steering`: where the run finds the steers sent to it (chat.runtime.steering)."""
+    `steering`: where the run finds the steers sent to it (chat.runtime.steering); `compactor`:
+    what keeps its requests within its context (compactor())."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -165,9 +168,9 @@ def build_agent(
         tool_timeout=settings.AGENT_TOOL_TIMEOUT,
         tool_concurrency=settings.AGENT_TOOL_CONCURRENCY,
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
-        # ImageParts after the trimming: only the kept messages' images are built. The demo model
+        # ImageParts after the compaction: only the kept messages' images are built. The demo model
         # always accepts them (it answers with their size), so the offline demo shows the feature.
-        hooks=[MessageTrimmingHook(max_messages=MEMORY_MESSAGES), ImageParts(vision=config.sees_images)],
+        hooks=[ImageParts(vision=config.sees_images)],
         tool_interceptors=[
             rate_limit(settings.AGENT_TOOL_RATE_LIMIT),
             ToolErrorPolicy(),
@@ -177,7 +180,23 @@ def build_agent(
         trace_requests=settings.AGENT_TRACE_REQUESTS,
         approval=approval_policy(config, answers),
         steering=steering,
+        compactor=compactor,
     )
+
+
+def compactor(config: AgentConfig, layout: Layout) -> Compactor:
+    """The compactor of a run of `config`'s agent starting from a memory laid out as `layout`
+    (docs/protocol.md, "Compaction"); an OpenAI-compatible call's run trims only, its client
+    sending the whole history again with every call."""
+    policy = Policy(
+        context_tokens=config.context_tokens,
+        compact_at=settings.AGENT_COMPACT_AT,
+        keep_turns=settings.AGENT_COMPACT_KEEP_TURNS,
+        max_messages=settings.AGENT_COMPACT_MAX_MESSAGES,
+        prompt=settings.AGENT_COMPACT_PROMPT,
+        may_compact=config.compacts,
+    )
+    return Compactor(policy, layout)
 
 
 def tool_settings(*, skills: frozenset[str] | None = None) -> ToolSettings:

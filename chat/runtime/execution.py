@@ -22,6 +22,7 @@ from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
+from chat.eventlog.compactions import Memory
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import Interruption, RunOutcome
@@ -97,9 +98,9 @@ class RunHandle:
             self.task.cancel()
 
 
-def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None = None) -> None:
+def begin(handle: RunHandle, *, memory: Memory, hold: asyncio.Event | None = None) -> None:
     """Build the run's agent and start it on `memory` (chat.eventlog.memory: the chat messages it
-    starts from); its events wait in the agent run until execute reads them. `hold`: its model
+    starts from, laid out for its compactor); its events wait in the agent run until execute reads them. `hold`: its model
     reads no answer until it is set (a run started while its start is being stored: registry)."""
     context = build.tool_context(
         conversation_id=str(handle.conversation_id),
@@ -113,13 +114,14 @@ def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None =
         answers=handle.answers,
         hold=hold,
         steering=steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
+        compactor=build.compactor(handle.config, memory.layout),
     )
-    handle.agent_run = agent_run = agent.stream(memory, context=context)
+    handle.agent_run = agent_run = agent.stream(memory.messages, context=context)
     handle.sink.offers = agent_run.offers
     agent_run.start()
 
 
-async def execute(handle: RunHandle, *, memory: list[dict], announce: list[EventFrame]) -> None:
+async def execute(handle: RunHandle, *, memory: Memory, announce: list[EventFrame]) -> None:
     """Run the agent on `memory` (begun already, or now), after publishing `announce` (the frames
     that started or resumed the run, stored before anything the agent says)."""
     run_id, conversation_id, sink = handle.run_id, handle.conversation_id, handle.sink
@@ -134,6 +136,8 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
         assert agent_run is not None  # begun
         async for event in agent_run:
             data, outcome = event.to_dict(), _outcome(agent_run) if isinstance(event, CompleteEvent) else None
+            if outcome is not None and agent_run.agent.compactor is not None:
+                data["context"] = agent_run.agent.compactor.gauge()  # what the next message starts from
             if trace is not None:
                 trace.observe(data, outcome, usage=agent_run.result.usage if outcome is not None else None)
             await sink.add(data, outcome=outcome)

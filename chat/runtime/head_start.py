@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chat.agents import profiles
-from chat.eventlog import history
+from chat.eventlog.compactions import Memory, first_turn
 from chat.eventlog.turns import user_message_payload
 from chat.eventlog.types import Message, RunStart
 from chat.runtime.approvals import RunAnswers
@@ -41,7 +41,7 @@ REFUSAL_MEMORY_SECONDS = 60.0
 @dataclass
 class HeadStart:
     handle: RunHandle
-    memory: list[dict[str, Any]]  # predicted
+    memory: Memory  # predicted
     hold: asyncio.Event = field(default_factory=asyncio.Event)
 
     def cancel(self) -> None:
@@ -76,7 +76,7 @@ class HeadStarts:
         turn = user_message_payload(
             message.content, parent_seq=None, attachments=message.attachments, history=message.history
         )
-        memory = history.run_messages([turn])
+        memory = first_turn([turn])
         handle = RunHandle(
             run_id=run_id, conversation_id=conversation.pk, user_id=user.pk, resumes=0, config=config, answers=answers
         )

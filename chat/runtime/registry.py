@@ -19,6 +19,7 @@ from chat.agent.approval import Decision
 from chat.agent.perloop import PerLoop
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
+from chat.eventlog.compactions import Memory
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import approval_state, running_run
 from chat.eventlog.takeover import run_request_cancel, runs_release
@@ -101,7 +102,7 @@ class RunRegistry:
         self,
         run: Run,
         *,
-        memory: list[dict],
+        memory: Memory,
         announce: list[EventFrame],
         config: AgentConfig,
         begun: RunHandle | None = None,
@@ -127,8 +128,9 @@ class RunRegistry:
         executed here, its frames (the `unqueued` of refused messages first) published by it;
         the frames of a conversation where nothing started published as they are."""
         for follow_up in started:
-            if follow_up.run is not None and follow_up.config is not None and not self.stopping:
-                self.adopt(follow_up.run, memory=follow_up.memory, announce=follow_up.frames, config=follow_up.config)
+            run, memory, config = follow_up.run, follow_up.memory, follow_up.config
+            if run is not None and memory is not None and config is not None and not self.stopping:
+                self.adopt(run, memory=memory, announce=follow_up.frames, config=config)
             elif follow_up.frames:
                 server_task(publish(follow_up.conversation_id, follow_up.frames), name="queue-publish")
 

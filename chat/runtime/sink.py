@@ -59,6 +59,7 @@ def model_call_data(record: ModelCallRecord) -> ModelCallData:
         error=record.error,
         request_messages=elided(record.messages),
         usage_estimated=record.estimated,
+        purpose=record.purpose,
     )
 
 

@@ -41,6 +41,7 @@ from chat.agent.approval import Decision
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups, memory
+from chat.eventlog.compactions import Memory
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import stale_runs
 from chat.eventlog.takeover import run_interrupt, runs_heartbeat
@@ -81,7 +82,7 @@ class SupervisedRegistry(Protocol):
 
     def abandon(self, run_id) -> None: ...
 
-    def adopt(self, run: Run, *, memory: list[dict], announce: list[EventFrame], config: AgentConfig) -> None: ...
+    def adopt(self, run: Run, *, memory: Memory, announce: list[EventFrame], config: AgentConfig) -> None: ...
 
     def follow(self, started: list[followups.FollowUp]) -> None: ...
 
@@ -258,7 +259,8 @@ class Supervisor:
                 taken += 1
                 if interruption.resumed:
                     logger.info("resuming run %s of a dead process", run.pk)
-                    assert config is not None  # a resumed interruption comes with its agent's configuration
+                    # A resumed interruption comes with its memory and its agent's configuration.
+                    assert config is not None and messages is not None
                     registry.adopt(interruption.run, memory=messages, announce=interruption.frames, config=config)
                 else:
                     logger.info("closed run %s of a dead process as interrupted", run.pk)
@@ -275,7 +277,7 @@ class Supervisor:
 
 def _interrupt_with_memory(
     *, run_id, stale_before, worker: str
-) -> tuple[Interruption | None, list[dict], AgentConfig | None, list[followups.FollowUp]]:
+) -> tuple[Interruption | None, Memory | None, AgentConfig | None, list[followups.FollowUp]]:
     """_take_over, with the runs its `complete` started for `worker` (a closed run's waiting
     message: chat.eventlog.followups)."""
     with followups.collecting(worker) as started:
@@ -288,7 +290,7 @@ def _interrupt_with_memory(
         return interruption, messages, config, list(started)
 
 
-def _take_over(*, run_id, stale_before, worker: str) -> tuple[Interruption | None, list[dict], AgentConfig | None]:
+def _take_over(*, run_id, stale_before, worker: str) -> tuple[Interruption | None, Memory | None, AgentConfig | None]:
     """Take a dead process's run, and for a resume read its memory and its agent's configuration
     (the profile it started with, read again): one trip to the ORM thread, and one transaction, so
     that a read failing after the take-over (a connection that broke) undoes it: a resume is counted
@@ -302,7 +304,7 @@ def _take_over(*, run_id, stale_before, worker: str) -> tuple[Interruption | Non
             max_resumes=settings.AGENT_MAX_RESUMES,
         )
         if interruption is None or not interruption.resumed:
-            return interruption, [], None
+            return interruption, None, None
         run = interruption.run
         messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
         source = Conversation.objects.filter(pk=run.conversation_id).values_list("source", flat=True).first() or ""

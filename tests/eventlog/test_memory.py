@@ -1,10 +1,10 @@
-"""chat.eventlog.memory: a run start reads memory checkpoints back only as far as the trimming hook keeps,
-and the model is sent exactly what the derivation from the whole event log sent it.
+"""chat.eventlog.memory: a run start reads memory checkpoints back only as far as its bound
+(memory.read_bound()), and the newest messages are exactly what the derivation from the whole event log makes.
 
 The reference below is that derivation as it was before checkpoints (every user_message of the
 conversation walked for the branch, every event of the branch's runs made into messages): each
 test builds conversations, starts a run, and compares the two, as lists (the new memory is a
-suffix of the old one, cut at a run's start, at least MEMORY_MESSAGES long) and as what the
+suffix of the old one, cut at a run's start, at least read_bound() long) and as what the
 trimming hook makes of them at the run's first and later model calls."""
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ def reference_memory(conversation_id, run_id) -> list[dict[str, Any]]:
 
 
 def trimmed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest messages from a user message on, AGENT_COMPACT_MAX_MESSAGES of them at least."""
     state = SimpleNamespace(messages=[{"role": "system", "content": "sys"}, *messages])
-    asyncio.run(MessageTrimmingHook(max_messages=memory.MEMORY_MESSAGES).before_model(state))  # type: ignore[arg-type]
+    asyncio.run(MessageTrimmingHook(max_messages=80).before_model(state))  # type: ignore[arg-type]
     return state.messages
 
 
@@ -81,10 +82,10 @@ def assert_same_memory(conversation_id, run_id, *, bounded: bool = True) -> list
     """`bounded`: read from checkpoints (no more than the budget and the run that crosses it);
     else from the log, whole (the fallback)."""
     old = reference_memory(conversation_id, run_id)
-    new = memory.runs_memory(runs={conversation_id: run_id})[conversation_id]
-    assert len(new) < memory.MEMORY_MESSAGES + 30 if bounded else new == old
+    new = memory.runs_memory(runs={conversation_id: run_id})[conversation_id].messages
+    assert len(new) < memory.read_bound() + 30 if bounded else new == old
     assert new == old[len(old) - len(new) :]
-    assert new == old or (len(new) >= memory.MEMORY_MESSAGES and new[0]["role"] == "user")
+    assert new == old or (len(new) >= memory.read_bound() and new[0]["role"] == "user")
     # What the model is sent: at the first call, and after the run added tool rounds of its own.
     for added in (0, 3, 40, 200):
         rounds = [{"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool", "content": "r"}]
@@ -237,7 +238,7 @@ def test_a_long_branched_tool_heavy_conversation_has_the_same_memory_at_every_st
         new = assert_same_memory(conversation.pk, run.pk)
         if i == 0:  # the first start filled every finished run's checkpoint, from the log, once
             assert RunMemory.objects.filter(run__conversation=conversation).count() == 1200
-            assert len(new) < 2 * memory.MEMORY_MESSAGES
+            assert len(new) < 2 * memory.read_bound()
         finish(conversation, run, i)
         assert RunMemory.objects.filter(run=run, size__gt=0).exists()  # written with `complete`
 
@@ -341,21 +342,21 @@ def test_a_run_start_reads_as_much_at_2000_turns_as_at_10(make_user):
         finish(conversation, run, 0)
         run, _ = start(conversation, "measured")
         with CaptureQueriesContext(connection) as queries:
-            messages = memory.runs_memory(runs={conversation.pk: run.pk})[conversation.pk]
+            messages = memory.runs_memory(runs={conversation.pk: run.pk})[conversation.pk].messages
         counts.append(len(queries))
         sizes.append(len(messages))
         assert messages == reference_memory(conversation.pk, run.pk)[-len(messages) :]
         assert not any("user_message" in q["sql"] and "parentSeq" in q["sql"] for q in queries.captured_queries)
         finish(conversation, run, 1)
     assert counts[0] == counts[1]  # the same few queries
-    assert sizes[1] < memory.MEMORY_MESSAGES + 20  # the budget and the run that crosses it, not 2,000 turns
+    assert sizes[1] < memory.read_bound() + 20  # the budget and the run that crosses it, not 2,000 turns
 
 
 def test_runs_of_several_conversations_start_in_one_group(make_user):
     alice = make_user("alice")
     conversations = [bulk_conversation(alice, n) for n in (3, 90, 400)]
     runs = {c.pk: start(c, "together")[0].pk for c in conversations}
-    memories = memory.runs_memory(runs=runs)
+    memories = {key: each.messages for key, each in memory.runs_memory(runs=runs).items()}
     for conversation_id, run_id in runs.items():
         old = reference_memory(conversation_id, run_id)
         assert memories[conversation_id] == old[len(old) - len(memories[conversation_id]) :]

@@ -32,4 +32,4 @@ async def test_a_model_that_stalls_is_stopped_by_the_llm_timeout(conversation, r
     events = await sync_to_async(_payloads)(run.pk)
     errors = [e for e in events if e["type"] == "error"]
     assert errors and "did not finish within 0.5 s" in errors[0]["detail"]
-    assert events[-1] == {"type": "complete", "status": "failed", "durationMs": ANY, "usage": NO_USAGE}
+    assert events[-1] == {"type": "complete", "status": "failed", "durationMs": ANY, "usage": NO_USAGE, "context": ANY}

@@ -72,6 +72,7 @@ async def test_shutdown_closes_a_run_without_resumes_as_interrupted(conversation
         "status": "interrupted",
         "durationMs": ANY,
         "usage": ANY,
+        "context": ANY,
     }
     # The cut model call's tokens were spent: counted by their estimate (chat/agent/estimate.py).
     assert events[-1]["usage"]["promptTokens"] > 0

@@ -137,7 +137,7 @@ async def test_the_reaper_resumes_a_dead_run_from_its_event_log(make_user, regis
             "detail": "",
             "resumed": True,
         },
-        {"type": "complete", "status": "succeeded", "durationMs": ANY, "usage": NO_USAGE},
+        {"type": "complete", "status": "succeeded", "durationMs": ANY, "usage": NO_USAGE, "context": ANY},
     ]
     answer_events = await sync_to_async(_payloads)(run_answer.pk)
     kinds = [e["type"] for e in answer_events[len(MID_ANSWER) + 1 :]]
@@ -212,6 +212,7 @@ async def test_the_heartbeat_stops_a_run_cancelled_through_the_database(conversa
         "status": "cancelled",
         "durationMs": ANY,
         "usage": ANY,
+        "context": ANY,
     }
     # The cut model call's tokens were spent: counted by their estimate (chat/agent/estimate.py).
     assert events[-1]["usage"]["promptTokens"] > 0

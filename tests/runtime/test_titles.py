@@ -94,7 +94,7 @@ async def test_the_first_answer_brings_a_title_to_every_socket_and_stream(untitl
     # Recorded as a model call of the run, purpose "title", its tokens counted with the run's and in usage.
     run = await Run.objects.aget(pk=frames[0]["runId"])
     calls = [c async for c in ModelCall.objects.filter(run=run).order_by("started_at", "id")]
-    assert [(c.purpose, c.total_tokens) for c in calls] == [("answer", 24), ("title", 36)]
+    assert [(c.purpose, c.total_tokens) for c in calls] == [("agent", 24), ("title", 36)]
     assert (run.prompt_tokens, run.completion_tokens, run.total_tokens) == (50, 10, 60)
     usage = await sync_to_async(_usage_of)(untitled.owner)
     assert usage["today"]["totalTokens"] == 60
