@@ -19,6 +19,7 @@ import { setUpShareDialog } from "./share-dialog.js";
 import { Sidebar, conversationTitle } from "./sidebar.js";
 import { agentName, statusMessage } from "./turn-labels.js";
 import { refreshUsage } from "./usage.js";
+import { ContextGauge } from "./context-gauge.js";
 import { t, tf } from "./i18n.js";
 
 const LIST_REFRESH_MS = 15000;
@@ -44,6 +45,7 @@ const els = {
 let query = ""; // the sidebar's search; "" lists every conversation
 
 const state = new ConversationState();
+const gauge = new ContextGauge($("context-gauge"));
 const files = new FilesPanel({ toggle: $("files-toggle"), panel: $("files-panel"), list: $("file-list"), close: $("files-close") });
 const agentPicker = new AgentPicker();
 const composer = new Composer(state, { startConversation, ensureConversation, onFilesChanged: () => files.refresh(), imageless });
@@ -153,6 +155,7 @@ function startDraft({ push }) {
   els.exportActions.hidden = true;
   exportMenu.close();
   agentPicker.toDraft();
+  gauge.show(null);
   files.show(null);
   if (els.inspector) els.inspector.href = "/inspect/";
   composer.focus();
@@ -162,7 +165,9 @@ function startDraft({ push }) {
 function openConversation(id, { push, firstMessage = null }) {
   const view = new ConversationView(id, els.turns, {
     onState: (facts) => {
-      if (state.view === view) state.observe(facts);
+      if (state.view !== view) return;
+      state.observe(facts);
+      gauge.show(facts.context);
     },
     onNotice: (frame) => {
       if (state.view !== view) return;

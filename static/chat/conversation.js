@@ -11,6 +11,7 @@
 // user switched to is kept on the server (the conversation's `viewed_seq`), so that a reload or
 // another device opens on it; a new turn clears it there, as it becomes the one viewed here.
 import { api, ApiError } from "./api.js";
+import { CompactionRow, turnCompletedAt } from "./compaction-row.js";
 import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
@@ -217,6 +218,10 @@ export class ConversationView {
       this.steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, frame.reason);
       return;
     }
+    if (frame.type === "compaction") {
+      turnCompletedAt(this.order, frame.throughSeq)?.addCompaction(new CompactionRow(frame));
+      return;
+    }
     if (frame.type === "user_message" && frame.queueId) this.waiting.delete(frame.queueId);
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);
@@ -362,6 +367,8 @@ export class ConversationView {
       loaded: this.mounted,
       turns: this.order.length,
       waiting: [...this.waiting.values()],
+      // What the next message starts from: the newest shown turn that says so.
+      context: [...this.order].reverse().find((turn) => turn.shown && turn.context)?.context ?? null,
     });
   }
 

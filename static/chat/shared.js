@@ -3,6 +3,7 @@
 // the one branch the owner was looking at, so every turn has one version. It reads the
 // snapshot from the link's own events URL and nothing else: no socket, no /api/, no files
 // (attachments are listed by name).
+import { CompactionRow, turnCompletedAt } from "./compaction-row.js";
 import { h } from "./dom.js";
 import { handleCopyButtons } from "./markdown.js";
 import { mountInSlices } from "./slices.js";
@@ -53,6 +54,10 @@ function ingest(frames) {
       // left unread matters, its turn says so.
       const left = frame.type === "unqueued" ? frame.reason : frame.type === "queued" && frame.steered ? "waiting" : null;
       if (left) steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, left);
+      continue;
+    }
+    if (frame.type === "compaction") {
+      turnCompletedAt(order, frame.throughSeq)?.addCompaction(new CompactionRow(frame));
       continue;
     }
     const runId = frame.runId || "unknown";

@@ -53,6 +53,9 @@ export class Turn {
     this.pace = new Pace();
     this.status = null; // null while running, else the complete event's status
     this.stats = null; // complete's durationMs and usage
+    this.completeSeq = null; // the seq of its complete: a compaction names it (throughSeq)
+    this.context = null; // complete's context: {tokens, limit} (the composer's gauge)
+    this.compactions = []; // summaries of the turns up to this one (compaction-row.js)
     this.finishReason = ""; // complete's finishReason: "length" for an answer cut off at the token limit
     this.hasError = false; // something went wrong for good (red); a retry is only a warning
     this.retries = 0;
@@ -160,6 +163,8 @@ export class Turn {
       case "complete":
         this.status = frame.status || "succeeded";
         this.stats = { durationMs: frame.durationMs, usage: frame.usage };
+        this.completeSeq = frame.seq ?? null;
+        this.context = frame.context && Number(frame.context.limit) > 0 ? frame.context : null;
         this.finishReason = typeof frame.finishReason === "string" ? frame.finishReason : "";
         this.pace.reset(); // the whole answer with the run's end, as its status line says
         if (this.status === "failed" || this.status === "interrupted") this.hasError = true;
@@ -199,6 +204,12 @@ export class Turn {
     if (this.el) scheduleAnswer(this);
   }
 
+  /** A compaction that summarized the turns up to this one: a row after it. */
+  addCompaction(row) {
+    this.compactions.push(row);
+    if (this.el) this.el.append(row.mount());
+  }
+
   pushItem(item) {
     this.items.push(item);
     if (this.el) this.list.append(item.mount());
@@ -229,6 +240,7 @@ export class Turn {
       this.userMsg,
       h("div", { className: "msg msg-assistant" }, this.agentTag, this.timeline, this.answer, mountCutNote(this), this.statusLine, this.footer,
         h("div", { className: "answer-bar" }, mountAnswerActions(this), this.feedback.mount())));
+    for (const row of this.compactions) this.el.append(row.mount());
     this.el.hidden = !this.shown;
     updateAttachments(this);
     updateVersions(this);

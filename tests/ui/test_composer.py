@@ -32,7 +32,7 @@ BOXES = """() => {
   const parts = {
     composer: "#composer", input: "#message-input", files: "#attachment-list", note: "#attach-note",
     reason: "#composer-reason", attach: ".attach-btn", picker: "#agent-pick", stop: "#stop-button",
-    steer: "#steer-button", send: "#send-button", notice: "#notice",
+    steer: "#steer-button", send: "#send-button", notice: "#notice", gauge: "#context-gauge",
   };
   const out = {};
   for (const [name, selector] of Object.entries(parts)) {
@@ -67,7 +67,7 @@ def check_layout(page, state: str) -> dict:
     assert composer["height"] <= viewport["height"] / 3, where
     assert composer["x"] >= 0 and composer["x"] + composer["width"] <= viewport["width"], where
     # The bar's controls and the picker side by side, none over another.
-    bar = [name for name in ("attach", "picker", "stop", "steer", "send") if name in boxes]
+    bar = [name for name in ("attach", "picker", "gauge", "stop", "steer", "send") if name in boxes]
     for i, first in enumerate(bar):
         for second in bar[i + 1 :]:
             assert not overlap(boxes[first], boxes[second]), f"{first} overlaps {second}: {where}"
