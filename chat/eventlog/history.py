@@ -12,7 +12,6 @@ out too, as chat.agent.answer decides: the retry answered again from the start.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import groupby
 from typing import Any
 
 from chat.agent.answer import without_discarded
@@ -141,15 +140,6 @@ def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             close_round()
             messages.append({"role": "user", "content": steers[event["queueId"]]})
     close_round()
-    return messages
-
-
-def messages_from_events(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Chat messages of the given events, run by run in the order given."""
-    messages: list[dict[str, Any]] = []
-    for run_id, run_events in groupby(events, key=lambda e: e["runId"]):
-        if run_id is not None:  # `queued` and `unqueued` are no run's: nothing the model is told
-            messages.extend(run_messages(list(run_events)))
     return messages
 
 

@@ -1,6 +1,17 @@
 """The model's memory, derived from events."""
 
-from chat.eventlog.history import messages_from_events
+from itertools import groupby
+
+from chat.eventlog.history import run_messages
+
+
+def messages_from_events(events):
+    """Chat messages of the given events, run by run in the order given (as a run's memory is made)."""
+    return [
+        message
+        for _, run_events in groupby(events, key=lambda e: e["runId"])
+        for message in run_messages(list(run_events))
+    ]
 
 
 def ev(run, kind, **fields):
