@@ -281,6 +281,13 @@ AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
 # Messages that may wait in one conversation for its run to end; 0 turns queueing off (docs/protocol.md, "Queued messages").
 AGENT_MAX_QUEUED = env_number("AGENT_MAX_QUEUED", "5")
+# Schedules (docs/protocol.md, "Schedules"): the shortest time between two fires of one schedule,
+# schedules per user, how often each process looks for due ones, and how old a slot missed while no
+# process looked may be and still fire (once).
+AGENT_SCHEDULE_MIN_SECONDS = env_number("AGENT_SCHEDULE_MIN_SECONDS", "60")
+AGENT_MAX_SCHEDULES = env_number("AGENT_MAX_SCHEDULES", "20")
+AGENT_SCHEDULE_POLL_SECONDS = env_number("AGENT_SCHEDULE_POLL_SECONDS", "5", float)
+AGENT_SCHEDULE_CATCHUP = env_number("AGENT_SCHEDULE_CATCHUP", "3600")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

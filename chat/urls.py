@@ -2,7 +2,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from chat.doors.api import account_api, api, api_tokens, runs_api
+from chat.doors.api import account_api, api, api_tokens, runs_api, schedules_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api
 from chat.doors.openapi import openapi
@@ -45,6 +45,9 @@ urlpatterns = [
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
     path("api/agents/", api.agents, name="api-agents"),
+    path("api/schedules/", schedules_api.schedules, name="api-schedules"),
+    path("api/schedules/<uuid:schedule_id>/", schedules_api.schedule, name="api-schedule"),
+    path("api/schedules/<uuid:schedule_id>/runs/", schedules_api.schedule_run_list, name="api-schedule-runs"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
