@@ -71,8 +71,9 @@ def schedules_claim(*, now: datetime) -> list[Schedule]:
         slot = schedule.next_run_at
         assert slot is not None
         passed_over = _passed_over(schedule, slot=slot, now=now)
+        following = None if schedule.at is not None else schedule_next(schedule, after=now)  # `at`: one slot
         claimed = Schedule.objects.filter(pk=schedule.pk, enabled=True, next_run_at=slot).update(
-            next_run_at=schedule_next(schedule, after=now),
+            next_run_at=following,
             last_status=passed_over or Schedule.Status.INTERRUPTED,
         )
         if claimed and passed_over is None:

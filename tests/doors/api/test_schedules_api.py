@@ -14,6 +14,7 @@ from django.utils import timezone
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Run, Schedule
+from tests.doors.openapi.test_openapi import _check
 
 pytestmark = pytest.mark.django_db
 
@@ -237,3 +238,18 @@ def test_signed_out_csrf_and_bearer(alice):
     )
     assert response.status_code == 201
     assert bearer.get(BASE, HTTP_AUTHORIZATION=f"Bearer {value}").json()["schedules"][0]["id"] == response.json()["id"]
+
+
+def test_answers_take_their_documented_shapes(api, alice):
+    created = post(api, {"prompt": "p", "cron": "0 7 * * *"})
+    _check(created, "post", "api/schedules/")
+    schedule_id = created.json()["id"]
+    _check(api.get(BASE), "get", "api/schedules/")
+    _check(api.get(f"{BASE}{schedule_id}/"), "get", "api/schedules/<uuid:schedule_id>/")
+    _check(patch(api, schedule_id, {"every": 600}), "patch", "api/schedules/<uuid:schedule_id>/")
+    _check(patch(api, schedule_id, {"every": 6}), "patch", "api/schedules/<uuid:schedule_id>/")
+    _check(post(api, {"every": 60}), "post", "api/schedules/")
+    _check(api.get(f"{BASE}{uuid.uuid4()}/"), "get", "api/schedules/<uuid:schedule_id>/")
+    conversation = conversation_create(owner=alice, title="c")
+    Run.objects.create(conversation=conversation, user=alice, schedule_id=schedule_id)
+    _check(api.get(f"{BASE}{schedule_id}/runs/"), "get", "api/schedules/<uuid:schedule_id>/runs/")
