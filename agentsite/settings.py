@@ -288,6 +288,8 @@ AGENT_SCHEDULE_MIN_SECONDS = env_number("AGENT_SCHEDULE_MIN_SECONDS", "60")
 AGENT_MAX_SCHEDULES = env_number("AGENT_MAX_SCHEDULES", "20")
 AGENT_SCHEDULE_POLL_SECONDS = env_number("AGENT_SCHEDULE_POLL_SECONDS", "5", float)
 AGENT_SCHEDULE_CATCHUP = env_number("AGENT_SCHEDULE_CATCHUP", "3600")
+# Let a schedule's webhookUrl reach loopback, private, link-local and other non-public addresses.
+AGENT_WEBHOOK_ALLOW_PRIVATE = env_bool("AGENT_WEBHOOK_ALLOW_PRIVATE", False)
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

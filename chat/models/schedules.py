@@ -42,6 +42,8 @@ class Schedule(models.Model):
     conversation_id = models.UUIDField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     webhook_url = models.CharField(max_length=2000, null=True, blank=True)
+    # The webhook's secret, encrypted (chat.scheduling.webhooks); "" without a webhookUrl.
+    webhook_secret = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=django_time.now, editable=False)
     updated_at = models.DateTimeField(default=django_time.now)
     # From when `every` counts its slots: when it was set or the schedule last enabled.

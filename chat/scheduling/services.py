@@ -16,8 +16,10 @@ from chat.agent.text import invalid_reason
 from chat.agents.selectors import agent_chosen
 from chat.models import DEFAULT_AGENT_SLUG, Conversation, Run, Schedule
 from chat.scheduling.timing import TimingError, at_checked, cron_checked, every_checked, next_slot, zone
+from chat.scheduling.webhooks import WebhookRefused, secret_new, webhook_url_checked
 
 TIMINGS = ("cron", "every", "at")
+FIELDS = ("prompt", "name", *TIMINGS, "timezone", "agent", "conversation", "enabled", "webhookUrl")
 NAME_MAX = 100
 NAME_FROM_PROMPT = 60
 RUNS_LIMIT_DEFAULT, RUNS_LIMIT_MAX = 50, 200
@@ -69,8 +71,9 @@ def _timing(body: dict, *, required: bool) -> str | None:
     return given[0] if given else None
 
 
-def _apply(schedule: Schedule, body: dict, *, user, now, creating: bool) -> None:
-    """Check the body's fields and set them on `schedule` (not saved)."""
+def _apply(schedule: Schedule, body: dict, *, user, now, creating: bool) -> str | None:
+    """Check the body's fields and set them on `schedule` (not saved); a webhook secret made for a
+    webhookUrl set where there was none (shown once)."""
     if creating or "prompt" in body:
         schedule.prompt = _prompt(body)
     if "name" in body:
@@ -109,6 +112,23 @@ def _apply(schedule: Schedule, body: dict, *, user, now, creating: bool) -> None
         schedule.enabled = body["enabled"]
     if creating or timing is not None or "timezone" in body or "enabled" in body:
         schedule.next_run_at = schedule_next(schedule, after=now) if schedule.enabled else None
+    return _webhook(schedule, body) if "webhookUrl" in body else None
+
+
+def _webhook(schedule: Schedule, body: dict) -> str | None:
+    try:
+        url = webhook_url_checked(body["webhookUrl"])
+    except WebhookRefused as exc:
+        raise FieldRefused("webhookUrl", str(exc)) from None
+    had = bool(schedule.webhook_url)
+    schedule.webhook_url = url
+    if url is None:
+        schedule.webhook_secret = ""
+        return None
+    if had:
+        return None
+    value, schedule.webhook_secret = secret_new()
+    return value
 
 
 def _conversation(value, *, user) -> uuid.UUID | None:
@@ -138,25 +158,27 @@ def schedule_next(schedule: Schedule, *, after):
     )
 
 
-def schedule_create(*, user, body: dict) -> Schedule:
+def schedule_create(*, user, body: dict) -> tuple[Schedule, str | None]:
+    """The schedule made, and its webhook secret when it has a webhookUrl."""
     now = timezone.now()
     schedule = Schedule(owner=user, created_at=now, updated_at=now, anchor_at=now)
-    _apply(schedule, body, user=user, now=now, creating=True)
+    secret = _apply(schedule, body, user=user, now=now, creating=True)
     with transaction.atomic():
         if Schedule.objects.filter(owner=user).count() >= settings.AGENT_MAX_SCHEDULES:
             raise TooManySchedules(f"at most {settings.AGENT_MAX_SCHEDULES} schedules per user")
         schedule.save()
-    return schedule
+    return schedule, secret
 
 
-def schedule_update(*, schedule: Schedule, body: dict) -> Schedule:
-    if not any(key in body for key in ("prompt", "name", "timezone", "agent", "conversation", "enabled", *TIMINGS)):
+def schedule_update(*, schedule: Schedule, body: dict) -> tuple[Schedule, str | None]:
+    """The schedule changed, and a webhook secret when this set a webhookUrl where there was none."""
+    if not any(key in body for key in FIELDS):
         raise FieldRefused(None, "give at least one field to change")
     now = timezone.now()
-    _apply(schedule, body, user=schedule.owner, now=now, creating=False)
+    secret = _apply(schedule, body, user=schedule.owner, now=now, creating=False)
     schedule.updated_at = now
     schedule.save()
-    return schedule
+    return schedule, secret
 
 
 def schedules_for_user(*, user) -> QuerySet[Schedule]:

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 @sync_to_async
 def make_schedule(user, *, past: float = 5, **body) -> Schedule:
     """A schedule of `user` (every 60 s unless told) whose next slot passed `past` seconds ago."""
-    schedule = schedule_create(user=user, body={"prompt": "Say hello", "name": "Greeter", "every": 60, **body})
+    schedule, _secret = schedule_create(user=user, body={"prompt": "Say hello", "name": "Greeter", "every": 60, **body})
     slot = timezone.now() - timedelta(seconds=past)
     Schedule.objects.filter(pk=schedule.pk).update(next_run_at=slot, anchor_at=slot - timedelta(seconds=60))
     return Schedule.objects.get(pk=schedule.pk)
@@ -171,7 +171,7 @@ async def test_an_at_schedule_fires_once_and_is_spent(make_user, registry, llm_s
     llm_settings.script(text_reply("once"))
     owner = await sync_to_async(make_user)("alice")
     at = (timezone.now() + timedelta(hours=1)).isoformat()
-    schedule = await sync_to_async(schedule_create)(user=owner, body={"prompt": "p", "at": at})
+    schedule, _secret = await sync_to_async(schedule_create)(user=owner, body={"prompt": "p", "at": at})
     await Schedule.objects.filter(pk=schedule.pk).aupdate(next_run_at=timezone.now() - timedelta(seconds=1))
     assert len(await poll_once()) == 1
     await settle(registry)

@@ -26,6 +26,11 @@ def _refused(exc: FieldRefused) -> JsonResponse:
     return JsonResponse({"error": "bad_request", "message": str(exc), "field": exc.field}, status=400)
 
 
+def _with_secret(body: dict, secret: str | None) -> dict:
+    """The webhook's secret, in the answer that made it only."""
+    return {**body, "webhookSecret": secret} if secret is not None else body
+
+
 def _missing() -> JsonResponse:
     return json_error(404, "not_found", "No such schedule.")
 
@@ -36,14 +41,14 @@ def schedules(request):
     if request.method == "GET":
         return JsonResponse({"schedules": [schedule_json(s) for s in schedules_for_user(user=request.user)]})
     try:
-        schedule = schedule_create(user=request.user, body=json_body(request))
+        schedule, secret = schedule_create(user=request.user, body=json_body(request))
     except FieldRefused as exc:
         return _refused(exc)
     except TooManySchedules as exc:
         return json_error(409, "too_many_schedules", f"You have too many schedules: {exc}.")
     except ValueError as exc:  # the body itself
         return json_error(400, "bad_request", str(exc))
-    return JsonResponse(schedule_json(schedule), status=201)
+    return JsonResponse(_with_secret(schedule_json(schedule), secret), status=201)
 
 
 @require_http_methods(["GET", "PATCH", "DELETE"])
@@ -58,12 +63,12 @@ def schedule(request, schedule_id):
         found.delete()
         return HttpResponse(status=204)
     try:
-        found = schedule_update(schedule=found, body=json_body(request))
+        found, secret = schedule_update(schedule=found, body=json_body(request))
     except FieldRefused as exc:
         return _refused(exc)
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
-    return JsonResponse(schedule_json(found))
+    return JsonResponse(_with_secret(schedule_json(found), secret))
 
 
 @require_http_methods(["GET"])

@@ -39,6 +39,7 @@ _FIELDS = {
     "agent": {"type": "string", "description": "The slug of an agent of `GET /api/agents/`."},
     "conversation": {"type": "string", "description": '`"new"` or the id of one of the user\'s conversations.'},
     "enabled": {"type": "boolean"},
+    "webhookUrl": {"type": ["string", "null"], "maxLength": 2000, "description": "An http(s) URL of a public host."},
 }
 
 
@@ -60,14 +61,19 @@ SCHEDULE_SCHEMAS: dict[str, dict] = {
             "id": _UUID,
             **_FIELDS,
             "at": {**_TIME_OR_NULL, "description": "The one slot of an `at` schedule, in UTC."},
-            "webhookUrl": {"type": ["string", "null"]},
             "createdAt": _TIME,
             "updatedAt": _TIME,
             "nextRunAt": {**_TIME_OR_NULL, "description": "The next slot; null while disabled or once `at` is spent."},
             "lastRunAt": _TIME_OR_NULL,
             "lastRunId": {"type": ["string", "null"], "format": "uuid"},
             "lastStatus": _LAST_STATUS,
+            "webhookSecret": {
+                "type": "string",
+                "pattern": "^whsec_[A-Za-z0-9_-]{43}$",
+                "description": "In the answer that set a webhookUrl where there was none, only.",
+            },
         },
+        optional=("webhookSecret",),
         description="A schedule: a prompt run as its owner at set times.",
     ),
     "ScheduleList": _object({"schedules": {"type": "array", "items": ref("Schedule")}}),

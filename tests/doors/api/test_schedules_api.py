@@ -4,6 +4,7 @@ next slot, owner-only access, the per-user limit, session+CSRF or a bearer token
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +15,7 @@ from django.utils import timezone
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Run, Schedule
+from chat.scheduling.webhooks import secret_value
 from tests.doors.openapi.test_openapi import _check
 
 pytestmark = pytest.mark.django_db
@@ -247,9 +249,57 @@ def test_answers_take_their_documented_shapes(api, alice):
     _check(api.get(BASE), "get", "api/schedules/")
     _check(api.get(f"{BASE}{schedule_id}/"), "get", "api/schedules/<uuid:schedule_id>/")
     _check(patch(api, schedule_id, {"every": 600}), "patch", "api/schedules/<uuid:schedule_id>/")
+    _check(patch(api, schedule_id, {"webhookUrl": PUBLIC_URL}), "patch", "api/schedules/<uuid:schedule_id>/")
     _check(patch(api, schedule_id, {"every": 6}), "patch", "api/schedules/<uuid:schedule_id>/")
     _check(post(api, {"every": 60}), "post", "api/schedules/")
     _check(api.get(f"{BASE}{uuid.uuid4()}/"), "get", "api/schedules/<uuid:schedule_id>/")
     conversation = conversation_create(owner=alice, title="c")
     Run.objects.create(conversation=conversation, user=alice, schedule_id=schedule_id)
     _check(api.get(f"{BASE}{schedule_id}/runs/"), "get", "api/schedules/<uuid:schedule_id>/runs/")
+
+
+PUBLIC_URL = "https://93.184.215.14/hook"
+
+
+def test_a_webhook_url_gets_a_secret_shown_once_and_stored_sealed(api):
+    created = post(api, {"prompt": "p", "every": 60, "webhookUrl": PUBLIC_URL})
+    assert created.status_code == 201, created.content
+    secret = created.json()["webhookSecret"]
+    assert re.fullmatch(r"whsec_[A-Za-z0-9_-]{43}", secret)
+    schedule_id = created.json()["id"]
+    assert "webhookSecret" not in api.get(f"{BASE}{schedule_id}/").json()
+    assert "webhookSecret" not in api.get(BASE).json()["schedules"][0]
+    stored = Schedule.objects.get(pk=schedule_id).webhook_secret
+    assert secret not in stored and secret_value(stored) == secret
+    changed = patch(api, schedule_id, {"webhookUrl": PUBLIC_URL + "2"}).json()
+    assert "webhookSecret" not in changed and changed["webhookUrl"] == PUBLIC_URL + "2"
+    assert patch(api, schedule_id, {"webhookUrl": None}).json()["webhookUrl"] is None
+    again = patch(api, schedule_id, {"webhookUrl": PUBLIC_URL}).json()
+    assert again["webhookSecret"] != secret
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x",
+        "http://[::1]/x",
+        "http://2130706433/x",
+        "http://localhost:8000/x",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.1.2.3/x",
+        "http://100.64.0.1/x",
+        "http://[fd00::1]/x",
+        "ftp://93.184.215.14/x",
+        "not a url",
+        "https://" + "a" * 2000 + ".com/",
+        5,
+    ],
+)
+def test_a_webhook_url_that_is_not_public_http_is_refused(api, url):
+    assert refused_field(post(api, {"prompt": "p", "every": 60, "webhookUrl": url})) == "webhookUrl"
+    assert not Schedule.objects.exists()
+
+
+def test_private_webhook_urls_when_allowed(api, settings):
+    settings.AGENT_WEBHOOK_ALLOW_PRIVATE = True
+    assert post(api, {"prompt": "p", "every": 60, "webhookUrl": "http://localhost:8000/x"}).status_code == 201
