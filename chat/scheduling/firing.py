@@ -38,6 +38,12 @@ REFUSALS = {
 }
 
 
+def _catchup() -> timedelta:
+    """How late a slot may fire: AGENT_SCHEDULE_CATCHUP, but never less than two polls, so that a
+    slot a running process finds at its next pass is not taken for one missed."""
+    return timedelta(seconds=max(settings.AGENT_SCHEDULE_CATCHUP, 2 * settings.AGENT_SCHEDULE_POLL_SECONDS))
+
+
 def _passed_over(schedule: Schedule, *, slot: datetime, now: datetime) -> str | None:
     """Why the due slot starts no run (a lastStatus), or None: it fires."""
     newest = newest_slot(
@@ -47,9 +53,9 @@ def _passed_over(schedule: Schedule, *, slot: datetime, now: datetime) -> str | 
         anchor=schedule.anchor_at,
         slot=slot,
         now=now,
-        since=now - timedelta(seconds=settings.AGENT_SCHEDULE_CATCHUP),
+        since=now - _catchup(),
     )
-    if now - newest >= timedelta(seconds=settings.AGENT_SCHEDULE_CATCHUP):
+    if now - newest >= _catchup():
         return Schedule.Status.MISSED
     if not schedule.owner.is_active:
         return Schedule.Status.OWNER_INACTIVE

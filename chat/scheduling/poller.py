@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from chat.models import Run
 from chat.runtime.batching import server_task
+from chat.runtime.registry import get_registry
 from chat.scheduling.firing import schedule_fire, schedules_claim
 
 logger = logging.getLogger(__name__)
@@ -31,14 +32,18 @@ async def poll_once(*, now=None) -> list[Run]:
 
 
 async def poll_forever() -> None:
+    """A pass every AGENT_SCHEDULE_POLL_SECONDS, the first one that long after the process's first
+    connection; none once the process is stopping (its runs are handed over, a new one would be too)."""
     while True:
+        await asyncio.sleep(settings.AGENT_SCHEDULE_POLL_SECONDS)
+        if get_registry().stopping:
+            return
         try:
             await poll_once()
         except asyncio.CancelledError:
             raise
         except Exception:  # the database away: the next pass tries again
             logger.warning("schedule poll failed", exc_info=True)
-        await asyncio.sleep(settings.AGENT_SCHEDULE_POLL_SECONDS)
 
 
 class SchedulePollerStarter:

@@ -79,7 +79,7 @@ def _apply(schedule: Schedule, body: dict, *, user, now, creating: bool) -> str 
     if "name" in body:
         schedule.name = _name(body)
     elif creating:
-        schedule.name = schedule.prompt.strip()[:NAME_FROM_PROMPT]
+        schedule.name = schedule.prompt.strip()[:NAME_FROM_PROMPT].strip()
     if "timezone" in body:
         try:
             zone(body["timezone"])

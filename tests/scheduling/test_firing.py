@@ -13,7 +13,7 @@ from django.utils import timezone
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.models import AgentProfile, Conversation, Event, Run, Schedule
 from chat.scheduling.firing import schedules_claim
-from chat.scheduling.poller import poll_once
+from chat.scheduling.poller import SchedulePollerStarter, poll_once
 from chat.scheduling.services import schedule_create, schedule_json
 from tests.fakellm import text_reply
 
@@ -178,3 +178,30 @@ async def test_an_at_schedule_fires_once_and_is_spent(make_user, registry, llm_s
     after = await reread(schedule)
     assert after.next_run_at is None and after.enabled
     assert await poll_once() == []
+
+
+async def test_the_first_connection_starts_the_processes_poller(make_user, registry, llm_settings, settings):
+    settings.AGENT_SCHEDULE_POLL_SECONDS = 0.1
+    llm_settings.script(text_reply("polled"))
+    owner = await sync_to_async(make_user)("alice")
+    await make_schedule(owner)
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["type"])
+
+    starter = SchedulePollerStarter(app)
+    await starter({"type": "http"}, None, None)
+    await starter({"type": "http"}, None, None)  # one poller per event loop, however many connections
+    pollers = [task for task in asyncio.all_tasks() if task.get_name() == "schedules-poller"]
+    try:
+        assert len(pollers) == 1 and seen == ["http", "http"]
+        async with asyncio.timeout(10):
+            while not await Run.objects.aexists():
+                await asyncio.sleep(0.05)
+        await settle(registry)
+    finally:
+        for task in pollers:
+            task.cancel()
+        await asyncio.gather(*pollers, return_exceptions=True)
+    assert await Run.objects.acount() == 1
