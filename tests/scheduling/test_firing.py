@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from chat.conversations.services import conversation_create, conversation_delete
+from chat.inspector.trace import run_trace
 from chat.models import AgentProfile, Conversation, Event, Run, Schedule
 from chat.scheduling.firing import schedules_claim
 from chat.scheduling.poller import SchedulePollerStarter, poll_once
@@ -63,6 +64,8 @@ async def test_a_due_every_schedule_fires_once_as_its_owner(make_user, registry,
     body = await sync_to_async(schedule_json)(after)
     assert body["lastRunId"] == str(run.pk) and body["lastStatus"] == "succeeded"
     assert after.next_run_at > timezone.now()
+    trace = await sync_to_async(run_trace)(run_id=run.pk)
+    assert (trace["run"]["source"], trace["run"]["scheduleId"]) == ("schedule", str(schedule.pk))
 
 
 async def test_two_claims_of_one_slot_only_one_wins(make_user):
