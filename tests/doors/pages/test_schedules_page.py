@@ -83,3 +83,8 @@ def test_the_page_has_no_inline_script(alice):
     client = Client()
     client.force_login(alice)
     assert "<script>" not in client.get("/schedules/").content.decode()
+
+
+def test_the_page_in_chinese(api):
+    page = api.get("/schedules/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
+    assert "定时任务" in page and "新建定时任务" in page
