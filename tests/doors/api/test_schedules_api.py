@@ -303,3 +303,9 @@ def test_a_webhook_url_that_is_not_public_http_is_refused(api, url):
 def test_private_webhook_urls_when_allowed(api, settings):
     settings.AGENT_WEBHOOK_ALLOW_PRIVATE = True
     assert post(api, {"prompt": "p", "every": 60, "webhookUrl": "http://localhost:8000/x"}).status_code == 201
+
+
+def test_a_deleted_users_schedules_are_deleted(api, alice):
+    post(api, {"prompt": "p", "every": 60})
+    alice.delete()
+    assert not Schedule.objects.exists()
