@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -164,6 +165,8 @@ def schedule_create(*, user, body: dict) -> tuple[Schedule, str | None]:
     schedule = Schedule(owner=user, created_at=now, updated_at=now, anchor_at=now)
     secret = _apply(schedule, body, user=user, now=now, creating=True)
     with transaction.atomic():
+        # The owner's row locked: two creations at once, on two processes, count one after the other.
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
         if Schedule.objects.filter(owner=user).count() >= settings.AGENT_MAX_SCHEDULES:
             raise TooManySchedules(f"at most {settings.AGENT_MAX_SCHEDULES} schedules per user")
         schedule.save()
