@@ -74,17 +74,27 @@ def schedules_claim(*, now: datetime) -> list[Schedule]:
     )
     fire = []
     for schedule in due:
-        slot = schedule.next_run_at
-        assert slot is not None
-        passed_over = _passed_over(schedule, slot=slot, now=now)
-        following = None if schedule.at is not None else schedule_next(schedule, after=now)  # `at`: one slot
-        claimed = Schedule.objects.filter(pk=schedule.pk, enabled=True, next_run_at=slot).update(
-            next_run_at=following,
-            last_status=passed_over or Schedule.Status.INTERRUPTED,
-        )
-        if claimed and passed_over is None:
-            fire.append(schedule)
+        try:
+            if _claim(schedule, now=now):
+                fire.append(schedule)
+        except DatabaseError:
+            raise  # the database away: the whole pass waits for the next
+        except Exception:  # one schedule that cannot be read holds up no other
+            logger.exception("schedule %s: its slot could not be claimed", schedule.pk)
     return fire
+
+
+def _claim(schedule: Schedule, *, now: datetime) -> bool:
+    """Whether this process won the schedule's due slot and is to start its run."""
+    slot = schedule.next_run_at
+    assert slot is not None
+    passed_over = _passed_over(schedule, slot=slot, now=now)
+    following = None if schedule.at is not None else schedule_next(schedule, after=now)  # `at`: one slot
+    claimed = Schedule.objects.filter(pk=schedule.pk, enabled=True, next_run_at=slot).update(
+        next_run_at=following,
+        last_status=passed_over or Schedule.Status.INTERRUPTED,
+    )
+    return bool(claimed) and passed_over is None
 
 
 def _conversation_for(schedule: Schedule) -> tuple[Conversation | None, bool]:
@@ -145,8 +155,8 @@ async def schedule_fire(schedule: Schedule) -> Run | None:
     except ProtocolError as exc:
         await database_sync_to_async(_refused)(schedule, exc.code, made=conversation if made else None)
         return None
-    except DatabaseError:
-        logger.warning("schedule %s: its slot is lost (database error)", schedule.pk, exc_info=True)
+    except Exception:  # the slot is lost (lastStatus `interrupted`); the other slots of the pass go on
+        logger.exception("schedule %s: its slot is lost", schedule.pk)
         return None
     await database_sync_to_async(_started)(schedule, run)
     return run

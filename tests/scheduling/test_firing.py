@@ -208,3 +208,14 @@ async def test_the_first_connection_starts_the_processes_poller(make_user, regis
             task.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
     assert await Run.objects.acount() == 1
+
+
+async def test_a_schedule_that_cannot_be_read_holds_up_no_other(make_user, registry, llm_settings):
+    llm_settings.script(text_reply("fine"))
+    owner = await sync_to_async(make_user)("alice")
+    broken = await make_schedule(owner, past=10, name="Broken")
+    await Schedule.objects.filter(pk=broken.pk).aupdate(timezone="Nowhere/Atlantis")  # stored by hand
+    fine = await make_schedule(owner, past=5, name="Fine")
+    started = await poll_once()
+    assert [run.schedule_id for run in started] == [fine.pk]
+    await settle(registry)
