@@ -22,6 +22,7 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
 from chat.doors.socket.origins import OriginValidator  # noqa: E402 - needs the app registry loaded
 from chat.doors.socket.routing import SocketRouter, websocket_urlpatterns  # noqa: E402
 from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
+from chat.scheduling.poller import SchedulePollerStarter  # noqa: E402
 
 websocket_app = OriginValidator(SocketRouter(websocket_urlpatterns))
 
@@ -36,7 +37,7 @@ def by_protocol(scope, receive, send):
     raise ValueError(f"No application configured for scope type {scope['type']!r}")
 
 
-application = RunRegistryStarter(by_protocol)
+application = SchedulePollerStarter(RunRegistryStarter(by_protocol))
 if settings.GC_FULL_COLLECTION_SECONDS > 0:
     application = FullCollections(application, every=settings.GC_FULL_COLLECTION_SECONDS)
 

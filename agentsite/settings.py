@@ -292,6 +292,15 @@ AGENT_COMPACT_KEEP_TURNS = env_number("AGENT_COMPACT_KEEP_TURNS", "4")
 AGENT_COMPACT_MAX_MESSAGES = env_number("AGENT_COMPACT_MAX_MESSAGES", "80")
 # The last message of a compaction call: what the model is asked to write.
 AGENT_COMPACT_PROMPT = os.environ.get("AGENT_COMPACT_PROMPT") or compaction_defaults.DEFAULT_PROMPT
+# Schedules (docs/protocol.md, "Schedules"): the shortest time between two fires of one schedule,
+# schedules per user, how often each process looks for due ones, and how old a slot missed while no
+# process looked may be and still fire (once).
+AGENT_SCHEDULE_MIN_SECONDS = env_number("AGENT_SCHEDULE_MIN_SECONDS", "60")
+AGENT_MAX_SCHEDULES = env_number("AGENT_MAX_SCHEDULES", "20")
+AGENT_SCHEDULE_POLL_SECONDS = env_number("AGENT_SCHEDULE_POLL_SECONDS", "5", float)
+AGENT_SCHEDULE_CATCHUP = env_number("AGENT_SCHEDULE_CATCHUP", "3600")
+# Let a schedule's webhookUrl reach loopback, private, link-local and other non-public addresses.
+AGENT_WEBHOOK_ALLOW_PRIVATE = env_bool("AGENT_WEBHOOK_ALLOW_PRIVATE", False)
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

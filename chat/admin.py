@@ -22,6 +22,7 @@ from chat.models import (
     GroupLimits,
     ModelCall,
     Run,
+    Schedule,
     ShareLink,
     ToolRecord,
 )
@@ -215,6 +216,23 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     search_fields = ("name", "user__username", "hint")
     readonly_fields = ("user", "name", "hint", "created_at", "expires_at", "last_used_at")
     exclude = ("digest",)  # a token is made by its user, who alone ever sees its value
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyAdmin):
+    """Every user's schedules (docs/protocol.md, "Schedules"): staff disable them (the action) or
+    delete them; their runs and conversations stay."""
+
+    list_display = ("name", "owner", "enabled", "cron", "every", "at", "timezone", "next_run_at", "last_status")
+    list_filter = ("enabled", "last_status")
+    search_fields = ("name", "owner__username")
+    list_select_related = ("owner",)
+    actions = ("disable",)
+
+    @admin.action(description="Disable the selected schedules")
+    def disable(self, request, queryset):
+        count = queryset.update(enabled=False, next_run_at=None, updated_at=timezone.now())
+        messages.success(request, f"{count} schedule(s) disabled.")
 
 
 @admin.register(ShareLink)

@@ -2,11 +2,11 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from chat.doors.api import account_api, api, api_tokens, runs_api
+from chat.doors.api import account_api, api, api_tokens, runs_api, schedules_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api
 from chat.doors.openapi import openapi
-from chat.doors.pages import pages, shares, theme
+from chat.doors.pages import pages, schedules, shares, theme
 from chat.doors.sse import streams
 from chat.inspector import views as inspect_views
 
@@ -18,6 +18,9 @@ urlpatterns = [
     path("account/sign-out-others/", pages.account_sign_out_others, name="account-sign-out-others"),
     path("account/tokens/", pages.account_token_create, name="account-token-create"),
     path("account/tokens/<int:token_id>/revoke/", pages.account_token_revoke, name="account-token-revoke"),
+    path("schedules/", schedules.schedules_page, name="schedules"),
+    path("schedules/<uuid:schedule_id>/toggle/", schedules.schedule_toggle, name="schedule-toggle"),
+    path("schedules/<uuid:schedule_id>/delete/", schedules.schedule_delete, name="schedule-delete"),
     path("i18n/setlang/", pages.set_language, name="set_language"),
     # Browsers ask for it on every page that names no icon (the admin's): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),
@@ -45,6 +48,9 @@ urlpatterns = [
     path("api/runs/<uuid:run_id>/trace/", api.run_trace, name="api-run-trace"),
     path("api/usage/", api.usage, name="api-usage"),
     path("api/agents/", api.agents, name="api-agents"),
+    path("api/schedules/", schedules_api.schedules, name="api-schedules"),
+    path("api/schedules/<uuid:schedule_id>/", schedules_api.schedule, name="api-schedule"),
+    path("api/schedules/<uuid:schedule_id>/runs/", schedules_api.schedule_run_list, name="api-schedule-runs"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),

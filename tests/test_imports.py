@@ -217,10 +217,11 @@ LAYERS = [
     {"chat/eventlog"},  # the one writer of events
     {"chat/conversations"},  # what users write outside a run
     {"chat/runtime", "chat/sharing", "chat/inspector"},  # the run runtime; shared links; staff views
-    {"chat/runs", "chat/realtime", "chat/management/commands", "chat/checks.py"},  # the front door; live delivery
-    {"chat/doors/http"},  # what the HTTP doors share: bodies, error shapes, the signed-in user
+    {"chat/runs", "chat/realtime", "chat/checks.py"},  # the front door; live delivery
+    {"chat/doors/http"}  # what the HTTP doors share: bodies, error shapes, the signed-in user
+    | {"chat/scheduling"},  # schedules, a door of its own that fires on the front door
     {"chat/doors/api", "chat/doors/socket", "chat/doors/sse", "chat/doors/openai"}  # the doors, none
-    | {"chat/doors/pages", "chat/doors/openapi"},  # importing another
+    | {"chat/doors/pages", "chat/doors/openapi", "chat/management/commands"},  # importing another; commands
     {"chat/doors", "chat/urls.py", "chat/apps.py", "chat/admin.py"},  # the wiring
 ]
 

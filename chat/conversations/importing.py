@@ -407,8 +407,7 @@ def _parse_document(data: Any) -> Imported:
 
 
 def _check_compaction(frame: dict[str, Any], where: str) -> None:
-    """A compaction's fields (docs/protocol.md, "Compaction"): the seqs it names are of events
-    before it; its counts are not negative; it was made automatically or on demand."""
+    """A compaction's fields (docs/protocol.md, "Compaction"): seqs of earlier events, counts >= 0, auto or manual."""
     for name in ("throughSeq", "previousSeq"):  # throughSeq is there (EVENT_TYPES), previousSeq may be null
         value = frame.get(name)
         if value is not None and (not _is(value, int) or not 1 <= value < frame["seq"]):

@@ -84,6 +84,8 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
             )
             if message.queue_id is not None:
                 payload["queueId"] = message.queue_id
+            if message.schedule_id is not None:
+                payload["scheduleId"], payload["via"] = str(message.schedule_id), "schedule"
             out.append(payload)
             continue
         named_payload = found.get((key, seq))

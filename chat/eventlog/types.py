@@ -98,6 +98,9 @@ class Message:
     options: ModelOptions | None = None
     # The queueId of the waiting message this starts (docs/protocol.md, "Queued messages").
     queue_id: str | None = None
+    # The schedule whose slot this starts (docs/protocol.md, "Schedules"): the Run's and the
+    # user_message's `scheduleId`, and `via: "schedule"`.
+    schedule_id: Any = None
 
     @property
     def named_seq(self) -> int | None:

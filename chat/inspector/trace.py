@@ -26,7 +26,7 @@ def _time(moment: datetime | None) -> str | None:
 def run_trace(*, run_id) -> dict[str, Any] | None:
     """Everything the run inspector shows of one run (docs/protocol.md, "Run trace"), or None when there
     is no such run. Staff only: the caller checks (this reads any user's run)."""
-    run = Run.objects.filter(pk=run_id).select_related("user", "feedback").first()
+    run = Run.objects.filter(pk=run_id).select_related("user", "feedback", "conversation").first()
     if run is None:
         return None
     feedback = getattr(run, "feedback", None)  # absent: Django raises an AttributeError subclass
@@ -69,6 +69,8 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "user": run.user.get_username(),
             "status": run.status,
             "imported": run.imported,
+            "source": run.conversation.source,
+            "scheduleId": str(run.schedule_id) if run.schedule_id else None,
             "model": run.model,
             "startedAt": frame_time(run.started_at),
             "finishedAt": _time(run.finished_at),

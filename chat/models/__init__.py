@@ -9,12 +9,13 @@ are named by string ("chat.Run"), so that none imports another.
 """
 
 from chat.models.agents import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
-from chat.models.conversations import API_SOURCE, Conversation, Feedback, SearchDocument, TitleSource
+from chat.models.conversations import API_SOURCE, SCHEDULE_SOURCE, Conversation, Feedback, SearchDocument, TitleSource
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
 from chat.models.metrics import MetricTally, ProcessGauge
 from chat.models.queue import QueuedMessage
 from chat.models.runs import RUNNING_RUN_CONSTRAINT, ModelCall, Run, RunMemory, ToolRecord
+from chat.models.schedules import Schedule
 from chat.models.sharing import ShareLink
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_AGENT_SLUG",
     "RAW_PAYLOAD",
     "RUNNING_RUN_CONSTRAINT",
+    "SCHEDULE_SOURCE",
     "AccountSettings",
     "AgentProfile",
     "ApiToken",
@@ -38,6 +40,7 @@ __all__ = [
     "QueuedMessage",
     "Run",
     "RunMemory",
+    "Schedule",
     "SearchDocument",
     "ShareLink",
     "TitleSource",

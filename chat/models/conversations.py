@@ -10,6 +10,8 @@ from django.utils import timezone
 
 # Conversation.source of a conversation started by the OpenAI-compatible endpoint.
 API_SOURCE = "api"
+# Conversation.source of a conversation a schedule's fire started (docs/protocol.md, "Schedules").
+SCHEDULE_SOURCE = "schedule"
 
 
 class TitleSource(models.TextChoices):
@@ -44,6 +46,10 @@ class Conversation(models.Model):
     # Where it was started: "" the chat page (or the API's conversation routes), "api" a call of
     # the OpenAI-compatible endpoint (docs/protocol.md, "OpenAI-compatible endpoint").
     source = models.CharField(max_length=16, blank=True, default="")
+    # The schedule that started it (source "schedule"); null once that schedule is deleted.
+    schedule = models.ForeignKey(
+        "chat.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
 
     class Meta:
         ordering = ["-updated_at"]

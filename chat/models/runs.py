@@ -47,6 +47,8 @@ class Run(models.Model):
     # Made by an import (POST /api/conversations/import/): history a user wrote, not activity of
     # this server. Never counted in /metrics, the dashboard, usage, quotas or rate limits.
     imported = models.BooleanField(default=False)
+    # The schedule that started it (docs/protocol.md, "Schedules"); kept null when the schedule is deleted.
+    schedule = models.ForeignKey("chat.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
 
     class Meta:
         ordering = ["-started_at"]

@@ -96,6 +96,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             worker=start.worker,
             started_at=start.began_at or now,
             heartbeat_at=now,
+            schedule_id=start.message.schedule_id,
         )
         accepted.append((index, run, turn))
     if not accepted:

@@ -270,6 +270,9 @@ export class Sidebar {
       conversation.source === "api"
         ? h("span", { className: "conv-tag conv-tag-api", text: "API", title: t("Started through the OpenAI-compatible API") })
         : null,
+      conversation.source === "schedule"
+        ? h("span", { className: "conv-tag conv-tag-schedule", text: t("Scheduled"), title: t("Started by a schedule") })
+        : null,
       conversation.pinned ? h("span", { className: "visually-hidden", text: ` (${t("pinned")})` }) : null,
       h("span", { className: "running-dot", title: t("Running"), "aria-hidden": "true" }),
       h("span", { className: "visually-hidden running-label", text: ` (${t("running")})` }));

@@ -125,6 +125,7 @@ def conversation_json(conversation: Conversation, *, running: bool | None = None
         "updated_at": conversation.updated_at.isoformat(),
         "running": bool(getattr(conversation, "running", False) if running is None else running),
         **({"source": conversation.source} if conversation.source else {}),
+        **({"scheduleId": str(conversation.schedule_id)} if conversation.schedule_id else {}),
         "viewed_seq": conversation.viewed_seq,
     }
     if hasattr(conversation, "snippet"):  # a search hit

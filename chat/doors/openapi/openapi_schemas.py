@@ -73,9 +73,13 @@ SCHEMAS: dict[str, dict] = {
             "running": {"type": "boolean"},
             "viewed_seq": {"type": ["integer", "null"], "description": "The version its owner views; null: newest."},
             "snippet": {"type": "string", "description": "A search hit only: plain text around the match."},
-            "source": {"enum": ["api"], "description": "Started by the OpenAI-compatible endpoint."},
+            "source": {
+                "enum": ["api", "schedule"],
+                "description": "Started by the OpenAI-compatible endpoint, or a schedule.",
+            },
+            "scheduleId": {**UUID, "description": "The schedule that started it, while it exists."},
         },
-        optional=("snippet", "source"),
+        optional=("snippet", "source", "scheduleId"),
     ),
     "ConversationPage": _object(
         {
