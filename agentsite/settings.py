@@ -281,6 +281,9 @@ AGENT_HEARTBEAT_TIMEOUT = env_number("AGENT_HEARTBEAT_TIMEOUT", "20", float)
 AGENT_MAX_RESUMES = env_number("AGENT_MAX_RESUMES", "1")
 # Messages that may wait in one conversation for its run to end; 0 turns queueing off (docs/protocol.md, "Queued messages").
 AGENT_MAX_QUEUED = env_number("AGENT_MAX_QUEUED", "5")
+# How deep sub-agent runs nest: a top-level run is depth 0, its child runs 1; 0 turns delegation
+# off (docs/protocol.md, "Sub-agents").
+AGENT_MAX_DELEGATION_DEPTH = env_number("AGENT_MAX_DELEGATION_DEPTH", "2")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

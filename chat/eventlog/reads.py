@@ -77,7 +77,7 @@ def _stored_time(text: str) -> datetime:
 
 
 def running_run(*, conversation_id) -> Run | None:
-    return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
+    return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING, parent__isnull=True).first()
 
 
 def run_in_progress(*, conversation_id) -> tuple[Run | None, list[str]]:

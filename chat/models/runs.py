@@ -47,11 +47,21 @@ class Run(models.Model):
     # Made by an import (POST /api/conversations/import/): history a user wrote, not activity of
     # this server. Never counted in /metrics, the dashboard, usage, quotas or rate limits.
     imported = models.BooleanField(default=False)
+    # A child run (docs/protocol.md, "Sub-agents"): the run whose delegate tool call started it, that
+    # call's toolCallId, and how deep it nests (a top-level run: 0, no parent).
+    parent = models.ForeignKey("chat.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    parent_tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    depth = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-started_at"]
         constraints = [
-            models.UniqueConstraint(fields=["conversation"], condition=Q(status="running"), name=RUNNING_RUN_CONSTRAINT)
+            # Top-level runs only: a child run overlaps its parent.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status="running", parent__isnull=True),
+                name=RUNNING_RUN_CONSTRAINT,
+            )
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
