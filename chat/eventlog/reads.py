@@ -13,7 +13,7 @@ from django.db.models.functions import Cast
 
 from chat.agent.approval import open_requests
 from chat.eventlog import history
-from chat.eventlog.frames import EventFrame, event_frame, frame_time
+from chat.eventlog.frames import CHILD_KEY, EventFrame, event_frame, frame_time
 from chat.models import RAW_PAYLOAD, Event, QueuedMessage, Run, payload_of
 
 EVENT_PAGE = 5_000
@@ -141,6 +141,7 @@ def user_message_rows(*, conversation_ids: list) -> dict[object, list[history.Us
     """Each conversation's user_messages as (seq, runId, parentSeq, has parentSeq), in seq order."""
     rows = (
         Event.objects.filter(conversation_id__in=conversation_ids, type="user_message")
+        .exclude(payload__has_key=CHILD_KEY)  # a child run's task is no turn of the conversation
         .annotate(has_parent=ExpressionWrapper(Q(payload__has_key="parentSeq"), output_field=BooleanField()))
         .order_by("conversation_id", "seq")
         .values_list("conversation_id", "seq", "run_id", "payload__parentSeq", "has_parent")

@@ -27,7 +27,7 @@ from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import Interruption, RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
-from chat.runtime import build, titles
+from chat.runtime import build, delegates, titles
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
 from chat.runtime.steering import steering
@@ -69,6 +69,11 @@ class RunHandle:
     # Its process's channel and what runs the messages its `complete` starts (the registry's).
     worker: str = ""
     follow: Callable[[list[followups.FollowUp]], None] | None = None
+    # A child run (docs/protocol.md, "Sub-agents"): how deep it nests, and the fields every one of
+    # its events carries (parentRunId, parentToolCallId); what runs the child runs it starts.
+    depth: int = 0
+    lineage: dict[str, str] = field(default_factory=dict)
+    run_child: delegates.RunChild | None = None
     sink: EventSink = field(init=False)  # where the agent's events go to be stored and published
 
     def __post_init__(self) -> None:
@@ -77,6 +82,7 @@ class RunHandle:
             run_id=self.run_id,
             flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000,
             max_flush_seconds=settings.AGENT_STREAM_FLUSH_MAX_MS / 1000,
+            extra=self.lineage,
         )
 
     def stop(self, reason: StopReason) -> None:
@@ -107,12 +113,23 @@ def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None =
         run_id=str(handle.run_id),
         config=handle.config,
     )
+    delegation = delegates.Delegation(
+        run_id=handle.run_id,
+        user_id=handle.user_id,
+        depth=handle.depth,
+        profile_id=handle.config.profile_id,
+        worker=lambda: handle.worker,
+        run_child=lambda: handle.run_child,
+        started=handle.sink.tool_started,
+    )
     agent = build.build_agent(
         config=handle.config,
         observers=[handle.sink.add_model_call],
         answers=handle.answers,
         hold=hold,
-        steering=steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
+        # A steer goes to the top-level run (docs/protocol.md, "Steering"), never to a child.
+        steering=None if handle.depth else steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
+        delegation=delegation,
     )
     handle.agent_run = agent_run = agent.stream(memory, context=context)
     handle.sink.offers = agent_run.offers
@@ -138,7 +155,8 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
                 trace.observe(data, outcome, usage=agent_run.result.usage if outcome is not None else None)
             await sink.add(data, outcome=outcome)
         # The outcome is stored and published: the title, if the conversation waits for one, comes after.
-        titles.after_run(run_id=run_id, conversation_id=conversation_id, config=handle.config, agent_run=agent_run)
+        if not handle.depth:
+            titles.after_run(run_id=run_id, conversation_id=conversation_id, config=handle.config, agent_run=agent_run)
     except asyncio.CancelledError:  # abandoned
         sink.discard()
         if handle.agent_run is not None:
@@ -203,6 +221,17 @@ def interrupt_following(*, worker: str, **kwargs) -> tuple[Interruption | None, 
             followups.rollback(mark)
             raise
         return interruption, list(started)
+
+
+def child_outcome(handle: RunHandle) -> delegates.ChildOutcome:
+    """How a child run this process executed ended (its task done)."""
+    agent_run = handle.agent_run
+    if agent_run is None or handle.lost or agent_run.result.status == "running":
+        return delegates.ChildOutcome(RunStatus.INTERRUPTED, message=SHUT_DOWN.message)
+    result = agent_run.result
+    return delegates.ChildOutcome(
+        result.status, answer=result.text, message=result.error.message if result.error else ""
+    )
 
 
 def _outcome(agent_run: AgentRun) -> RunOutcome:

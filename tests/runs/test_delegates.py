@@ -1,0 +1,227 @@
+"""Sub-agents (docs/protocol.md, "Sub-agents"): a run of a profile with delegates is offered a tool
+`agent__<slug>` per delegate its user may use; a call starts a child run of the delegate's profile,
+whose events carry parentRunId and parentToolCallId and lie between the call's tool_start and
+tool_end, and whose answer is the call's result."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chat.conversations.services import conversation_create
+from chat.models import AgentProfile, Run
+from chat.runs import engine
+from chat.runs.requests import CancelRun, StartRun
+from tests.fakellm import text_reply, tool_call_reply
+from tests.runs.test_queue import events_of, settle
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+
+def with_usage(reply: dict, prompt: int, completion: int) -> dict:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {**reply, "chunks": [*reply["chunks"], {"usage": usage}]}
+
+
+@sync_to_async
+def setup(make_user, **delegates_of: list[str]) -> Any:
+    """Profiles open to everyone, `name: [its delegates]`, model `<name>-model`; a conversation of
+    alice's with the first."""
+    profiles = {}
+    for name in delegates_of:
+        profiles[name] = AgentProfile.objects.create(
+            slug=name, name=name.title(), model=f"{name}-model", everyone=True, description=f"the {name}", tools=[]
+        )
+    for name, delegates in delegates_of.items():
+        profiles[name].delegates.set([profiles[d] for d in delegates])
+    conversation = conversation_create(owner=make_user("alice"), title="t")
+    conversation.agent = profiles[next(iter(delegates_of))]
+    conversation.save()
+    return conversation
+
+
+def last(body: dict) -> dict:
+    return body["messages"][-1]
+
+
+def tools_of(body: dict) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools", [])]
+
+
+async def test_a_child_run_answers_its_parent_s_call(make_user, registry, llm_settings):
+    conversation = await setup(make_user, boss=["helper"], helper=[])
+    seen: dict[str, list] = {}
+
+    def respond(body):
+        seen.setdefault(body["model"], []).append(body)
+        if body["model"] == "helper-model":
+            return with_usage(text_reply("helped with " + last(body)["content"]), 3, 4)
+        if last(body)["role"] == "user":
+            return with_usage(tool_call_reply(("agent__helper", {"task": "count to 3"})), 10, 1)
+        return with_usage(text_reply("boss done"), 20, 2)
+
+    llm_settings.responder = respond
+    run, _ = await engine.send(StartRun(conversation, conversation.owner, "delegate it"))
+    await settle(registry, conversation, 2)
+
+    # The offer: the delegate's tool, its description, its one parameter.
+    (offer,) = [t for t in seen["boss-model"][0]["tools"] if t["function"]["name"] == "agent__helper"]
+    assert offer["function"]["description"] == "the helper"
+    assert offer["function"]["parameters"]["required"] == ["task"]
+    # The child's memory: its system prompt and the task, nothing else.
+    child_request = seen["helper-model"][0]["messages"]
+    assert [m["role"] for m in child_request if m["role"] != "system"] == ["user"]
+    assert child_request[-1]["content"] == "count to 3"
+    assert "delegate it" not in json.dumps(child_request)
+
+    events = await events_of(conversation)
+    child = await Run.objects.aget(parent_id=run.pk)
+    assert (child.depth, child.parent_tool_call_id, child.status) == (1, "call_0", "succeeded")
+    parent_events = [e for e in events if e["runId"] == run.pk]
+    child_events = [e for e in events if e["runId"] == child.pk]
+    assert all(e["parentRunId"] == str(run.pk) and e["parentToolCallId"] == "call_0" for e in child_events)
+    assert not any("parentRunId" in e for e in parent_events)
+    first = child_events[0]
+    assert first["type"] == "user_message" and first["content"] == "count to 3"
+    assert (first["agent"], first["agentName"], first["model"]) == ("helper", "Helper", "helper-model")
+    assert "parentSeq" not in first
+    assert child_events[-1]["type"] == "complete"
+    start = next(e for e in parent_events if e["type"] == "tool_start")
+    end = next(e for e in parent_events if e["type"] == "tool_end")
+    assert start["seq"] < first["seq"] and child_events[-1]["seq"] < end["seq"]
+    assert end["result"] == "helped with count to 3" and end["isError"] is False
+    # Usage: the child's own; the parent's, its own and its child's.
+    assert child_events[-1]["usage"]["totalTokens"] == 7
+    assert parent_events[-1]["usage"] == {"promptTokens": 33, "completionTokens": 7, "totalTokens": 40}
+    # The parent's model saw the child only as the tool result.
+    second = seen["boss-model"][1]["messages"]
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "helped with count to 3"}
+
+    # A later turn: no event of the child run in the memory; parentSeq follows the top-level turn.
+    seen.clear()
+    await engine.send(StartRun(conversation, conversation.owner, "again"))
+    await settle(registry, conversation, 4)
+    memory = json.dumps(seen["boss-model"][0]["messages"])
+    assert "count to 3" in memory  # the parent's call arguments
+    assert "helper-model" not in memory and memory.count("helped with count to 3") == 1
+    starts = [e for e in await events_of(conversation) if e["type"] == "user_message" and "parentRunId" not in e]
+    assert starts[1]["parentSeq"] == starts[0]["seq"]
+
+
+async def test_children_run_in_parallel_and_failures_are_tool_errors(make_user, registry, llm_settings):
+    conversation = await setup(make_user, boss=["fast", "broken"], fast=[], broken=[])
+    llm_settings.reset()
+
+    def respond(body):
+        if body["model"] == "fast-model":
+            return text_reply("fast answer", delay=0.05)
+        if body["model"] == "broken-model":
+            return {"status": 400, "body": {"error": {"message": "bad model", "type": "invalid_request_error"}}}
+        if last(body)["role"] == "user":
+            return tool_call_reply(("agent__fast", {"task": "a"}), ("agent__broken", {"task": "b"}))
+        return text_reply("done")
+
+    llm_settings.responder = respond
+    run, _ = await engine.send(StartRun(conversation, conversation.owner, "both"))
+    await settle(registry, conversation, 3)
+    events = await events_of(conversation)
+    ends = {e["toolCallId"]: e for e in events if e["type"] == "tool_end" and e["runId"] == run.pk}
+    assert ends["call_0"]["result"] == "fast answer" and not ends["call_0"]["isError"]
+    assert ends["call_1"]["isError"]
+    error = json.loads(ends["call_1"]["result"])["error"]
+    assert error.startswith("agent broken failed: ") and list(json.loads(ends["call_1"]["result"])) == ["error"]
+    # Both children started before either ended.
+    firsts = [e["seq"] for e in events if e["type"] == "user_message" and "parentRunId" in e]
+    completes = [e["seq"] for e in events if e["type"] == "complete" and "parentRunId" in e]
+    assert len(firsts) == 2 and max(firsts) < min(completes)
+    assert events[-1]["type"] == "complete" and events[-1]["status"] == "succeeded"
+
+
+async def test_bad_calls_start_no_run(make_user, registry, llm_settings, settings):
+    settings.AGENT_MAX_MESSAGE_CHARS = 50
+    conversation = await setup(make_user, boss=["helper"], helper=[], other=[])
+    llm_settings.reset()
+    llm_settings.script(
+        tool_call_reply(
+            ("agent__helper", {}),
+            ("agent__helper", {"task": 3}),
+            ("agent__helper", {"task": "  "}),
+            ("agent__helper", {"task": "x" * 51}),
+            ("agent__other", {"task": "not offered"}),
+        ),
+        text_reply("ok"),
+    )
+    run, _ = await engine.send(StartRun(conversation, conversation.owner, "bad"))
+    await settle(registry, conversation, 1)
+    events = await events_of(conversation)
+    ends = [e for e in events if e["type"] == "tool_end"]
+    assert len(ends) == 5 and all(e["isError"] for e in ends)
+    assert await Run.objects.acount() == 1
+
+
+async def test_the_depth_limit_offers_no_delegate(make_user, registry, llm_settings, settings):
+    settings.AGENT_MAX_DELEGATION_DEPTH = 1
+    conversation = await setup(make_user, boss=["helper"], helper=["boss"])
+    llm_settings.reset()
+    seen = []
+
+    def respond(body):
+        seen.append(body)
+        if body["model"] == "helper-model":
+            return text_reply("leaf")
+        if last(body)["role"] == "user":
+            return tool_call_reply(("agent__helper", {"task": "go"}))
+        return text_reply("done")
+
+    llm_settings.responder = respond
+    await engine.send(StartRun(conversation, conversation.owner, "deep"))
+    await settle(registry, conversation, 2)
+    assert "agent__helper" in tools_of(seen[0])
+    (helper,) = [b for b in seen if b["model"] == "helper-model"]
+    assert not any(name.startswith("agent__") for name in tools_of(helper))
+
+    settings.AGENT_MAX_DELEGATION_DEPTH = 0
+    seen.clear()
+    await engine.send(StartRun(conversation, conversation.owner, "off"))
+    await settle(registry, conversation, 3)
+    assert not any(name.startswith("agent__") for name in tools_of(seen[0]))
+
+
+async def test_cancel_stops_the_children_first(make_user, registry, llm_settings):
+    conversation = await setup(make_user, boss=["middle"], middle=["leaf"], leaf=[])
+    llm_settings.reset()
+
+    def respond(body):
+        if body["model"] == "leaf-model":
+            return text_reply("slow " * 200, piece=1, delay=0.02)
+        name = "agent__middle" if body["model"] == "boss-model" else "agent__leaf"
+        return tool_call_reply((name, {"task": "go"}))
+
+    llm_settings.responder = respond
+    run, _ = await engine.send(StartRun(conversation, conversation.owner, "deep"))
+    async with asyncio.timeout(10):
+        while not await Run.objects.filter(depth=2).aexists():
+            await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+    assert await engine.cancel(CancelRun(conversation.pk))
+    await settle(registry, conversation, 3)
+    events = await events_of(conversation)
+    middle = await Run.objects.aget(depth=1)
+    leaf = await Run.objects.aget(depth=2)
+    statuses = {r.depth: r.status async for r in Run.objects.all()}
+    assert statuses == {0: "cancelled", 1: "cancelled", 2: "cancelled"}
+
+    def seq(run_id, kind, **match):
+        return next(
+            e["seq"]
+            for e in events
+            if e["runId"] == run_id and e["type"] == kind and all(e.get(k) == v for k, v in match.items())
+        )
+
+    assert seq(leaf.pk, "complete") < seq(middle.pk, "tool_end") < seq(middle.pk, "complete")
+    assert seq(middle.pk, "complete") < seq(run.pk, "tool_end") < seq(run.pk, "complete")
+    assert [e["runId"] for e in events if e["type"] == "complete"] == [leaf.pk, middle.pk, run.pk]
