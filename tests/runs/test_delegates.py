@@ -11,12 +11,15 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import Client
 
 from chat.conversations.services import conversation_create
-from chat.models import AgentProfile, Run
+from chat.models import AgentProfile, Conversation, Run
 from chat.runs import engine
 from chat.runs.requests import CancelRun, StartRun
 from tests.fakellm import text_reply, tool_call_reply
+from tests.http_body import response_body
+from tests.ops.test_metrics import staff_client
 from tests.runs.test_queue import events_of, settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -111,6 +114,20 @@ async def test_a_child_run_answers_its_parent_s_call(make_user, registry, llm_se
     starts = [e for e in await events_of(conversation) if e["type"] == "user_message" and "parentRunId" not in e]
     assert starts[1]["parentSeq"] == starts[0]["seq"]
 
+    # The inspector: the parent's trace names its child, the child's its parent.
+    parent_trace = (await sync_to_async(lambda: staff_client().get(f"/api/runs/{run.pk}/trace/"))()).json()
+    assert (parent_trace["run"]["parentRunId"], parent_trace["run"]["depth"]) == (None, 0)
+    (listed_child,) = parent_trace["children"]
+    assert listed_child["id"] == str(child.pk) and listed_child["agent"] == "helper"
+    assert (listed_child["status"], listed_child["parentToolCallId"]) == ("succeeded", "call_0")
+    assert listed_child["usage"]["totalTokens"] == 7 and listed_child["durationMs"] is not None
+    child_trace = (await sync_to_async(lambda: staff_client().get(f"/api/runs/{child.pk}/trace/"))()).json()
+    assert child_trace["run"]["parentRunId"] == str(run.pk)
+    assert (child_trace["run"]["parentToolCallId"], child_trace["run"]["depth"]) == ("call_0", 1)
+    # Its run list: top-level runs only.
+    page = (await sync_to_async(lambda: staff_client().get("/inspect/"))()).content.decode()
+    assert str(run.pk) in page and str(child.pk) not in page
+
 
 async def test_children_run_in_parallel_and_failures_are_tool_errors(make_user, registry, llm_settings):
     conversation = await setup(make_user, boss=["fast", "broken"], fast=[], broken=[])
@@ -139,6 +156,29 @@ async def test_children_run_in_parallel_and_failures_are_tool_errors(make_user, 
     completes = [e["seq"] for e in events if e["type"] == "complete" and "parentRunId" in e]
     assert len(firsts) == 2 and max(firsts) < min(completes)
     assert events[-1]["type"] == "complete" and events[-1]["status"] == "succeeded"
+    await sync_to_async(export_and_import)(conversation)
+
+
+def export_and_import(conversation) -> None:
+    """An import keeps child runs' events, parentRunId mapped to the new run ids."""
+    client = Client()
+    client.force_login(conversation.owner)
+    exported = json.loads(response_body(client.get(f"/api/conversations/{conversation.pk}/export/")))
+    response = client.generic(
+        "POST", "/api/conversations/import/", json.dumps(exported).encode(), content_type="application/json"
+    )
+    assert response.status_code == 201, response.content
+    copy = Conversation.objects.get(pk=response.json()["id"])
+    copies = json.loads(response_body(client.get(f"/api/conversations/{copy.pk}/export/")))["events"]
+    new_id = {old["runId"]: new["runId"] for old, new in zip(exported["events"], copies, strict=True)}
+    for old, new in zip(exported["events"], copies, strict=True):
+        assert {**old, "runId": None, "ts": None} | (
+            {"parentRunId": new_id[old["parentRunId"]]} if "parentRunId" in old else {}
+        ) == {**new, "runId": None, "ts": None}
+    runs = {str(r.pk): r for r in Run.objects.filter(conversation=copy)}
+    children = [r for r in runs.values() if r.parent_id is not None]
+    assert len(children) == 2 and all(r.depth == 1 and r.imported for r in children)
+    assert {r.parent_tool_call_id for r in children} == {"call_0", "call_1"}
 
 
 async def test_bad_calls_start_no_run(make_user, registry, llm_settings, settings):
