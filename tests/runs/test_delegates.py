@@ -9,14 +9,22 @@ import asyncio
 import json
 from typing import Any
 
+import orjson
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
 from django.test import Client
 
+from chat.accounts.tokens import token_create
+from chat.agent.approval import APPROVED, Decision
 from chat.conversations.services import conversation_create
-from chat.models import AgentProfile, Conversation, Run
+from chat.eventlog.reads import sync_state
+from chat.models import AgentProfile, Conversation, Event, Run
 from chat.runs import engine
-from chat.runs.requests import CancelRun, StartRun
+from chat.runs.client_frames import ProtocolError
+from chat.runs.requests import ApproveRun, CancelRun, StartRun
+from tests.asgi_http import RawStream
+from tests.doors.sse.test_streams import answer_of
 from tests.fakellm import text_reply, tool_call_reply
 from tests.http_body import response_body
 from tests.ops.test_metrics import staff_client
@@ -265,3 +273,84 @@ async def test_cancel_stops_the_children_first(make_user, registry, llm_settings
     assert seq(leaf.pk, "complete") < seq(middle.pk, "tool_end") < seq(middle.pk, "complete")
     assert seq(middle.pk, "complete") < seq(run.pk, "tool_end") < seq(run.pk, "complete")
     assert [e["runId"] for e in events if e["type"] == "complete"] == [leaf.pk, middle.pk, run.pk]
+
+
+async def test_while_a_child_waits_the_conversation_s_run_is_the_top_level_one(make_user, registry, llm_settings):
+    """A child's approval request is answered as any (its runId); sync names the top-level run;
+    a message meanwhile is RUN_IN_PROGRESS; a child's task is no turn to edit, regenerate or follow."""
+    conversation = await setup(make_user, boss=["careful"], careful=[])
+    await AgentProfile.objects.filter(slug="careful").aupdate(tools=["calculator"], approval_tools="calculator")
+    llm_settings.reset()
+
+    def respond(body):
+        if body["model"] == "careful-model":
+            if last(body)["role"] == "user":
+                return tool_call_reply(("calculator", {"expression": "6*7"}))
+            return text_reply("it is " + last(body)["content"])
+        if last(body)["role"] == "user":
+            return tool_call_reply(("agent__careful", {"task": "compute 6*7"}))
+        return text_reply("boss: " + last(body)["content"])
+
+    llm_settings.responder = respond
+    run, _ = await engine.send(StartRun(conversation, conversation.owner, "go"))
+    async with asyncio.timeout(10):
+        while not await Event.objects.filter(type="approval_request").aexists():
+            await asyncio.sleep(0.02)
+    request = await Event.objects.aget(type="approval_request")
+    child = await Run.objects.aget(parent_id=run.pk)
+    assert request.run_id == child.pk and request.payload["parentRunId"] == str(run.pk)
+
+    running, pending, _, _ = await sync_to_async(sync_state)(conversation_id=conversation.pk)
+    assert running.pk == run.pk and pending == ["call_0"]
+    with pytest.raises(ProtocolError) as refused:
+        await engine.send(StartRun(conversation, conversation.owner, "meanwhile"))
+    assert refused.value.code == "RUN_IN_PROGRESS"
+
+    await engine.approve(ApproveRun(conversation.pk, "call_0", Decision(APPROVED)))
+    await settle(registry, conversation, 2)
+    events = await events_of(conversation)
+    assert events[-1]["type"] == "complete" and events[-1]["runId"] == run.pk
+    assert events[-1]["status"] == "succeeded"
+    end = next(e for e in events if e["type"] == "tool_end" and e["runId"] == run.pk)
+    assert end["result"] == "it is 42"
+
+    task = next(e for e in events if e["type"] == "user_message" and "parentRunId" in e)
+    for wrong in (
+        StartRun(conversation, conversation.owner, "x", edits=task["seq"]),
+        StartRun(conversation, conversation.owner, "", regenerates=task["seq"]),
+        StartRun(conversation, conversation.owner, "x", parent_seq=task["seq"]),
+    ):
+        with pytest.raises(ProtocolError) as refused:
+            await engine.send(wrong)
+        assert refused.value.code == "BAD_REQUEST"
+
+
+async def test_an_openai_compatible_call_answers_with_the_top_level_run(make_user, registry, llm_settings):
+    """/v1/chat/completions: the answer and usage are the top-level run's (its usage the whole
+    tree's); a child's text and complete neither enter the answer nor end the stream."""
+    await setup(make_user, boss=["helper"], helper=[])
+    user = await sync_to_async(lambda: User.objects.get(username="alice"))()
+    _, value = await sync_to_async(token_create)(user=user, name="script")
+    llm_settings.reset()
+
+    def respond(body):
+        if body["model"] == "helper-model":
+            return with_usage(text_reply("CHILD TEXT"), 1, 2)
+        if last(body)["role"] == "user":
+            return with_usage(tool_call_reply(("agent__helper", {"task": "t"})), 3, 4)
+        return with_usage(text_reply("final answer"), 5, 6)
+
+    llm_settings.responder = respond
+    body = {
+        "model": "boss",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    stream = RawStream("/v1/chat/completions", [(b"authorization", f"Bearer {value}".encode())], body=body)
+    assert (await stream.open())["status"] == 200
+    raw = await stream.rest()
+    await stream.close()
+    assert answer_of(raw) == "final answer"
+    usage = [orjson.loads(line[6:])["usage"] for line in raw.split(b"\n\n") if b'"usage":{' in line]
+    assert usage[-1]["total_tokens"] == 21
