@@ -18,11 +18,12 @@ from django.test import Client
 from chat.accounts.tokens import token_create
 from chat.agent.approval import APPROVED, Decision
 from chat.conversations.services import conversation_create
-from chat.eventlog.reads import sync_state
+from chat.eventlog.reads import events_for_export, sync_state
 from chat.models import AgentProfile, Conversation, Event, Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError
 from chat.runs.requests import ApproveRun, CancelRun, StartRun
+from chat.sharing.snapshot import branch_frames
 from tests.asgi_http import RawStream
 from tests.doors.sse.test_streams import answer_of
 from tests.fakellm import text_reply, tool_call_reply
@@ -121,6 +122,13 @@ async def test_a_child_run_answers_its_parent_s_call(make_user, registry, llm_se
     assert "helper-model" not in memory and memory.count("helped with count to 3") == 1
     starts = [e for e in await events_of(conversation) if e["type"] == "user_message" and "parentRunId" not in e]
     assert starts[1]["parentSeq"] == starts[0]["seq"]
+    # A shared snapshot of the branch keeps the child run with its parent; only turns are renumbered.
+    frames = await sync_to_async(events_for_export)(conversation_id=conversation.pk)
+    shared = branch_frames(frames, leaf_seq=starts[1]["seq"])
+    assert len(shared) == len(frames)
+    heads = [f for f in shared if f["type"] == "user_message"]
+    assert [("parentSeq" in f, "parentRunId" in f) for f in heads] == [(True, False), (False, True)] * 2
+    assert heads[2]["parentSeq"] == heads[0]["seq"]
 
     # The inspector: the parent's trace names its child, the child's its parent.
     parent_trace = (await sync_to_async(lambda: staff_client().get(f"/api/runs/{run.pk}/trace/"))()).json()
@@ -177,6 +185,9 @@ def export_and_import(conversation) -> None:
     )
     assert response.status_code == 201, response.content
     copy = Conversation.objects.get(pk=response.json()["id"])
+    # The Markdown transcript: one turn; a child run shows as its parent's call and result.
+    markdown = response_body(client.get(f"/api/conversations/{conversation.pk}/export/?format=markdown")).decode()
+    assert markdown.count("## You") == 1 and "fast answer" in markdown
     copies = json.loads(response_body(client.get(f"/api/conversations/{copy.pk}/export/")))["events"]
     new_id = {old["runId"]: new["runId"] for old, new in zip(exported["events"], copies, strict=True)}
     for old, new in zip(exported["events"], copies, strict=True):
