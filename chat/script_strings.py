@@ -149,6 +149,8 @@ JS_STRINGS = (
     gettext_noop("retry %s of %s"),
     gettext_noop("running"),
     gettext_noop("running…"),
+    gettext_noop("Sub-agent"),
+    gettext_noop("Tools"),
     gettext_noop("Started through the OpenAI-compatible API"),
     # files (static/chat/attachments.js, files-panel.js)
     gettext_noop("Uploading %s"),

@@ -11,6 +11,7 @@
 // user switched to is kept on the server (the conversation's `viewed_seq`), so that a reload or
 // another device opens on it; a new turn clears it there, as it becomes the one viewed here.
 import { api, ApiError } from "./api.js";
+import { ChildRuns } from "./children.js";
 import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
@@ -28,6 +29,7 @@ export class ConversationView {
     this.container = container;
     this.hooks = hooks;
     this.turns = new Map();
+    this.children = new ChildRuns(this.turns); // child runs, drawn in their calls' cards
     this.order = [];
     this.lastSeq = 0;
     this.pending = new Map();
@@ -217,6 +219,7 @@ export class ConversationView {
       this.steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, frame.reason);
       return;
     }
+    if (this.children.route(frame, live && this.mounted)) return;
     if (frame.type === "user_message" && frame.queueId) this.waiting.delete(frame.queueId);
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);

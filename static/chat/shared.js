@@ -3,6 +3,7 @@
 // the one branch the owner was looking at, so every turn has one version. It reads the
 // snapshot from the link's own events URL and nothing else: no socket, no /api/, no files
 // (attachments are listed by name).
+import { ChildRuns } from "./children.js";
 import { h } from "./dom.js";
 import { handleCopyButtons } from "./markdown.js";
 import { mountInSlices } from "./slices.js";
@@ -45,6 +46,7 @@ const actions = {
 
 function ingest(frames) {
   const turns = new Map();
+  const children = new ChildRuns(turns);
   const steerTurns = new Map(); // queueId -> the turn a steer was sent to
   for (const frame of frames) {
     if (typeof frame.seq !== "number") continue;
@@ -55,6 +57,7 @@ function ingest(frames) {
       if (left) steerTurns.get(frame.queueId)?.steerLeft(frame.queueId, left);
       continue;
     }
+    if (children.route(frame, false)) continue;
     const runId = frame.runId || "unknown";
     let turn = turns.get(runId);
     if (!turn) {

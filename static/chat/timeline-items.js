@@ -56,6 +56,31 @@ export class ToolItem {
     if (frame.toolName) this.name = frame.toolName;
     if (this.el) this.update();
   }
+  /** An event of a child run this call started (static/chat/children.js), drawn in its card. */
+  addChild(frame) {
+    this.children ??= new Map();
+    let child = this.children.get(frame.runId);
+    if (!child) {
+      child = { agent: "", task: "", text: "", tools: [], status: null, error: "" };
+      this.children.set(frame.runId, child);
+    }
+    if (frame.type === "user_message") {
+      child.agent = String(frame.agentName || frame.agent || "");
+      child.task = String(frame.content ?? "");
+    } else if (frame.type === "text") child.text += String(frame.content ?? "");
+    else if (frame.type === "tool_start") child.tools.push(String(frame.toolName || "tool"));
+    else if (frame.type === "error" && !frame.resumed) child.error = String(frame.message ?? frame.code ?? "");
+    else if (frame.type === "complete") child.status = String(frame.status ?? "");
+    if (this.body) this.fillBody();
+  }
+  childLines(child) {
+    const lines = [`${child.agent}: ${child.task}`];
+    if (child.tools.length) lines.push(`${t("Tools")}: ${child.tools.join(", ")}`);
+    if (child.text) lines.push("", child.text);
+    if (child.error) lines.push("", child.error);
+    lines.push("", child.status === null ? t("running…") : child.status);
+    return lines.join("\n");
+  }
   interrupt() {
     if (this.status === "running") {
       this.status = "stopped";
@@ -98,6 +123,9 @@ export class ToolItem {
         foldedPre(prettyJson(this.result), `tool-pre${failed ? " is-error" : ""}`));
     } else {
       body.append(h("div", { className: "detail-label muted", text: t("Waiting for the result…") }));
+    }
+    for (const child of this.children?.values() ?? []) {
+      body.append(h("div", { className: "detail-label", text: t("Sub-agent") }), foldedPre(this.childLines(child), "tool-pre"));
     }
     if (this.body) this.body.replaceWith(body);
     else this.details.append(body);
