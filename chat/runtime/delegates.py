@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from chat.agent.hooks import ToolCallRequest, ToolHandler, ToolInterceptor, ToolOutcome
-from chat.agent.tools import Tool, ToolError, json_object, schema_tool
+from chat.agent.tools import Tool, ToolError, error_result, json_object, schema_tool
 from chat.agents.delegation import TOOL_PREFIX, tool_name, usable_delegates
 from chat.agents.profiles import AgentConfig, profile_config
 from chat.eventlog.children import child_run_start
@@ -95,7 +95,18 @@ class Delegation(ToolInterceptor):
         )
         if outcome.status == "succeeded":
             return ToolOutcome(outcome.answer)
-        raise ToolError(f"agent {profile.slug} {outcome.status}: {outcome.message}")
+        raise ToolError(failure(profile.slug, outcome))
+
+
+def failure(slug: str, outcome: ChildOutcome) -> str:
+    return f"agent {slug} {outcome.status}: {outcome.message}"
+
+
+def call_result(slug: str, outcome: ChildOutcome) -> tuple[str, bool]:
+    """The result of a delegate call and whether it is an error, from its child run's outcome."""
+    if outcome.status == "succeeded":
+        return outcome.answer, False
+    return error_result(failure(slug, outcome)), True
 
 
 def task_of(arguments: str) -> str:

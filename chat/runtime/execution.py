@@ -19,9 +19,10 @@ from django.db import InterfaceError, OperationalError
 
 from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
-from chat.agent.events import ErrorCode, RunStatus
+from chat.agent.events import ErrorCode, RunStatus, ToolEndEvent
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
+from chat.eventlog.families import Waiting
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import Interruption, RunOutcome
@@ -74,6 +75,9 @@ class RunHandle:
     depth: int = 0
     lineage: dict[str, str] = field(default_factory=dict)
     run_child: delegates.RunChild | None = None
+    # Resumed with delegate calls left open (chat.eventlog.families): each, with the handle of
+    # its resumed child run, ended with that child's outcome before the agent begins.
+    waiting: list[tuple[Waiting, RunHandle | None]] = field(default_factory=list)
     sink: EventSink = field(init=False)  # where the agent's events go to be stored and published
 
     def __post_init__(self) -> None:
@@ -89,8 +93,11 @@ class RunHandle:
         """End the run with its closing events (a tool_end for each open call, the error, complete)."""
         if self.agent_run is not None:
             self.agent_run.cancel(status=reason.status, code=reason.code, message=reason.message)
-        else:  # still loading: remember, and stop as soon as the agent exists
+        else:  # still loading (or waiting for its children): remember, and stop as soon as the agent exists
             self.stop_reason = reason
+            for _, child in self.waiting:
+                if child is not None:
+                    child.stop(reason)
 
     @property
     def ending(self) -> bool:
@@ -143,6 +150,8 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
     await publish(conversation_id, announce)
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
+        if handle.waiting:
+            await _children_ended(handle, memory)
         if handle.agent_run is None:
             begin(handle, memory=memory)
         if handle.stop_reason is not None:
@@ -185,6 +194,22 @@ async def execute(handle: RunHandle, *, memory: list[dict], announce: list[Event
     finally:
         if trace is not None:
             trace.close()
+
+
+async def _children_ended(handle: RunHandle, memory: list[dict]) -> None:
+    """A resumed run's delegate calls left open for its resumed child runs: each ended (its
+    tool_end, and the result in the memory in place of the unfinished call's) with its child's
+    outcome, once that child has ended (docs/protocol.md, "Sub-agents")."""
+    for wait, child in handle.waiting:
+        if child is not None and child.task is not None:
+            await asyncio.wait([child.task])
+        outcome = child_outcome(child) if child is not None else delegates.ChildOutcome(RunStatus.INTERRUPTED)
+        result, is_error = delegates.call_result(wait.slug, outcome)
+        await handle.sink.add(ToolEndEvent(wait.tool_name, wait.tool_call_id, result, is_error, 0).to_dict())
+        for message in memory:
+            if message.get("role") == "tool" and message.get("tool_call_id") == wait.tool_call_id:
+                message["content"] = result
+    handle.waiting = []
 
 
 def refused_for_good(exc: BaseException) -> bool:

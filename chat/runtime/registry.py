@@ -20,6 +20,7 @@ from chat.agent.perloop import PerLoop
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
 from chat.eventlog.children import lineage
+from chat.eventlog.families import Waiting
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import approval_state, running_run
 from chat.eventlog.takeover import run_request_cancel, runs_release
@@ -115,9 +116,11 @@ class RunRegistry:
         announce: list[EventFrame],
         config: AgentConfig,
         begun: RunHandle | None = None,
+        waits: list[Waiting] | None = None,
     ) -> None:
         """Execute the run here: a new one, or one resumed from a dead process's, with the agent
-        configuration read when it started (or was taken over); `begun`: its head start's handle."""
+        configuration read when it started (or was taken over); `begun`: its head start's handle;
+        `waits`: the delegate calls a resumed run left open for its child runs, adopted before it."""
         key = str(run.pk)
         handle = begun or RunHandle(
             run_id=run.pk,
@@ -130,6 +133,7 @@ class RunRegistry:
             lineage=lineage(run),
         )
         handle.worker, handle.follow, handle.run_child = self.channel, self.follow, self.run_child
+        handle.waiting = [(wait, self._handles.get(wait.child_run_id)) for wait in waits or []]
         self._handles[key] = handle
         handle.task = server_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._ended(handle))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -14,15 +15,19 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from chat.accounts.tokens import token_create
 from chat.agent.approval import APPROVED, Decision
 from chat.conversations.services import conversation_create
+from chat.eventlog.append import events_append
+from chat.eventlog.children import child_run_start
 from chat.eventlog.reads import events_for_export, sync_state
 from chat.models import AgentProfile, Conversation, Event, Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError
 from chat.runs.requests import ApproveRun, CancelRun, StartRun
+from chat.runs.starts import run_start
 from chat.sharing.snapshot import branch_frames
 from tests.asgi_http import RawStream
 from tests.doors.sse.test_streams import answer_of
@@ -365,3 +370,73 @@ async def test_an_openai_compatible_call_answers_with_the_top_level_run(make_use
     assert answer_of(raw) == "final answer"
     usage = [orjson.loads(line[6:])["usage"] for line in raw.split(b"\n\n") if b'"usage":{' in line]
     assert usage[-1]["total_tokens"] == 21
+
+
+def _dead_family(conversation) -> tuple[Run, Run]:
+    """A top-level run and its child run, both of a process that died mid-call."""
+    parent, _ = run_start(
+        conversation=conversation, user=conversation.owner, content="go", model="m", worker="runs.dead!x"
+    )
+    events_append(
+        conversation_id=conversation.pk,
+        run_id=parent.pk,
+        payloads=[
+            {"type": "tool_start", "toolName": "agent__helper", "toolCallId": "c1", "arguments": '{"task": "t"}'}
+        ],
+    )
+    helper = AgentProfile.objects.get(slug="helper")
+    child, _ = child_run_start(parent_id=parent.pk, tool_call_id="c1", profile=helper, task="t", worker="runs.dead!x")
+    events_append(
+        conversation_id=conversation.pk,
+        run_id=child.pk,
+        payloads=[{"type": "text", "content": "half", "parentRunId": str(parent.pk), "parentToolCallId": "c1"}],
+    )
+    old = timezone.now() - timedelta(seconds=60)
+    Run.objects.filter(pk__in=[parent.pk, child.pk]).update(heartbeat_at=old)
+    return parent, child
+
+
+async def test_a_dead_process_s_run_and_its_child_are_taken_over_together(make_user, registry, llm_settings, settings):
+    settings.AGENT_HEARTBEAT_TIMEOUT = 20
+    conversation = await setup(make_user, boss=["helper"], helper=[])
+    parent, child = await sync_to_async(_dead_family)(conversation)
+    llm_settings.reset()
+    seen = []
+
+    def respond(body):
+        seen.append(body)
+        if body["model"] == "helper-model":
+            return text_reply("child answer", delay=0.05)
+        return text_reply("boss: " + last(body)["content"])
+
+    llm_settings.responder = respond
+    assert await registry.reap_once() == 2
+    await settle(registry, conversation, 2)
+    events = await events_of(conversation)
+    of_parent = [e for e in events if e["runId"] == parent.pk]
+    of_child = [e for e in events if e["runId"] == child.pk]
+    assert [e["type"] for e in of_child if e["type"] != "text"] == ["user_message", "error", "complete"]
+    assert of_child[-1]["status"] == "succeeded" and all(e["parentRunId"] == str(parent.pk) for e in of_child)
+    ends = [e for e in of_parent if e["type"] == "tool_end"]
+    assert len(ends) == 1 and ends[0]["result"] == "child answer" and not ends[0]["isError"]
+    assert of_child[-1]["seq"] < ends[0]["seq"]
+    assert of_parent[-1]["status"] == "succeeded"
+    assert "".join(e["content"] for e in of_parent if e["type"] == "text") == "boss: child answer"
+    (boss_request,) = [b for b in seen if b["model"] == "boss-model"]
+    assert boss_request["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "child answer"}
+    stored = {r.pk: (r.status, r.resumes) async for r in Run.objects.all()}
+    assert stored == {parent.pk: ("succeeded", 1), child.pk: ("succeeded", 1)}
+
+
+async def test_past_its_resumes_a_family_is_closed(make_user, registry, llm_settings, settings):
+    settings.AGENT_HEARTBEAT_TIMEOUT = 20
+    settings.AGENT_MAX_RESUMES = 0
+    conversation = await setup(make_user, boss=["helper"], helper=[])
+    parent, child = await sync_to_async(_dead_family)(conversation)
+    await registry.reap_once()
+    await settle(registry, conversation, 2)
+    events = await events_of(conversation)
+    completes = [(e["runId"], e["status"]) for e in events if e["type"] == "complete"]
+    assert completes == [(child.pk, "interrupted"), (parent.pk, "interrupted")]
+    (end,) = [e for e in events if e["type"] == "tool_end"]
+    assert end["runId"] == parent.pk and end["isError"]
