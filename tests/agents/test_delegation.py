@@ -128,3 +128,19 @@ def test_an_mcp_server_named_agent_is_refused(settings, tmp_path):
     assert "agentsite.E043" in [e.id for e in check_mcp_config(None)]
     path.write_text(json.dumps({"mcpServers": {"agents": {"command": "true"}}}))
     assert "agentsite.E043" not in [e.id for e in check_mcp_config(None)]
+
+
+def test_the_admin_page_sets_delegates_and_says_what_is_refused(admin_client):
+    helper = make_profile("helper", everyone=True)
+    narrow = make_profile("narrow")
+    page = admin_client.get("/admin/chat/agentprofile/add/")
+    assert page.status_code == 200 and b'name="delegates"' in page.content
+    refused = admin_client.post(
+        "/admin/chat/agentprofile/add/", form_data(everyone="on", delegates=[narrow.pk], approval_tools="")
+    )
+    assert refused.status_code == 200 and b"is not open to everyone" in refused.content
+    saved = admin_client.post(
+        "/admin/chat/agentprofile/add/", form_data(everyone="on", delegates=[helper.pk], approval_tools="")
+    )
+    assert saved.status_code == 302, saved.content[:2000]
+    assert [d.slug for d in AgentProfile.objects.get(slug="boss").delegates.all()] == ["helper"]
