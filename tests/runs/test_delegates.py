@@ -26,6 +26,7 @@ from chat.eventlog.reads import events_for_export, sync_state
 from chat.models import AgentProfile, Conversation, Event, Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError
+from chat.runs.queue import Queued, Steered
 from chat.runs.requests import ApproveRun, CancelRun, StartRun
 from chat.runs.starts import run_start
 from chat.sharing.snapshot import branch_frames
@@ -440,3 +441,37 @@ async def test_past_its_resumes_a_family_is_closed(make_user, registry, llm_sett
     assert completes == [(child.pk, "interrupted"), (parent.pk, "interrupted")]
     (end,) = [e for e in events if e["type"] == "tool_end"]
     assert end["runId"] == parent.pk and end["isError"]
+
+
+async def test_queue_and_steer_while_a_child_works_concern_the_top_level_run(make_user, registry, llm_settings):
+    conversation = await setup(make_user, boss=["helper"], helper=[])
+    llm_settings.reset()
+    seen = []
+
+    def respond(body):
+        seen.append(body)
+        if body["model"] == "helper-model":
+            return text_reply("slow " * 20, piece=1, delay=0.02)
+        if last(body)["role"] == "user" and last(body)["content"] == "go":
+            return tool_call_reply(("agent__helper", {"task": "t"}))
+        return text_reply("done")
+
+    llm_settings.responder = respond
+    run, _ = await engine.send(StartRun(conversation, conversation.owner, "go"))
+    async with asyncio.timeout(10):
+        while not await Run.objects.filter(parent_id=run.pk).aexists():
+            await asyncio.sleep(0.02)
+    steered = await engine.send(StartRun(conversation, conversation.owner, "steer it", while_running="steer"))
+    queued = await engine.send(StartRun(conversation, conversation.owner, "later", while_running="queue"))
+    assert isinstance(steered, Steered) and steered.run_id == str(run.pk)
+    assert isinstance(queued, Queued)
+    await settle(registry, conversation, 3)
+    events = await events_of(conversation)
+    applied = next(e for e in events if e["type"] == "steer_applied")
+    end = next(e for e in events if e["type"] == "tool_end" and e["runId"] == run.pk)
+    assert applied["runId"] == run.pk and end["seq"] < applied["seq"]
+    completes = [e for e in events if e["type"] == "complete" and "parentRunId" not in e]
+    later = next(e for e in events if e["type"] == "user_message" and e.get("queueId") == queued.queue_id)
+    assert later["seq"] == completes[0]["seq"] + 1  # after the top-level run's complete, not the child's
+    # The helper's request never held the steer.
+    assert all("steer it" not in json.dumps(b["messages"]) for b in seen if b["model"] == "helper-model")
