@@ -146,6 +146,11 @@ async def test_a_child_run_answers_its_parent_s_call(make_user, registry, llm_se
     child_trace = (await sync_to_async(lambda: staff_client().get(f"/api/runs/{child.pk}/trace/"))()).json()
     assert child_trace["run"]["parentRunId"] == str(run.pk)
     assert (child_trace["run"]["parentToolCallId"], child_trace["run"]["depth"]) == ("call_0", 1)
+    # The run pages: the parent's delegate call links its child, the child names its parent.
+    parent_page = (await sync_to_async(lambda: staff_client().get(f"/inspect/runs/{run.pk}/"))()).content.decode()
+    assert f"/inspect/runs/{child.pk}/" in parent_page and "Child run" in parent_page
+    child_page = (await sync_to_async(lambda: staff_client().get(f"/inspect/runs/{child.pk}/"))()).content.decode()
+    assert f"/inspect/runs/{run.pk}/" in child_page and "A child run (depth 1)" in child_page
     # Its run list: top-level runs only.
     page = (await sync_to_async(lambda: staff_client().get("/inspect/"))()).content.decode()
     assert str(run.pk) in page and str(child.pk) not in page
