@@ -71,6 +71,10 @@ export class ToolItem {
     else if (frame.type === "tool_start") child.tools.push(String(frame.toolName || "tool"));
     else if (frame.type === "error" && !frame.resumed) child.error = String(frame.message ?? frame.code ?? "");
     else if (frame.type === "complete") child.status = String(frame.status ?? "");
+    // Folded when done, open on error (a cancelled child is no error of its own).
+    if (frame.type === "complete" && !["succeeded", "cancelled"].includes(child.status) && this.details) {
+      this.details.open = true;
+    }
     if (this.body) this.fillBody();
   }
   childLines(child) {
