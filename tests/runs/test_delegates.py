@@ -480,3 +480,28 @@ async def test_queue_and_steer_while_a_child_works_concern_the_top_level_run(mak
     assert later["seq"] == completes[0]["seq"] + 1  # after the top-level run's complete, not the child's
     # The helper's request never held the steer.
     assert all("steer it" not in json.dumps(b["messages"]) for b in seen if b["model"] == "helper-model")
+
+
+async def test_no_tool_timeout_and_only_delegates_the_user_may_use(make_user, registry, llm_settings, settings):
+    """AGENT_TOOL_TIMEOUT bounds no child run; a delegate whose audience narrowed since it was
+    saved is offered no more."""
+    settings.AGENT_TOOL_TIMEOUT = 0.2
+    conversation = await setup(make_user, boss=["slow", "gone"], slow=[], gone=[])
+    await AgentProfile.objects.filter(slug="gone").aupdate(everyone=False)
+    llm_settings.reset()
+    seen = []
+
+    def respond(body):
+        seen.append(body)
+        if body["model"] == "slow-model":
+            return text_reply("slow but sure", delay=0.1)  # about 0.5 s in all
+        if last(body)["role"] == "user":
+            return tool_call_reply(("agent__slow", {"task": "take your time"}))
+        return text_reply("done")
+
+    llm_settings.responder = respond
+    await engine.send(StartRun(conversation, conversation.owner, "go"))
+    await settle(registry, conversation, 2)
+    assert [n for n in tools_of(seen[0]) if n.startswith("agent__")] == ["agent__slow"]
+    end = next(e for e in await events_of(conversation) if e["type"] == "tool_end")
+    assert end["result"] == "slow but sure" and not end["isError"] and end["durationMs"] >= 200
