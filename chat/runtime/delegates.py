@@ -10,7 +10,7 @@ is exactly `{"error": "agent <slug> <status>: <message>"}`."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -19,7 +19,7 @@ from django.contrib.auth import get_user_model
 
 from chat.agent.hooks import ToolCallRequest, ToolHandler, ToolInterceptor, ToolOutcome
 from chat.agent.tools import Tool, ToolError, error_result, json_object, schema_tool
-from chat.agents.delegation import TOOL_PREFIX, tool_name, usable_delegates
+from chat.agents.delegation import tool_name, usable_delegates
 from chat.agents.profiles import AgentConfig, profile_config
 from chat.eventlog.children import child_run_start
 from chat.models import AgentProfile
@@ -64,9 +64,11 @@ class Delegation(ToolInterceptor):
         worker: Callable[[], str],
         run_child: Callable[[], RunChild | None],
         started: Callable[[str], Awaitable[None]],
+        unattended: bool = False,
     ) -> None:
         self.run_id, self.user_id, self.depth, self.profile_id = run_id, user_id, depth, profile_id
         self._worker, self._run_child, self._started = worker, run_child, started
+        self.unattended = unattended  # a run nobody watches: nor do its children (approvals denied at once)
         self.offered: dict[str, AgentProfile] = {}  # tool name ->
 
     async def source(self) -> list[Tool]:
@@ -91,11 +93,14 @@ class Delegation(ToolInterceptor):
             parent_id=self.run_id, tool_call_id=request.call.id, profile=profile, task=task, worker=self._worker()
         )
         outcome = await run_child(
-            run, memory=[{"role": "user", "content": task}], announce=frames, config=child_config(profile)
+            run, memory=[{"role": "user", "content": task}], announce=frames, config=self.child_config(profile)
         )
         if outcome.status == "succeeded":
             return ToolOutcome(outcome.answer)
         raise ToolError(failure(profile.slug, outcome))
+
+    def child_config(self, profile: AgentProfile) -> AgentConfig:
+        return replace(profile_config(profile), unattended=self.unattended)
 
 
 def failure(slug: str, outcome: ChildOutcome) -> str:
@@ -119,14 +124,6 @@ def task_of(arguments: str) -> str:
     if len(task) > settings.AGENT_MAX_MESSAGE_CHARS:
         raise ToolError(f"task is longer than {settings.AGENT_MAX_MESSAGE_CHARS} characters")
     return task
-
-
-def child_config(profile: AgentProfile) -> AgentConfig:
-    return profile_config(profile)
-
-
-def is_delegate_tool(name: str) -> bool:
-    return name.startswith(TOOL_PREFIX)
 
 
 def _usable(*, profile_id: int, user_id: Any) -> list[AgentProfile]:

@@ -128,6 +128,7 @@ def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None =
         worker=lambda: handle.worker,
         run_child=lambda: handle.run_child,
         started=handle.sink.tool_started,
+        unattended=handle.config.unattended,
     )
     agent = build.build_agent(
         config=handle.config,

@@ -323,11 +323,10 @@ def _take_over(*, run: Run, stale_before, worker: str) -> list[Resumable]:
             resumed = interruption.run
             if resumed.parent_id is None:
                 messages = memory.runs_memory(runs={resumed.conversation_id: resumed.pk})[resumed.conversation_id]
-                source = Conversation.objects.filter(pk=resumed.conversation_id).values_list("source", flat=True)
-                config = profiles.for_source(profiles.config_for(resumed.agent), source=source.first() or "")
             else:  # its system prompt and the task, then what it did
                 messages = history.run_messages(memory.events_of([resumed.pk])[resumed.pk][1])
-                config = profiles.config_for(resumed.agent)
+            source = Conversation.objects.filter(pk=resumed.conversation_id).values_list("source", flat=True)
+            config = profiles.for_source(profiles.config_for(resumed.agent), source=source.first() or "")
             out.append((interruption, messages, config, taken.waits))
         return out
 

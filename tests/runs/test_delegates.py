@@ -351,12 +351,16 @@ async def test_an_openai_compatible_call_answers_with_the_top_level_run(make_use
     """/v1/chat/completions: the answer and usage are the top-level run's (its usage the whole
     tree's); a child's text and complete neither enter the answer nor end the stream."""
     await setup(make_user, boss=["helper"], helper=[])
+    # Nobody watches an API call's run, nor its children: an approval is denied at once.
+    await AgentProfile.objects.filter(slug="helper").aupdate(tools=["calculator"], approval_tools="calculator")
     user = await sync_to_async(lambda: User.objects.get(username="alice"))()
     _, value = await sync_to_async(token_create)(user=user, name="script")
     llm_settings.reset()
 
     def respond(body):
         if body["model"] == "helper-model":
+            if last(body)["role"] == "user":
+                return with_usage(tool_call_reply(("calculator", {"expression": "1+1"})), 0, 0)
             return with_usage(text_reply("CHILD TEXT"), 1, 2)
         if last(body)["role"] == "user":
             return with_usage(tool_call_reply(("agent__helper", {"task": "t"})), 3, 4)
@@ -374,6 +378,8 @@ async def test_an_openai_compatible_call_answers_with_the_top_level_run(make_use
     raw = await stream.rest()
     await stream.close()
     assert answer_of(raw) == "final answer"
+    denied = await Event.objects.filter(type="approval_result").values_list("payload", flat=True).afirst()
+    assert denied["decision"] == "denied" and "parentRunId" in denied
     usage = [orjson.loads(line[6:])["usage"] for line in raw.split(b"\n\n") if b'"usage":{' in line]
     assert usage[-1]["total_tokens"] == 21
 
