@@ -301,6 +301,9 @@ AGENT_SCHEDULE_POLL_SECONDS = env_number("AGENT_SCHEDULE_POLL_SECONDS", "5", flo
 AGENT_SCHEDULE_CATCHUP = env_number("AGENT_SCHEDULE_CATCHUP", "3600")
 # Let a schedule's webhookUrl reach loopback, private, link-local and other non-public addresses.
 AGENT_WEBHOOK_ALLOW_PRIVATE = env_bool("AGENT_WEBHOOK_ALLOW_PRIVATE", False)
+# How deep sub-agent runs nest: a top-level run is depth 0, its child runs 1; 0 turns delegation
+# off (docs/protocol.md, "Sub-agents").
+AGENT_MAX_DELEGATION_DEPTH = env_number("AGENT_MAX_DELEGATION_DEPTH", "2")
 # Delay between chunks of the demo model, so that it streams like a real one.
 AGENT_DEMO_CHUNK_DELAY = env_number("AGENT_DEMO_CHUNK_DELAY", "0.03", float)
 TAVILY_API_KEY = env_optional("TAVILY_API_KEY")

@@ -173,7 +173,7 @@ class AgentProfileAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "model", "base_url", "enabled", "everyone", "updated_at")
     list_filter = ("enabled", "everyone")
     search_fields = ("name", "slug", "model", "description")
-    filter_horizontal = ("users", "groups")
+    filter_horizontal = ("users", "groups", "delegates")
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "slug", "description", "enabled")}),
@@ -195,6 +195,8 @@ class AgentProfileAdmin(admin.ModelAdmin):
             },
         ),
         ("Who may use it", {"fields": ("everyone", "users", "groups")}),
+        # Each a tool agent__<slug> of its runs (docs/protocol.md, "Sub-agents").
+        ("Delegates: agents it may hand a task to", {"fields": ("delegates",)}),
         (None, {"fields": ("created_at", "updated_at")}),
     )
     prepopulated_fields = {"slug": ("name",)}

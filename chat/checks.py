@@ -21,6 +21,9 @@ from chat.tools.sandbox import SandboxUnavailable, check_available
 from chat.tools.skill_catalogue import discover
 from serving.loop_middleware import django_names
 
+# The MCP server name that would make tools `agent__<tool>`: the prefix of delegate tools.
+RESERVED_MCP_SERVER = "agent"
+
 
 @checks.register()
 def check_agent_settings(app_configs, **kwargs):
@@ -55,6 +58,7 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_MAX_SCHEDULES": (settings.AGENT_MAX_SCHEDULES, 0),
         "AGENT_SCHEDULE_POLL_SECONDS": (settings.AGENT_SCHEDULE_POLL_SECONDS, 0.1),
         "AGENT_SCHEDULE_CATCHUP": (settings.AGENT_SCHEDULE_CATCHUP, 0),
+        "AGENT_MAX_DELEGATION_DEPTH": (settings.AGENT_MAX_DELEGATION_DEPTH, 0),
         "AGENT_DAILY_TOKEN_QUOTA": (settings.AGENT_DAILY_TOKEN_QUOTA, 0),
         "AGENT_MAX_UPLOAD_BYTES": (settings.AGENT_MAX_UPLOAD_BYTES, 1),
         "AGENT_IMAGE_MAX_INPUT_PIXELS": (settings.AGENT_IMAGE_MAX_INPUT_PIXELS, 1),
@@ -141,7 +145,16 @@ def check_mcp_config(app_configs, **kwargs):
                                    id="agentsite.E003"))  # fmt: skip
     if not settings.AGENT_MCP_CONFIG:
         return errors
-    _servers, problems = read(settings.AGENT_MCP_CONFIG)
+    servers, problems = read(settings.AGENT_MCP_CONFIG)
+    if any(server.name == RESERVED_MCP_SERVER for server in servers):
+        errors.append(
+            checks.Error(
+                f"AGENT_MCP_CONFIG {settings.AGENT_MCP_CONFIG}: a server may not be named {RESERVED_MCP_SERVER!r}.",
+                hint='Tools named agent__<slug> are the agents\' delegates (docs/protocol.md, "Sub-agents"): '
+                "rename the server.",
+                id="agentsite.E043",
+            )
+        )
     return errors + [
         checks.Warning(
             f"AGENT_MCP_CONFIG {settings.AGENT_MCP_CONFIG}: {problem.message}.",

@@ -134,6 +134,7 @@ JS_STRINGS = (
     gettext_noop("Thinking…"),
     gettext_noop("This conversation no longer exists."),
     gettext_noop("This conversation's agent is no longer available to you; pick another."),
+    gettext_noop("Task"),
     gettext_noop("Thought process"),
     gettext_noop("Too many messages. Please wait a moment."),
     gettext_noop("Versions of this message"),

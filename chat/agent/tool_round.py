@@ -6,6 +6,7 @@ results capped at `max_tool_result_chars`."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -118,7 +119,7 @@ class ToolRound:
             if tool is None:
                 available = ", ".join(self.tools.names()) or "none"
                 raise ToolError(f"unknown tool {request.call.name!r}; available tools: {available}")
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout if timeout != math.inf else None):  # inf: unbounded
                 value = await tool.run(request.call.arguments, request.context)
             return ToolOutcome(self._cap(result_to_text(value)))
 

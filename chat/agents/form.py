@@ -3,7 +3,8 @@
 An unknown tool (neither built in nor `<server>__<tool>` / `<server>__*` of a server in
 AGENT_MCP_CONFIG), an unknown skill, an approval pattern that can match no tool name, a key variable that is not set in the server's environment
 (or is one of the server's own secrets), a base URL that is not http(s) with a host, a model
-option or limit out of range, a tool_choice that names none of its tools, the slug of the default agent.
+option or limit out of range, a tool_choice that names none of its tools, the slug of the default agent,
+a delegate it could not hand a task to (chat.agents.delegation).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from django import forms
 
 from chat.agent.text import clean
-from chat.agents import profiles
+from chat.agents import delegation, profiles
 from chat.http_urls import http_url_problem
 from chat.models import DEFAULT_AGENT_SLUG, AgentProfile
 
@@ -113,4 +114,14 @@ class AgentProfileForm(forms.ModelForm):
         for name in profiles.RANGES:
             if name in data and (problem := profiles.range_problem(name, data[name])):
                 self.add_error(name, f"{AgentProfile._meta.get_field(name).verbose_name} {problem}.")
+        if data.get("delegates"):
+            problems = delegation.delegate_problems(
+                self.instance,
+                list(data["delegates"]),
+                everyone=bool(data.get("everyone")),
+                users=list(data.get("users") or []),
+                groups=list(data.get("groups") or []),
+            )
+            if problems:
+                self.add_error("delegates", problems)
         return data

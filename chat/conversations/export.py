@@ -11,6 +11,7 @@ from typing import Any
 
 from chat import nesting
 from chat.agent.events import RunStatus
+from chat.eventlog.frames import CHILD_KEY
 from chat.eventlog.versions import TurnVersion, depth_first, tree
 
 # Characters no file name may hold on Windows, macOS or Linux, and what a shell or a download
@@ -79,6 +80,8 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
     out = [f"# {title}", "", f"*Exported from agentsite; started {conversation.created_at:%Y-%m-%d %H:%M} UTC.*"]
     runs: dict[Any, list[dict[str, Any]]] = {}
     for frame in frames:
+        if CHILD_KEY in frame:  # a child run: its parent's delegate call and result show it
+            continue
         if frame["runId"] is not None:  # queued, unqueued: what waited shows as the turn it started
             runs.setdefault(frame["runId"], []).append(frame)
     heads = {events[0]["seq"]: events for events in runs.values() if events[0]["type"] == "user_message"}

@@ -19,10 +19,17 @@ from chat.agent.approval import call_outcome
 from chat.agent.events import (
     RunStatus,
 )
-from chat.agent.text import invalid_reason
-from chat.conversations.client_time import BadTime, parse_client_time
+from chat.conversations.import_checks import (
+    ImportRefused,
+    check_compaction,
+    check_text,
+    is_attachment,
+    is_of,
+    timestamp_of,
+)
 from chat.conversations.services import TITLE_MAX
 from chat.eventlog import memory, search
+from chat.eventlog.frames import CHILD_KEY
 from chat.models import (
     Conversation,
     Event,
@@ -73,14 +80,19 @@ def conversation_import(*, owner, imported: Imported, title: str | None = None) 
             )
             for seq, payload, ts in imported.loose
         ]
+        made: dict[str, Run] = {}  # the file's run id ->
         for imported_run in imported.runs:
             first, last = imported_run.events[0], imported_run.events[-1]
+            parent = made[imported_run.parent] if imported_run.parent is not None else None
             usage = last[1].get("usage") if isinstance(last[1].get("usage"), dict) else {}
             run = Run(
                 conversation=conversation,
                 user=owner,
                 status=imported_run.status,
                 imported=True,
+                parent=parent,
+                parent_tool_call_id=str(first[1].get("parentToolCallId", "")) if parent is not None else "",
+                depth=parent.depth + 1 if parent is not None else 0,
                 started_at=first[2] or now,
                 finished_at=last[2] or now,
                 heartbeat_at=now,
@@ -91,9 +103,12 @@ def conversation_import(*, owner, imported: Imported, title: str | None = None) 
                 },
             )
             runs.append(run)
+            made[imported_run.run_id] = run
             starts: dict[str, dict[str, Any]] = {}
             decisions: dict[str, str] = {}
             for seq, payload, ts in imported_run.events:
+                if parent is not None:  # parentRunId: the new id of its parent
+                    payload = {**payload, CHILD_KEY: str(parent.pk)}
                 events.append(
                     Event(
                         conversation=conversation,
@@ -181,6 +196,9 @@ OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {
     "attachments": list,
     "steered": bool,
     "context": dict,
+    # A child run's (docs/protocol.md, "Sub-agents"): mapped to the new run ids.
+    "parentRunId": str,
+    "parentToolCallId": str,
 }
 
 
@@ -193,19 +211,12 @@ _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 MAX_RUN_ID_CHARS = 100
 
 
-MAX_DEPTH = 20
-
-
-class ImportRefused(ValueError):
-    def __init__(self, message: str, *, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
 @dataclass
 class ImportedRun:
     events: list[tuple[int, dict[str, Any], datetime | None]] = field(default_factory=list)  # seq, payload, ts
     status: str = ""
+    run_id: str = ""  # as the file names it
+    parent: str | None = None  # a child run's parentRunId, as the file names it
 
 
 @dataclass
@@ -218,61 +229,6 @@ class Imported:
     title_source: str = TitleSource.DEFAULT
     pinned: bool = False
     archived: bool = False
-
-
-def _check_text(value: Any, where: str, depth: int = 0) -> None:
-    """Every value storable and sendable: text without NUL or lone surrogates, integers that
-    fit 64 bits and finite numbers (msgpack, orjson and jsonb refuse the others); nesting
-    bounded."""
-    if depth > MAX_DEPTH:
-        raise ImportRefused(f"{where} is nested too deeply")
-    if isinstance(value, bool) or value is None:
-        return
-    if isinstance(value, int):
-        if not -(2**63) <= value < 2**63:
-            raise ImportRefused(f"{where} holds an integer out of range")
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ImportRefused(f"{where} holds a number that is not finite")
-    elif isinstance(value, str):
-        reason = invalid_reason(value)
-        if reason:
-            raise ImportRefused(f"{where} contains text that cannot be stored: {reason}")
-        # A string holding JSON (a tool call's arguments or result) is pretty-printed by pages.
-        if nesting.holds_deep_json(value):
-            raise ImportRefused(f"{where} holds JSON {nesting.TooDeep()}")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_text(key, where, depth + 1)
-            _check_text(item, where, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _check_text(item, where, depth + 1)
-
-
-def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
-    # bool is an int in Python, never in the protocol.
-    if isinstance(value, bool) and kind is not bool:
-        return False
-    return isinstance(value, kind)
-
-
-def _is_attachment(item: Any) -> bool:
-    return (
-        isinstance(item, dict)
-        and isinstance(item.get("path"), str)
-        and bool(item["path"])
-        and _is(item.get("size"), int)
-        and 0 <= item["size"] < 2**63
-        and isinstance(item.get("textPath", ""), str)
-    )
-
-
-def _timestamp(value: str, where: str) -> datetime:
-    try:
-        return parse_client_time(value)
-    except BadTime as exc:
-        raise ImportRefused(f"{where}: ts {exc}") from None
 
 
 def _loads(raw: bytes) -> Any:
@@ -329,21 +285,21 @@ def _parse_document(data: Any) -> Imported:
         raise ImportRefused("conversation.title must be a string")
     if len(title) > 200:
         raise ImportRefused("conversation.title is longer than 200 characters")
-    _check_text(title, "conversation.title")
+    check_text(title, "conversation.title")
     organized = _organized(data["conversation"])
     if not data["events"]:
         raise ImportRefused("the conversation has no events")
 
     runs: list[ImportedRun] = []
     loose: list[tuple[int, dict[str, Any], datetime | None]] = []
-    run_ids: set[str] = set()
-    current_id: str | None = None
+    by_id: dict[str, ImportedRun] = {}
+    top: ImportedRun | None = None  # the newest top-level run
     for index, frame in enumerate(data["events"]):
         where = f"events[{index}]"
         if not isinstance(frame, dict):
             raise ImportRefused(f"{where} is not an object")
         seq, run_id, kind = frame.get("seq"), frame.get("runId"), frame.get("type")
-        if not _is(seq, int) or seq != index + 1:
+        if not is_of(seq, int) or seq != index + 1:
             raise ImportRefused(f"{where}: seq must be {index + 1} (seqs run 1, 2, 3, ... without gap)")
         if kind in CONVERSATION_EVENTS:
             if run_id is not None:
@@ -355,38 +311,38 @@ def _parse_document(data: Any) -> Imported:
         for name, kind_of in EVENT_TYPES[kind].items():
             if name not in frame:
                 raise ImportRefused(f"{where} ({kind}) lacks {name}")
-            if not _is(frame[name], kind_of):
+            if not is_of(frame[name], kind_of):
                 raise ImportRefused(f"{where} ({kind}): {name} has the wrong type")
         for name, value in frame.items():
             if not isinstance(name, str) or not _FIELD_NAME.fullmatch(name):
                 raise ImportRefused(f"{where}: field name {str(name)[:40]!r} is not allowed")
-            if name in OPTIONAL_FIELDS and name not in EVENT_TYPES[kind] and not _is(value, OPTIONAL_FIELDS[name]):
+            if name in OPTIONAL_FIELDS and name not in EVENT_TYPES[kind] and not is_of(value, OPTIONAL_FIELDS[name]):
                 raise ImportRefused(f"{where} ({kind}): {name} has the wrong type")
-        _check_text(frame, where)
+        check_text(frame, where)
         if kind == "reference" and not all(
             isinstance(ref, dict) and all(isinstance(v, str) for v in ref.values()) for ref in frame["references"]
         ):
             raise ImportRefused(f"{where}: references must be objects of strings")
         if kind == "compaction":
-            _check_compaction(frame, where)
-        if "attachments" in frame and not all(_is_attachment(item) for item in frame["attachments"]):
+            check_compaction(frame, where)
+        if "attachments" in frame and not all(is_attachment(item) for item in frame["attachments"]):
             raise ImportRefused(f'{where}: attachments must be objects with "path" (a string) and "size" (an integer)')
-        ts = _timestamp(frame["ts"], where) if "ts" in frame else None
+        ts = timestamp_of(frame["ts"], where) if "ts" in frame else None
         if kind in CONVERSATION_EVENTS:  # between a run's events or between runs, in no run
             loose.append((seq, {k: v for k, v in frame.items() if k not in FRAME_COLUMNS}, ts))
             continue
 
-        if run_id != current_id:
-            if runs and not runs[-1].status:
-                raise ImportRefused(f"{where}: the run before it has no complete event (a run left running)")
-            if run_id in run_ids:
-                raise ImportRefused(f"{where}: the events of run {run_id[:40]!r} are not together")
-            if kind != "user_message":
-                raise ImportRefused(f"{where}: a run must begin with user_message")
-            run_ids.add(run_id)
-            runs.append(ImportedRun())
-            current_id = run_id
-        run = runs[-1]
+        if run_id not in by_id:
+            _run_begins(frame, where, by_id=by_id)
+            by_id[run_id] = ImportedRun(run_id=run_id, parent=frame.get(CHILD_KEY))
+            runs.append(by_id[run_id])
+            if by_id[run_id].parent is None:
+                top = by_id[run_id]
+        run = by_id[run_id]
+        if frame.get(CHILD_KEY) != run.parent:
+            raise ImportRefused(f"{where}: parentRunId differs from its run's first event")
+        if run.parent is None and run is not top:
+            raise ImportRefused(f"{where}: the events of run {run_id[:40]!r} are not together")
         if run.status:
             raise ImportRefused(f"{where}: an event after its run's complete")
         if kind == "tool_end" and not 0 <= frame["durationMs"] < 2**31:
@@ -399,22 +355,25 @@ def _parse_document(data: Any) -> Imported:
         run.events.append((seq, payload, ts))
     if not runs:
         raise ImportRefused("the conversation has no run")
-    if not runs[-1].status:
+    if not all(run.status for run in runs):
         raise ImportRefused("the last run has no complete event (a run left running)")
     for run in runs:
         _check_tool_calls(run)
     return Imported(title=title, runs=runs, loose=loose, **organized)
 
 
-def _check_compaction(frame: dict[str, Any], where: str) -> None:
-    """A compaction's fields (docs/protocol.md, "Compaction"): seqs of earlier events, counts >= 0, auto or manual."""
-    for name in ("throughSeq", "previousSeq"):  # throughSeq is there (EVENT_TYPES), previousSeq may be null
-        value = frame.get(name)
-        if value is not None and (not _is(value, int) or not 1 <= value < frame["seq"]):
-            raise ImportRefused(f"{where} (compaction): {name} must be the seq of an earlier event")
-    negative = min(frame["turns"], frame["tokensBefore"], frame["tokensAfter"]) < 0
-    if negative or frame["trigger"] not in ("auto", "manual"):
-        raise ImportRefused(f"{where} (compaction): counts must not be negative, trigger auto or manual")
+def _run_begins(frame: dict[str, Any], where: str, *, by_id: dict[str, ImportedRun]) -> None:
+    """Check the first event of a run: a user_message; a child run's names a run still going on as
+    its parentRunId, a top-level run's follows the complete of every run before it."""
+    if frame["type"] != "user_message":
+        raise ImportRefused(f"{where}: a run must begin with user_message")
+    parent = frame.get(CHILD_KEY)
+    if parent is not None:
+        if parent not in by_id or by_id[parent].status:
+            raise ImportRefused(f"{where}: parentRunId names no run going on")
+        return
+    if any(not run.status for run in by_id.values()):
+        raise ImportRefused(f"{where}: the run before it has no complete event (a run left running)")
 
 
 def _organized(conversation: dict[str, Any]) -> dict[str, Any]:

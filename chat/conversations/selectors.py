@@ -20,7 +20,7 @@ CONVERSATION_PAGE_MAX = 200
 
 
 def conversations_for_user(*, user) -> QuerySet[Conversation]:
-    running = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.RUNNING)
+    running = Run.objects.filter(conversation=OuterRef("pk"), status=Run.Status.RUNNING, parent__isnull=True)
     return (
         Conversation.objects.filter(owner=user)
         .select_related("agent")
@@ -117,7 +117,9 @@ def conversations_to_export(*, user) -> list[tuple[Conversation, set[str]]]:
     """Every conversation of the user, oldest first, each with the ids of its runs still running."""
     conversations = list(Conversation.objects.filter(owner=user).order_by("created_at", "pk"))
     running: dict[Any, set[str]] = {}
-    rows = Run.objects.filter(conversation__owner=user, status=Run.Status.RUNNING).values_list("conversation_id", "pk")
+    rows = Run.objects.filter(conversation__owner=user, status=Run.Status.RUNNING, parent__isnull=True).values_list(
+        "conversation_id", "pk"
+    )
     for conversation_id, run_id in rows:
         running.setdefault(conversation_id, set()).add(str(run_id))
     return [(conversation, running.get(conversation.pk, set())) for conversation in conversations]

@@ -128,7 +128,7 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
             )
         run_fields: dict[str, Any] = {}
         if completion is not None:  # the run's totals: every attempt, over resumes too
-            run_fields.update(finished_at=now, **completion.usage)
+            run_fields.update(finished_at=now, **completion.own)
         if batch.outcome is not None:
             outcome = batch.outcome
             run_fields.update(status=outcome.status, iterations=outcome.iterations, error=clean(outcome.error))
@@ -176,7 +176,8 @@ def _completes(batch: EventBatch) -> bool:
 @dataclass(frozen=True)
 class _Completion:
     duration_ms: int
-    usage: dict[str, int]  # prompt_tokens, completion_tokens, total_tokens
+    usage: dict[str, int]  # prompt_tokens, completion_tokens, total_tokens: its own and its child runs'
+    own: dict[str, int]  # its own model calls' alone (the Run row's: /metrics sums them)
 
     def fields(self) -> dict[str, Any]:
         """What `complete` carries (docs/protocol.md, "Events")."""
@@ -197,18 +198,39 @@ def _completions(run_ids: list, now: datetime) -> dict[str, _Completion]:
     if not run_ids:
         return {}
     started = dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "started_at"))
-    sums = {
-        run: {"prompt_tokens": p or 0, "completion_tokens": c or 0, "total_tokens": t or 0}
-        for run, p, c, t in ModelCall.objects.filter(run_id__in=run_ids)
+    root = _tree_roots(list(started))
+    sums: dict[Any, dict[str, int]] = {}
+    own: dict[Any, dict[str, int]] = {}
+    for run, p, c, t in (
+        ModelCall.objects.filter(run_id__in=root)
         .values("run")
         .annotate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"), t=Sum("total_tokens"))
         .values_list("run", "p", "c", "t")
-    }
+    ):
+        total = sums.setdefault(root[run], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
+        total["prompt_tokens"] += p or 0
+        total["completion_tokens"] += c or 0
+        total["total_tokens"] += t or 0
+        if run in started:
+            own[run] = {"prompt_tokens": p or 0, "completion_tokens": c or 0, "total_tokens": t or 0}
     zero = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     return {
-        str(pk): _Completion(max(0, int((now - start).total_seconds() * 1000)), sums.get(pk, zero))
+        str(pk): _Completion(max(0, int((now - start).total_seconds() * 1000)), sums.get(pk, zero), own.get(pk, zero))
         for pk, start in started.items()
     }
+
+
+def _tree_roots(run_ids: list) -> dict[Any, Any]:
+    """{run id: the run among `run_ids` whose tree holds it}: each run and its descendants (child
+    runs, docs/protocol.md, "Sub-agents"), so that a run's usage is its own and its children's. A
+    query per level, one when no run has children."""
+    root = {pk: pk for pk in run_ids}
+    frontier = list(run_ids)
+    while frontier:
+        children = list(Run.objects.filter(parent_id__in=frontier).values_list("pk", "parent_id"))
+        frontier = [pk for pk, _ in children if pk not in root]
+        root.update((pk, root[parent]) for pk, parent in children if pk in frontier)
+    return root
 
 
 def conversation_key(conversation_id):

@@ -98,7 +98,9 @@ def start_stranded(worker: str) -> list[FollowUp]:
     collected), for `worker` to run: the reaper's pass, so that a restart loses none."""
     if not _starter:
         return []
-    running = Run.objects.filter(conversation_id=OuterRef("conversation_id"), status=Run.Status.RUNNING)
+    running = Run.objects.filter(
+        conversation_id=OuterRef("conversation_id"), status=Run.Status.RUNNING, parent__isnull=True
+    )
     # Ordered by the column itself: the model's ordering would follow the conversation's (a join)
     # and put its columns in the DISTINCT, one row per message instead of per conversation.
     waiting = QueuedMessage.objects.filter(~Exists(running)).order_by("conversation_id")
@@ -109,7 +111,7 @@ def start_stranded(worker: str) -> list[FollowUp]:
             # Locked, then looked at again: a run may have started or a message left meanwhile.
             if not Conversation.objects.select_for_update().filter(pk=key).values_list("pk").exists():
                 continue
-            if Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists():
+            if Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING, parent__isnull=True).exists():
                 continue
             started.extend(_starter[0]([key], worker))
             out += started

@@ -40,6 +40,9 @@ class EventFrame(TypedDict, total=False):
     usage: dict[str, int]  # and durationMs
     # reference
     references: list[dict[str, str]]
+    # every event of a child run
+    parentRunId: str
+    parentToolCallId: str
 
 
 def frame_time(moment: datetime) -> str:
@@ -48,6 +51,10 @@ def frame_time(moment: datetime) -> str:
     moment = moment.astimezone(UTC)
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
 
+
+# Every event of a child run carries it (docs/protocol.md, "Sub-agents"): the run whose delegate call
+# started it. Such events are never part of the conversation's turns nor of any model's memory.
+CHILD_KEY = "parentRunId"
 
 # The events of the conversation rather than of a run (docs/protocol.md, "Queued messages"):
 # their runId is null, also when stored in a run's batch (the steers a run leaves at its end).

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chat.agent.answer import without_discarded
+from chat.eventlog.frames import CHILD_KEY
 
 
 def attachments_note(event: Mapping[str, Any]) -> str:
@@ -81,7 +82,11 @@ def user_turn(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def run_messages(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One run's chat messages, from its events in order (thinking may be left out: unread)."""
+    """One run's chat messages, from its events in order (thinking may be left out: unread). The
+    events of child runs among a top-level run's are no part of it (docs/protocol.md, "Sub-agents"):
+    its model saw a child only as its delegate call's result."""
+    if events and CHILD_KEY not in events[0]:
+        events = [event for event in events if CHILD_KEY not in event]
     messages: list[dict[str, Any]] = []
     text: list[str] = []
     calls: list[dict[str, Any]] = []

@@ -42,6 +42,7 @@ from django.db.models import Q
 from chat.agent.compaction import Summary
 from chat.eventlog import history
 from chat.eventlog.compactions import Memory, held_by_run, last_seqs, memory_of
+from chat.eventlog.frames import CHILD_KEY
 from chat.eventlog.reads import runs_memory_events, user_message_rows
 from chat.models import RAW_PAYLOAD, Event, Run, RunMemory, payload_of
 
@@ -74,7 +75,7 @@ def checkpoints_fill(*, conversation_id) -> None:
     parents = history.parents_of(rows)
     run_of = {seq: run_id for seq, run_id, _, _ in rows}
     missing = list(
-        Run.objects.filter(conversation_id=conversation_id, memory__isnull=True)
+        Run.objects.filter(conversation_id=conversation_id, memory__isnull=True, parent__isnull=True)
         .exclude(status=Run.Status.RUNNING)
         .values_list("pk", flat=True)
     )
@@ -247,7 +248,11 @@ def _parent_runs(heads: Mapping[Any, tuple[Any, Mapping[str, Any]]]) -> dict[Any
         where = Q()
         for conversation_id, seq in set(wanted.values()):
             where |= Q(conversation_id=conversation_id, seq=seq)
-        rows = Event.objects.filter(where, type="user_message").values_list("conversation_id", "seq", "run_id")
+        rows = (
+            Event.objects.filter(where, type="user_message")
+            .exclude(payload__has_key=CHILD_KEY)
+            .values_list("conversation_id", "seq", "run_id")
+        )
         found = {(_key(conversation_id), seq): run_id for conversation_id, seq, run_id in rows}
     return {key: found.get((_key(wanted[key][0]), wanted[key][1])) if key in wanted else None for key in heads}
 

@@ -13,7 +13,7 @@ from django.db.models.functions import Cast
 
 from chat.agent.approval import open_requests
 from chat.eventlog import history
-from chat.eventlog.frames import EventFrame, event_frame, frame_time
+from chat.eventlog.frames import CHILD_KEY, EventFrame, event_frame, frame_time
 from chat.models import RAW_PAYLOAD, Event, QueuedMessage, Run, payload_of
 
 EVENT_PAGE = 5_000
@@ -77,16 +77,24 @@ def _stored_time(text: str) -> datetime:
 
 
 def running_run(*, conversation_id) -> Run | None:
-    return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).first()
+    return Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING, parent__isnull=True).first()
 
 
 def run_in_progress(*, conversation_id) -> tuple[Run | None, list[str]]:
-    """The conversation's running run, if any, and the toolCallIds of its approval requests
-    still waiting for an answer (`sync.pendingApprovals`, docs/protocol.md, "Approvals")."""
+    """The conversation's running (top-level) run, if any, and the toolCallIds of the approval
+    requests still waiting for an answer, its child runs' too (`sync.pendingApprovals`,
+    docs/protocol.md, "Approvals" and "Sub-agents")."""
     run = running_run(conversation_id=conversation_id)
     if run is None:
         return None, []
-    return run, [request["toolCallId"] for request in open_requests(_approval_events(run_id=run.pk))]
+    runs = [run, *_running_children(conversation_id=conversation_id)]
+    return run, [request["toolCallId"] for r in runs for request in open_requests(_approval_events(run_id=r.pk))]
+
+
+def _running_children(*, conversation_id) -> list[Run]:
+    """The conversation's running child runs, in start order."""
+    rows = Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING, parent__isnull=False)
+    return list(rows.order_by("started_at"))
 
 
 def _approval_events(*, run_id) -> list[dict[str, Any]]:
@@ -99,8 +107,10 @@ def approval_state(*, conversation_id, tool_call_id: str) -> tuple[str, Run | No
     waits; ("closed", None) once answered, expired or its run ended; ("unknown", None) when the
     conversation never had it."""
     run = running_run(conversation_id=conversation_id)
-    if run is not None and any(r["toolCallId"] == tool_call_id for r in open_requests(_approval_events(run_id=run.pk))):
-        return "open", run
+    runs = [*reversed(_running_children(conversation_id=conversation_id)), run] if run is not None else []
+    for asking in runs:  # the newest child first: a delegate's request waits while its parent's call does
+        if any(r["toolCallId"] == tool_call_id for r in open_requests(_approval_events(run_id=asking.pk))):
+            return "open", asking
     asked = Event.objects.filter(
         conversation_id=conversation_id, type="approval_request", payload__toolCallId=tool_call_id
     ).exists()
@@ -141,6 +151,7 @@ def user_message_rows(*, conversation_ids: list) -> dict[object, list[history.Us
     """Each conversation's user_messages as (seq, runId, parentSeq, has parentSeq), in seq order."""
     rows = (
         Event.objects.filter(conversation_id__in=conversation_ids, type="user_message")
+        .exclude(payload__has_key=CHILD_KEY)  # a child run's task is no turn of the conversation
         .annotate(has_parent=ExpressionWrapper(Q(payload__has_key="parentSeq"), output_field=BooleanField()))
         .order_by("conversation_id", "seq")
         .values_list("conversation_id", "seq", "run_id", "payload__parentSeq", "has_parent")

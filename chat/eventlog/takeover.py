@@ -6,6 +6,7 @@ anywhere, its release by a stopping process, and its take-over when its process 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from chat.agent.events import (
 )
 from chat.agent.tools import error_result
 from chat.eventlog.append import batches_append
+from chat.eventlog.frames import CHILD_KEY
 from chat.eventlog.steers import steers_retake
 from chat.eventlog.types import EventBatch, Interruption, ToolRecordData
 from chat.exceptions import ConversationGone
@@ -91,14 +93,21 @@ def runs_release(*, run_ids: list, worker: str, resumes: int | None = None) -> i
 
 
 def run_interrupt(
-    *, run_id, message: str, stale_before: datetime | None = None, worker: str = "", max_resumes: int = 0
+    *,
+    run_id,
+    message: str,
+    stale_before: datetime | None = None,
+    worker: str = "",
+    max_resumes: int = 0,
+    keep_open: Collection[str] = (),
 ) -> Interruption | None:
     """Close the interrupted attempt of a run whose process is gone: a tool_end error for each
     open tool call, an expired approval_result and a tool_end error for each approval request
     still waiting, then error INTERRUPTED. While it has resumes left (fewer than max_resumes)
     the run is handed to `worker` to continue (the error says `resumed: true`); past that it
     completes `interrupted`. None when the run is not (or no longer) a stale running run, so
-    that only one process takes it and a live one never is."""
+    that only one process takes it and a live one never is. `keep_open`: delegate calls left
+    open, their child runs resumed with it (chat.eventlog.families)."""
     with transaction.atomic():
         runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
         if stale_before is not None:
@@ -115,7 +124,7 @@ def run_interrupt(
         open_calls = [
             (e["toolCallId"], e["toolName"], e["arguments"])
             for e in logged
-            if e["type"] == "tool_start" and e["toolCallId"] not in ended
+            if e["type"] == "tool_start" and e["toolCallId"] not in ended and e["toolCallId"] not in keep_open
         ]
         result, now = error_result("interrupted"), timezone.now()
         payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
@@ -156,6 +165,9 @@ def run_interrupt(
             payloads += [error, CompleteEvent(RunStatus.INTERRUPTED).to_dict()]
             run.status, run.finished_at, run.error = Run.Status.INTERRUPTED, timezone.now(), f"INTERRUPTED: {message}"
             run.save(update_fields=["status", "finished_at", "error"])
+        if run.parent_id is not None:  # a child run's events name its parent (docs/protocol.md, "Sub-agents")
+            lineage = {CHILD_KEY: str(run.parent_id), "parentToolCallId": run.parent_tool_call_id}
+            payloads = [{**payload, **lineage} for payload in payloads]
         (frames,) = batches_append([EventBatch(run.conversation_id, run_id, payloads, records)])
         if frames is None:
             raise ConversationGone(str(run.conversation_id))

@@ -14,6 +14,7 @@ from django.db.models import Max, OuterRef, Q, Subquery
 from chat.agent.events import UserMessageEvent
 from chat.agent.text import clean
 from chat.eventlog.append import conversation_key
+from chat.eventlog.frames import CHILD_KEY
 from chat.eventlog.types import RunStart
 from chat.exceptions import NotAUserMessage
 from chat.models import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, Conversation, Event, Run
@@ -60,16 +61,20 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
             where |= Q(conversation_id=key, seq=seq)
         found = {
             (conversation_id, seq): payload
-            for conversation_id, seq, payload in Event.objects.filter(where, type="user_message").values_list(
-                "conversation_id", "seq", "payload"
-            )
+            for conversation_id, seq, payload in Event.objects.filter(where, type="user_message")
+            .exclude(payload__has_key=CHILD_KEY)
+            .values_list("conversation_id", "seq", "payload")
         }
     following = {conversation_key(s.message.conversation.pk) for s in starts if s.message.named_seq is None}
     newest: dict[Any, int | None] = {}
     if following:
         # The newest through the user_message index backwards, one row per conversation: a MAX
         # per group would read every turn of the conversation (7.6 ms at 10,000 turns, idle).
-        latest = Event.objects.filter(conversation=OuterRef("pk"), type="user_message").order_by("-seq")
+        latest = (
+            Event.objects.filter(conversation=OuterRef("pk"), type="user_message")
+            .exclude(payload__has_key=CHILD_KEY)
+            .order_by("-seq")
+        )
         newest = dict(
             Conversation.objects.filter(pk__in=following)
             .annotate(newest=Subquery(latest.values("seq")[:1]))
@@ -133,6 +138,5 @@ def _parent_of(conversation_key, seq: int, payload: dict[str, Any]) -> int | Non
     if "parentSeq" in payload:
         parent = payload["parentSeq"]
         return parent if isinstance(parent, int) and not isinstance(parent, bool) else None
-    return Event.objects.filter(conversation_id=conversation_key, type="user_message", seq__lt=seq).aggregate(
-        previous=Max("seq")
-    )["previous"]
+    rows = Event.objects.filter(conversation_id=conversation_key, type="user_message", seq__lt=seq)
+    return rows.exclude(payload__has_key=CHILD_KEY).aggregate(previous=Max("seq"))["previous"]

@@ -56,12 +56,17 @@ def _duration(now: datetime) -> ExpressionWrapper:
 
 def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
     """Runs matching the filters, sorted, with `duration`, `retries` and `tool_errors` annotated."""
-    rows = Run.objects.select_related("user", "feedback").annotate(
-        duration=_duration(now),
-        source=F("conversation__source"),  # "api": started by the OpenAI-compatible endpoint
-        retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
-        # Failures only: a call denied at approval, or expired, is not one (ToolRecord.outcome).
-        tool_errors=Count("tool_records", filter=Q(tool_records__outcome=ERROR), distinct=True),
+    # Top-level runs: a child run (docs/protocol.md, "Sub-agents") is shown in its parent's trace.
+    rows = (
+        Run.objects.filter(parent__isnull=True)
+        .select_related("user", "feedback")
+        .annotate(
+            duration=_duration(now),
+            source=F("conversation__source"),  # "api": started by the OpenAI-compatible endpoint
+            retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
+            # Failures only: a call denied at approval, or expired, is not one (ToolRecord.outcome).
+            tool_errors=Count("tool_records", filter=Q(tool_records__outcome=ERROR), distinct=True),
+        )
     )
     if filters.conversation:
         rows = rows.filter(conversation_id=filters.conversation)

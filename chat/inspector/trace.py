@@ -84,6 +84,9 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
                 prompt_tokens=run.prompt_tokens,
                 completion_tokens=run.completion_tokens,
             ),
+            "parentRunId": None if run.parent_id is None else str(run.parent_id),
+            "parentToolCallId": run.parent_tool_call_id or None,
+            "depth": run.depth,
             "feedback": None
             if feedback is None
             else {"rating": feedback.rating, "comment": feedback.comment, "updatedAt": frame_time(feedback.updated_at)},
@@ -91,4 +94,25 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
         "modelCalls": model_calls,
         "toolCalls": tool_calls,
         "events": events,
+        "children": children_of(run),
     }
+
+
+def children_of(run: Run) -> list[dict[str, Any]]:
+    """The child runs a run's delegate calls started (docs/protocol.md, "Sub-agents"), in start
+    order; `usage`: each one's complete's (its own and its children's), its row's while it runs."""
+    children = list(Run.objects.filter(parent=run).select_related("agent").order_by("started_at", "id"))
+    completes = dict(Event.objects.filter(run__in=children, type="complete").values_list("run_id", "payload__usage"))
+    return [
+        {
+            "id": str(child.pk),
+            "agent": child.agent.slug if child.agent is not None else None,
+            "status": child.status,
+            "parentToolCallId": child.parent_tool_call_id,
+            "startedAt": frame_time(child.started_at),
+            "durationMs": _ms(child.started_at, child.finished_at),
+            "usage": completes.get(child.pk)
+            or usage_json(child.prompt_tokens, child.completion_tokens, child.total_tokens),
+        }
+        for child in children
+    ]

@@ -197,6 +197,10 @@ def run_page(request, run_id):
                 title=f"{tool['toolName']}: {tool['durationMs']} ms" + ("" if outcome == OK else f" ({outcome})"),
             )
         )
+    # The run tree (docs/protocol.md, "Sub-agents"): each child run under the delegate call that started it.
+    children = {child["parentToolCallId"]: child for child in trace["children"]}
+    for tool in trace["toolCalls"]:
+        tool["child"] = children.get(tool["toolCallId"])
     anchors = {tool["toolCallId"]: tool["anchor"] for tool in trace["toolCalls"]}
     spans += _approval_waits(trace["events"], start, anchors)
     spans.sort(key=lambda span: span.start_ms)
@@ -213,6 +217,7 @@ def run_page(request, run_id):
         "estimated": any(call["estimated"] for call in trace["modelCalls"]),
         "model_calls": trace["modelCalls"],
         "tool_calls": trace["toolCalls"],
+        "children": trace["children"],
         "events": events,
         "events_hidden": len(trace["events"]) - len(shown),
         "conversation_title": reads.conversation_title(run["conversationId"]),

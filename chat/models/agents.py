@@ -67,6 +67,8 @@ class AgentProfile(models.Model):
     everyone = models.BooleanField(default=False, help_text="Every signed-in user may use it.")
     users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="agent_profiles")
     groups = models.ManyToManyField("auth.Group", blank=True, related_name="agent_profiles")
+    # The profiles it may hand a task to, each as a tool `agent__<slug>` (docs/protocol.md, "Sub-agents").
+    delegates = models.ManyToManyField("self", symmetrical=False, blank=True, related_name="delegators")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

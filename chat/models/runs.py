@@ -49,11 +49,21 @@ class Run(models.Model):
     imported = models.BooleanField(default=False)
     # The schedule that started it (docs/protocol.md, "Schedules"); kept null when the schedule is deleted.
     schedule = models.ForeignKey("chat.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    # A child run (docs/protocol.md, "Sub-agents"): the run whose delegate tool call started it, that
+    # call's toolCallId, and how deep it nests (a top-level run: 0, no parent).
+    parent = models.ForeignKey("chat.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    parent_tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    depth = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-started_at"]
         constraints = [
-            models.UniqueConstraint(fields=["conversation"], condition=Q(status="running"), name=RUNNING_RUN_CONSTRAINT)
+            # Top-level runs only: a child run overlaps its parent.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status="running", parent__isnull=True),
+                name=RUNNING_RUN_CONSTRAINT,
+            )
         ]
         indexes = [
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),

@@ -16,7 +16,8 @@ The credential holds for the stream's life: a revocation pushed to the user's gr
 (chat.accounts.revocation) ends it at once, and the session or token is re-checked every
 held_credentials.SESSION_RECHECK_SECONDS for a push that was lost. The conversation's deletion,
 pushed to its group (chat.realtime.deletion), ends it at once with an `error` frame NOT_FOUND.
-`until_complete` ends it after the first `complete` past `after`.
+`until_complete` ends it after the first `complete` past `after` of a top-level run (a child
+run's, docs/protocol.md "Sub-agents", does not end it).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from django.db import DatabaseError
 from chat.accounts import held_credentials
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import REVOKED, user_group
-from chat.eventlog.frames import sync_frame
+from chat.eventlog.frames import CHILD_KEY, sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
 from chat.realtime.backlog import FELL_BEHIND, Backlog, give_up
 from chat.realtime.deletion import DELETED
@@ -213,6 +214,6 @@ class Stream:
 
     def _send(self, frame: dict[str, Any]) -> dict[str, Any]:
         self.last_seq = frame["seq"]
-        if self.until_complete and frame["type"] == "complete":
+        if self.until_complete and frame["type"] == "complete" and CHILD_KEY not in frame:  # a top-level run's
             self.done = True
         return frame

@@ -98,7 +98,9 @@ def admission_read(*, starts: list[RunStart], keys: set, now: datetime) -> Admis
         spent = tokens_today(user_ids=quoted, now=now)
         flying = runs_in_flight(user_ids=quoted)
     busy = set(
-        Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING).values_list("conversation", flat=True)
+        Run.objects.filter(conversation__in=keys, status=Run.Status.RUNNING, parent__isnull=True).values_list(
+            "conversation", flat=True
+        )
     )
     agent_ids, usable = _agents_of(starts, keys)
     return Admission(limits, recent, spent, flying, busy, agent_ids, usable)
@@ -131,7 +133,7 @@ def tokens_today(*, user_ids, now: datetime) -> dict[Any, int]:
 def runs_in_flight(*, user_ids) -> dict[Any, int]:
     """{user id: their runs running now, in any conversation} (users with none left out)."""
     return dict(
-        Run.objects.filter(user__in=user_ids, status=Run.Status.RUNNING)
+        Run.objects.filter(user__in=user_ids, status=Run.Status.RUNNING, parent__isnull=True)
         .values("user")
         .annotate(n=Count("pk"))
         .values_list("user", "n")

@@ -89,7 +89,7 @@ def message_queue(message: Message) -> tuple[Queued | None, list[EventFrame]]:
     AGENT_MAX_QUEUED."""
     with transaction.atomic():
         key = _locked(message.conversation.pk)
-        running = Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists()
+        running = Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING, parent__isnull=True).exists()
         return _queued(message, key, running=running)
 
 
@@ -99,7 +99,11 @@ def message_steer(message: Message) -> tuple[Steered | Queued | None, list[Event
     message_queue would (messages wait: it waits behind them) or starts as any other (None)."""
     with transaction.atomic():
         key = _locked(message.conversation.pk)
-        run_id = Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).values_list("pk", flat=True).first()
+        run_id = (
+            Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING, parent__isnull=True)
+            .values_list("pk", flat=True)
+            .first()
+        )
         if run_id is None:
             return _queued(message, key, running=False)
         if QueuedMessage.objects.filter(conversation_id=key).withdrawable().count() >= settings.AGENT_MAX_QUEUED:
@@ -216,7 +220,7 @@ def _start_next_now(conversation_id, worker: str) -> list[followups.FollowUp]:
     `complete` stored where nobody collected what it started)."""
     with followups.collecting(worker) as started, transaction.atomic():
         key = _locked(conversation_id)
-        if Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING).exists():
+        if Run.objects.filter(conversation_id=key, status=Run.Status.RUNNING, parent__isnull=True).exists():
             return []
         started.extend(start_next([key], worker))
         return list(started)

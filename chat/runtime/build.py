@@ -23,6 +23,7 @@ from chat.agents.profiles import AgentConfig
 from chat.agents.tool_limits import rate_limit
 from chat.conversations.workspaces import locked_write
 from chat.mcp.tools import UnstartedServers
+from chat.runtime.delegates import Delegation
 from chat.runtime.image_parts import ImageParts
 from chat.tools import build_registry
 from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
@@ -142,13 +143,15 @@ def build_agent(
     hold: asyncio.Event | None = None,
     steering: SteeringSource | None = None,
     compactor: Compactor | None = None,
+    delegation: Delegation | None = None,
 ) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
     are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
     (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
     question) no call waits. `hold`: the model's answers are read once it is set (ChatModel).
     `steering`: where the run finds the steers sent to it (chat.runtime.steering); `compactor`:
-    what keeps its requests within its context (compactor())."""
+    what keeps its requests within its context (compactor()); `delegation`: its delegate tools
+    (chat.runtime.delegates)."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -159,7 +162,7 @@ def build_agent(
     return Agent(
         build_chat_model(config, hold=hold),
         tools=build_registry(names, timeouts=tool_timeouts()),
-        tool_sources=sources,
+        tool_sources=[*sources, *([delegation.source] if delegation is not None else [])],
         system_prompt=system_prompt(names, base=config.system_prompt, skills=config.skills),
         max_iterations=config.max_iterations,
         max_retries=config.max_retries,
@@ -172,6 +175,8 @@ def build_agent(
         # always accepts them (it answers with their size), so the offline demo shows the feature.
         hooks=[ImageParts(vision=config.sees_images)],
         tool_interceptors=[
+            # First: a delegate call is bounded by its child run's limits, and its error is the child's.
+            *([delegation] if delegation is not None else []),
             rate_limit(settings.AGENT_TOOL_RATE_LIMIT),
             ToolErrorPolicy(),
             *([UnstartedServers(lambda: mcp.get_servers().connections.values())] if sources else []),

@@ -19,16 +19,17 @@ from django.db import InterfaceError, OperationalError
 
 from chat.agent import AgentRun, CompleteEvent
 from chat.agent.approval import Answers
-from chat.agent.events import ErrorCode, RunStatus
+from chat.agent.events import ErrorCode, RunStatus, ToolEndEvent
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
 from chat.eventlog.compactions import Memory
+from chat.eventlog.families import Waiting
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import Interruption, RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
-from chat.runtime import build, titles
+from chat.runtime import build, delegates, titles
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
 from chat.runtime.steering import steering
@@ -70,6 +71,14 @@ class RunHandle:
     # Its process's channel and what runs the messages its `complete` starts (the registry's).
     worker: str = ""
     follow: Callable[[list[followups.FollowUp]], None] | None = None
+    # A child run (docs/protocol.md, "Sub-agents"): how deep it nests, and the fields every one of
+    # its events carries (parentRunId, parentToolCallId); what runs the child runs it starts.
+    depth: int = 0
+    lineage: dict[str, str] = field(default_factory=dict)
+    run_child: delegates.RunChild | None = None
+    # Resumed with delegate calls left open (chat.eventlog.families): each, with the handle of
+    # its resumed child run, ended with that child's outcome before the agent begins.
+    waiting: list[tuple[Waiting, RunHandle | None]] = field(default_factory=list)
     sink: EventSink = field(init=False)  # where the agent's events go to be stored and published
 
     def __post_init__(self) -> None:
@@ -78,14 +87,18 @@ class RunHandle:
             run_id=self.run_id,
             flush_seconds=settings.AGENT_STREAM_FLUSH_MS / 1000,
             max_flush_seconds=settings.AGENT_STREAM_FLUSH_MAX_MS / 1000,
+            extra=self.lineage,
         )
 
     def stop(self, reason: StopReason) -> None:
         """End the run with its closing events (a tool_end for each open call, the error, complete)."""
         if self.agent_run is not None:
             self.agent_run.cancel(status=reason.status, code=reason.code, message=reason.message)
-        else:  # still loading: remember, and stop as soon as the agent exists
+        else:  # still loading (or waiting for its children): remember, and stop as soon as the agent exists
             self.stop_reason = reason
+            for _, child in self.waiting:
+                if child is not None:
+                    child.stop(reason)
 
     @property
     def ending(self) -> bool:
@@ -100,21 +113,34 @@ class RunHandle:
 
 def begin(handle: RunHandle, *, memory: Memory, hold: asyncio.Event | None = None) -> None:
     """Build the run's agent and start it on `memory` (chat.eventlog.memory: the chat messages it
-    starts from, laid out for its compactor); its events wait in the agent run until execute reads them. `hold`: its model
-    reads no answer until it is set (a run started while its start is being stored: registry)."""
+    starts from, laid out for its compactor); its events wait in the agent run until execute reads
+    them. `hold`: its model reads no answer until it is set (a run started while its start is being
+    stored: registry)."""
     context = build.tool_context(
         conversation_id=str(handle.conversation_id),
         user_id=str(handle.user_id),
         run_id=str(handle.run_id),
         config=handle.config,
     )
+    delegation = delegates.Delegation(
+        run_id=handle.run_id,
+        user_id=handle.user_id,
+        depth=handle.depth,
+        profile_id=handle.config.profile_id,
+        worker=lambda: handle.worker,
+        run_child=lambda: handle.run_child,
+        started=handle.sink.tool_started,
+        unattended=handle.config.unattended,
+    )
     agent = build.build_agent(
         config=handle.config,
         observers=[handle.sink.add_model_call],
         answers=handle.answers,
         hold=hold,
-        steering=steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
+        # A steer goes to the top-level run (docs/protocol.md, "Steering"), never to a child.
+        steering=None if handle.depth else steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
         compactor=build.compactor(handle.config, memory.layout),
+        delegation=delegation,
     )
     handle.agent_run = agent_run = agent.stream(memory.messages, context=context)
     handle.sink.offers = agent_run.offers
@@ -128,6 +154,8 @@ async def execute(handle: RunHandle, *, memory: Memory, announce: list[EventFram
     await publish(conversation_id, announce)
     trace = tracing.run_trace(run_id=run_id, conversation_id=conversation_id, resumes=handle.resumes)
     try:
+        if handle.waiting:
+            await _children_ended(handle, memory.messages)
         if handle.agent_run is None:
             begin(handle, memory=memory)
         if handle.stop_reason is not None:
@@ -142,7 +170,8 @@ async def execute(handle: RunHandle, *, memory: Memory, announce: list[EventFram
                 trace.observe(data, outcome, usage=agent_run.result.usage if outcome is not None else None)
             await sink.add(data, outcome=outcome)
         # The outcome is stored and published: the title, if the conversation waits for one, comes after.
-        titles.after_run(run_id=run_id, conversation_id=conversation_id, config=handle.config, agent_run=agent_run)
+        if not handle.depth:
+            titles.after_run(run_id=run_id, conversation_id=conversation_id, config=handle.config, agent_run=agent_run)
     except asyncio.CancelledError:  # abandoned
         sink.discard()
         if handle.agent_run is not None:
@@ -171,6 +200,22 @@ async def execute(handle: RunHandle, *, memory: Memory, announce: list[EventFram
     finally:
         if trace is not None:
             trace.close()
+
+
+async def _children_ended(handle: RunHandle, memory: list[dict]) -> None:
+    """A resumed run's delegate calls left open for its resumed child runs: each ended (its
+    tool_end, and the result in the memory in place of the unfinished call's) with its child's
+    outcome, once that child has ended (docs/protocol.md, "Sub-agents")."""
+    for wait, child in handle.waiting:
+        if child is not None and child.task is not None:
+            await asyncio.wait([child.task])
+        outcome = child_outcome(child) if child is not None else delegates.ChildOutcome(RunStatus.INTERRUPTED)
+        result, is_error = delegates.call_result(wait.slug, outcome)
+        await handle.sink.add(ToolEndEvent(wait.tool_name, wait.tool_call_id, result, is_error, 0).to_dict())
+        for message in memory:
+            if message.get("role") == "tool" and message.get("tool_call_id") == wait.tool_call_id:
+                message["content"] = result
+    handle.waiting = []
 
 
 def refused_for_good(exc: BaseException) -> bool:
@@ -207,6 +252,17 @@ def interrupt_following(*, worker: str, **kwargs) -> tuple[Interruption | None, 
             followups.rollback(mark)
             raise
         return interruption, list(started)
+
+
+def child_outcome(handle: RunHandle) -> delegates.ChildOutcome:
+    """How a child run this process executed ended (its task done)."""
+    agent_run = handle.agent_run
+    if agent_run is None or handle.lost or agent_run.result.status == "running":
+        return delegates.ChildOutcome(RunStatus.INTERRUPTED, message=SHUT_DOWN.message)
+    result = agent_run.result
+    return delegates.ChildOutcome(
+        result.status, answer=result.text, message=result.error.message if result.error else ""
+    )
 
 
 def _outcome(agent_run: AgentRun) -> RunOutcome:

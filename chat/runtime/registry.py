@@ -19,7 +19,9 @@ from chat.agent.approval import Decision
 from chat.agent.perloop import PerLoop
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
+from chat.eventlog.children import lineage
 from chat.eventlog.compactions import Memory
+from chat.eventlog.families import Waiting
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import approval_state, running_run
 from chat.eventlog.takeover import run_request_cancel, runs_release
@@ -28,8 +30,17 @@ from chat.models import Run
 from chat.runtime import build
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
 from chat.runtime.batching import server_task
+from chat.runtime.delegates import ChildOutcome
 from chat.runtime.doorbell import publish, ring_cancel, ring_processes
-from chat.runtime.execution import CANCELLED, DATABASE_OUTAGES, SHUT_DOWN, RunHandle, StopReason, execute
+from chat.runtime.execution import (
+    CANCELLED,
+    DATABASE_OUTAGES,
+    SHUT_DOWN,
+    RunHandle,
+    StopReason,
+    child_outcome,
+    execute,
+)
 from chat.runtime.head_start import HeadStarts
 from chat.runtime.supervision import REAP_MESSAGE, Supervisor, install_sigterm_handler
 from chat.runtime.writer import close_writer, get_writer
@@ -106,9 +117,11 @@ class RunRegistry:
         announce: list[EventFrame],
         config: AgentConfig,
         begun: RunHandle | None = None,
+        waits: list[Waiting] | None = None,
     ) -> None:
         """Execute the run here: a new one, or one resumed from a dead process's, with the agent
-        configuration read when it started (or was taken over); `begun`: its head start's handle."""
+        configuration read when it started (or was taken over); `begun`: its head start's handle;
+        `waits`: the delegate calls a resumed run left open for its child runs, adopted before it."""
         key = str(run.pk)
         handle = begun or RunHandle(
             run_id=run.pk,
@@ -117,11 +130,33 @@ class RunRegistry:
             resumes=run.resumes,
             config=config,
             answers=self.approvals.for_run(run.pk),
+            depth=run.depth,
+            lineage=lineage(run),
         )
-        handle.worker, handle.follow = self.channel, self.follow
+        handle.worker, handle.follow, handle.run_child = self.channel, self.follow, self.run_child
+        handle.waiting = [(wait, self._handles.get(wait.child_run_id)) for wait in waits or []]
         self._handles[key] = handle
         handle.task = server_task(execute(handle, memory=memory, announce=announce), name=f"run-{key}")
         handle.task.add_done_callback(lambda _: self._ended(handle))
+
+    async def run_child(
+        self, run: Run, *, memory: Memory, announce: list[EventFrame], config: AgentConfig
+    ) -> ChildOutcome:
+        """Execute a child run stored just now (chat.runtime.delegates) and wait for its end. Its
+        parent stopped meanwhile (cancel, SIGTERM): the child is stopped the same way first, and
+        its `complete` stored, before the parent's call ends (docs/protocol.md, "Sub-agents")."""
+        self.adopt(run, memory=memory, announce=announce, config=config)
+        handle = self._handles[str(run.pk)]
+        task = handle.task
+        assert task is not None  # adopted
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                handle.stop(CANCELLED if not self.stopping else SHUT_DOWN)
+                await asyncio.wait([task])
+            raise
+        return child_outcome(handle)
 
     def follow(self, started: list[followups.FollowUp]) -> None:
         """What stored `complete`s set off (chat.eventlog.followups), committed: each started run

@@ -64,8 +64,18 @@ def model_call_data(record: ModelCallRecord) -> ModelCallData:
 
 
 class EventSink:
-    def __init__(self, *, conversation_id, run_id, flush_seconds: float, max_flush_seconds: float = 0.0):
+    def __init__(
+        self,
+        *,
+        conversation_id,
+        run_id,
+        flush_seconds: float,
+        max_flush_seconds: float = 0.0,
+        extra: dict[str, Any] | None = None,
+    ):
         self.conversation_id = conversation_id
+        # Fields every event of the run carries: a child run's parentRunId and parentToolCallId.
+        self._extra = extra or {}
         # Whether the run offered a tool name (AgentRun.offers), told once the agent exists.
         self.offers: Callable[[str], bool] = lambda name: True
         self.run_id = run_id
@@ -85,9 +95,15 @@ class EventSink:
         self._discarded = False
         self._failure: Exception | None = None  # a clock flush that failed, raised at the next event
         self._answer = Answer()  # follows the stored frames
+        # The calls whose tool_start is stored, and who waits for one (a delegate call: its child
+        # run's events come after it, chat.runtime.delegates).
+        self._started: set[str] = set()
+        self._start_waiters: dict[str, asyncio.Future] = {}
 
     async def add(self, payload: dict[str, Any], *, outcome: RunOutcome | None = None) -> None:
         self._raise_failure()
+        if self._extra:
+            payload = {**payload, **self._extra}
         kind = payload["type"]
         if kind in DELTA_TYPES:
             if kind != self._stream:
@@ -174,6 +190,18 @@ class EventSink:
     def _follow(self, frames) -> None:
         for frame in frames:
             self._answer.add(frame)
+            if frame["type"] == "tool_start":
+                self._started.add(frame["toolCallId"])
+                waiter = self._start_waiters.pop(frame["toolCallId"], None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+
+    async def tool_started(self, tool_call_id: str) -> None:
+        """Once the tool_start of the call is stored."""
+        if tool_call_id in self._started:
+            return
+        waiter = self._start_waiters.setdefault(tool_call_id, asyncio.get_running_loop().create_future())
+        await waiter
 
     def _record(self, payload: dict[str, Any]) -> ToolRecordData:
         duration = int(payload.get("durationMs", 0))

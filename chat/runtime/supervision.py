@@ -41,7 +41,8 @@ from chat.agent.approval import Decision
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups, memory
-from chat.eventlog.compactions import Memory
+from chat.eventlog.compactions import Memory, first_turn
+from chat.eventlog.families import Waiting, family_interrupt
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.reads import stale_runs
 from chat.eventlog.takeover import run_interrupt, runs_heartbeat
@@ -82,7 +83,9 @@ class SupervisedRegistry(Protocol):
 
     def abandon(self, run_id) -> None: ...
 
-    def adopt(self, run: Run, *, memory: Memory, announce: list[EventFrame], config: AgentConfig) -> None: ...
+    def adopt(
+        self, run: Run, *, memory: Memory, announce: list[EventFrame], config: AgentConfig, waits: list[Waiting]
+    ) -> None: ...
 
     def follow(self, started: list[followups.FollowUp]) -> None: ...
 
@@ -251,22 +254,24 @@ class Supervisor:
             for run in await database_sync_to_async(stale_runs)(older_than=cutoff):
                 if registry.holds(run.pk):
                     continue  # ours and alive: the heartbeat will catch up
-                interruption, messages, config, started = await database_sync_to_async(_interrupt_with_memory)(
-                    run_id=run.pk, stale_before=cutoff, worker=registry.channel
+                family, started = await database_sync_to_async(_interrupt_with_memory)(
+                    run=run, stale_before=cutoff, worker=registry.channel
                 )
-                if interruption is None:
-                    continue  # another process was quicker
-                taken += 1
-                if interruption.resumed:
-                    logger.info("resuming run %s of a dead process", run.pk)
-                    # A resumed interruption comes with its memory and its agent's configuration.
-                    assert config is not None and messages is not None
-                    registry.adopt(interruption.run, memory=messages, announce=interruption.frames, config=config)
-                else:
-                    logger.info("closed run %s of a dead process as interrupted", run.pk)
-                    await publish(run.conversation_id, interruption.frames)
-                    if started:  # the waiting message it held back starts here
-                        registry.follow(started)
+                # The deepest child runs first: a resumed parent waits for their outcomes.
+                for interruption, messages, config, waits in family:
+                    taken += 1
+                    if interruption.resumed:
+                        logger.info("resuming run %s of a dead process", interruption.run.pk)
+                        # A resumed interruption comes with its memory and its agent's configuration.
+                        assert config is not None and messages is not None
+                        registry.adopt(
+                            interruption.run, memory=messages, announce=interruption.frames, config=config, waits=waits
+                        )
+                    else:
+                        logger.info("closed run %s of a dead process as interrupted", interruption.run.pk)
+                        await publish(interruption.run.conversation_id, interruption.frames)
+                if started:  # the waiting message a closed run held back starts here
+                    registry.follow(started)
             # Messages left waiting with no run in progress (a stopping process stored their
             # run's `complete` and started nothing): started here.
             stranded = await database_sync_to_async(followups.start_stranded)(worker=registry.channel)
@@ -275,40 +280,57 @@ class Supervisor:
             return taken
 
 
-def _interrupt_with_memory(
-    *, run_id, stale_before, worker: str
-) -> tuple[Interruption | None, Memory | None, AgentConfig | None, list[followups.FollowUp]]:
+Resumable = tuple[Interruption, Memory | None, AgentConfig | None, list[Waiting]]
+
+
+def _interrupt_with_memory(*, run: Run, stale_before, worker: str) -> tuple[list[Resumable], list[followups.FollowUp]]:
     """_take_over, with the runs its `complete` started for `worker` (a closed run's waiting
     message: chat.eventlog.followups)."""
     with followups.collecting(worker) as started:
         mark = followups.mark()
         try:
-            interruption, messages, config = _take_over(run_id=run_id, stale_before=stale_before, worker=worker)
+            family = _take_over(run=run, stale_before=stale_before, worker=worker)
         except BaseException:
             followups.rollback(mark)
             raise
-        return interruption, messages, config, list(started)
+        return family, list(started)
 
 
-def _take_over(*, run_id, stale_before, worker: str) -> tuple[Interruption | None, Memory | None, AgentConfig | None]:
-    """Take a dead process's run, and for a resume read its memory and its agent's configuration
-    (the profile it started with, read again): one trip to the ORM thread, and one transaction, so
-    that a read failing after the take-over (a connection that broke) undoes it: a resume is counted
-    only for a run this process then adopts, never spent on one it could not."""
+def _take_over(*, run: Run, stale_before, worker: str) -> list[Resumable]:
+    """Take a dead process's run (a top-level run with its running child runs: chat.eventlog.families),
+    and for each resume read its memory and its agent's configuration (the profile it started
+    with, read again): one trip to the ORM thread, and one transaction, so that a read failing
+    after the take-over (a connection that broke) undoes it: a resume is counted only for a run
+    this process then adopts, never spent on one it could not. A child run is taken with its
+    top-level run; one whose parent has ended is closed `interrupted`."""
     with transaction.atomic():
-        interruption = run_interrupt(
-            run_id=run_id,
+        if run.parent_id is not None:
+            if Run.objects.filter(pk=run.parent_id, status=Run.Status.RUNNING).exists():
+                return []  # taken with its top-level run
+            alone = run_interrupt(run_id=run.pk, stale_before=stale_before, message=SHUT_DOWN.message, worker=worker)
+            return [] if alone is None else [(alone, None, None, [])]
+        family = family_interrupt(
+            run_id=run.pk,
             stale_before=stale_before,
             message=SHUT_DOWN.message,
             worker=worker,
             max_resumes=settings.AGENT_MAX_RESUMES,
         )
-        if interruption is None or not interruption.resumed:
-            return interruption, None, None
-        run = interruption.run
-        messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
-        source = Conversation.objects.filter(pk=run.conversation_id).values_list("source", flat=True).first() or ""
-        return interruption, messages, profiles.for_source(profiles.config_for(run.agent), source=source)
+        out: list[Resumable] = []
+        for taken in family:
+            interruption = taken.interruption
+            if not interruption.resumed:
+                out.append((interruption, None, None, []))
+                continue
+            resumed = interruption.run
+            if resumed.parent_id is None:
+                messages = memory.runs_memory(runs={resumed.conversation_id: resumed.pk})[resumed.conversation_id]
+            else:  # its system prompt and the task, then what it did
+                messages = first_turn(memory.events_of([resumed.pk])[resumed.pk][1])
+            source = Conversation.objects.filter(pk=resumed.conversation_id).values_list("source", flat=True)
+            config = profiles.for_source(profiles.config_for(resumed.agent), source=source.first() or "")
+            out.append((interruption, messages, config, taken.waits))
+        return out
 
 
 _sigterm_installed = False

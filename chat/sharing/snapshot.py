@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat.eventlog.frames import EventFrame
+from chat.eventlog.frames import CHILD_KEY, EventFrame
 from chat.eventlog.reads import user_message_rows
 from chat.eventlog.versions import ancestry, turn_parents, viewed_leaf
 from chat.exceptions import NotAUserMessage
@@ -44,17 +44,20 @@ def snapshot_leaf(*, conversation: Conversation, up_to: int, leaf_seq: int | Non
 def branch_frames(frames: list[EventFrame], *, leaf_seq: int) -> list[dict[str, Any]]:
     """Of a conversation's frames (up to the snapshot's end), those of the branch that ends at
     `leaf_seq`, numbered again from 1."""
-    heads = [frame for frame in frames if frame["type"] == "user_message"]
+    heads = [frame for frame in frames if frame["type"] == "user_message" and CHILD_KEY not in frame]
     parents = turn_parents([(f["seq"], f["runId"], f.get("parentSeq"), "parentSeq" in f) for f in heads])
     branch = set(ancestry(parents, leaf_seq))
     runs = {frame["runId"] for frame in heads if frame["seq"] in branch}
+    for frame in frames:  # with their child runs (docs/protocol.md, "Sub-agents"), which start after them
+        if frame.get(CHILD_KEY) in runs:
+            runs.add(frame["runId"])
     kept = [frame for frame in frames if frame["runId"] in runs]
     new_seq = {frame["seq"]: index for index, frame in enumerate(kept, 1)}
     shown: list[dict[str, Any]] = []
     for frame in kept:
         old = frame["seq"]
         frame = {**frame, "seq": new_seq[old]}
-        if frame["type"] == "user_message":
+        if frame["type"] == "user_message" and CHILD_KEY not in frame:
             parent = parents[old]
             frame["parentSeq"] = new_seq[parent] if parent is not None else None
             for name in VERSION_FIELDS:

@@ -12,6 +12,7 @@
 // another device opens on it; a new turn clears it there, as it becomes the one viewed here.
 import { api, ApiError } from "./api.js";
 import { CompactionRow, turnCompletedAt } from "./compaction-row.js";
+import { ChildRuns } from "./child-run.js";
 import { mountInSlices } from "./slices.js";
 import { ChatSocket, CLOSE_NOT_FOUND, CLOSE_NOT_LOGGED_IN } from "./socket.js";
 import { Turn } from "./timeline.js";
@@ -63,6 +64,8 @@ export class ConversationView {
       fileUrl: (path) => api.fileUrl(this.id, path),
       thumbnailUrl: (path) => api.thumbnailUrl(this.id, path),
     };
+    // Sub-agents' runs, drawn inside their delegate calls' cards (docs/protocol.md, "Sub-agents").
+    this.children = new ChildRuns(this.turns, this.turnActions);
   }
 
   get running() {
@@ -222,6 +225,7 @@ export class ConversationView {
       turnCompletedAt(this.order, frame.throughSeq)?.addCompaction(new CompactionRow(frame));
       return;
     }
+    if (this.children.apply(frame, live && this.mounted)) return;
     if (frame.type === "user_message" && frame.queueId) this.waiting.delete(frame.queueId);
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);

@@ -4,6 +4,7 @@
 // snapshot from the link's own events URL and nothing else: no socket, no /api/, no files
 // (attachments are listed by name).
 import { CompactionRow, turnCompletedAt } from "./compaction-row.js";
+import { ChildRuns } from "./child-run.js";
 import { h } from "./dom.js";
 import { handleCopyButtons } from "./markdown.js";
 import { mountInSlices } from "./slices.js";
@@ -46,6 +47,7 @@ const actions = {
 
 function ingest(frames) {
   const turns = new Map();
+  const children = new ChildRuns(turns, actions); // sub-agents' runs, inside their calls' cards
   const steerTurns = new Map(); // queueId -> the turn a steer was sent to
   for (const frame of frames) {
     if (typeof frame.seq !== "number") continue;
@@ -60,6 +62,7 @@ function ingest(frames) {
       turnCompletedAt(order, frame.throughSeq)?.addCompaction(new CompactionRow(frame));
       continue;
     }
+    if (children.apply(frame, false)) continue;
     const runId = frame.runId || "unknown";
     let turn = turns.get(runId);
     if (!turn) {

@@ -46,7 +46,21 @@ export class ToolItem {
     this.status = "running";
     this.result = null;
     this.durationMs = null;
+    this.child = null; // the child run of a delegate call (child-run.js)
     this.el = null;
+  }
+  /** A delegate call's child run: drawn in this card, which is open while the child works and
+   * stays open when it failed. */
+  attachChild(child) {
+    this.child = child;
+    child.onEnd = (live) => {
+      if (this.el && live) this.details.open = child.hasError;
+    };
+    if (this.el) this.mountChild();
+  }
+  mountChild() {
+    this.details.querySelector(":scope > summary").after(this.child.mount());
+    this.details.open = this.child.running || this.child.hasError;
   }
   // notRun: the call was denied or expired at approval, so the tool never ran: grey, not red.
   end(frame, { notRun = false } = {}) {
@@ -85,10 +99,12 @@ export class ToolItem {
       if (this.details.open) this.fillBody();
     });
     this.el = h("li", { className: "tl-item tl-tool", dataset: { toolCallId: this.toolCallId || "" } }, this.details);
+    if (this.child) this.mountChild();
     this.update();
     return this.el;
   }
   fillBody() {
+    if (this.child) return; // the child run shows the task, its steps and its answer
     const body = h("div", { className: "tool-detail" },
       h("div", { className: "detail-label", text: t("Arguments") }),
       foldedPre(prettyJson(this.arguments || "{}"), "tool-pre"));

@@ -297,12 +297,19 @@ export class Turn {
 
   /** Waiting for the user's decision on a tool call. */
   get awaitingApproval() {
-    return this.running && [...this.approvals.values()].some((approval) => approval.pending);
+    if (!this.running) return false;
+    return [...this.approvals.values()].some((approval) => approval.pending) || this.children().some((child) => child.awaitingApproval);
   }
 
-  /** The socket opened or closed: the approval cards' buttons follow it. */
+  /** The socket opened or closed: the approval cards' buttons follow it, its sub-agents' too. */
   connectionChanged() {
     for (const approval of this.approvals.values()) approval.refresh();
+    for (const child of this.children()) child.connectionChanged();
+  }
+
+  /** The child runs its delegate calls started (child-run.js). */
+  children() {
+    return [...this.tools.values()].map((tool) => tool.child).filter(Boolean);
   }
 
   /** The thumbs are offered once the run has ended, to the owner (not on a shared snapshot). */

@@ -258,9 +258,16 @@ def test_access_by_user_group_and_everyone(make_user):
     assert slugs(carol) == ["for-team", "open"]
     listed = _client_of(carol).get("/api/agents/").json()["agents"]
     assert listed == [
-        {"slug": "default", "name": "Default", "description": "", "model": "demo", "vision": True},
-        {"slug": "for-team", "name": "For-Team", "description": "", "model": "for-team-model", "vision": False},
-        {"slug": "open", "name": "Open", "description": "", "model": "open-model", "vision": True},
+        {"slug": "default", "name": "Default", "description": "", "model": "demo", "vision": True, "delegates": []},
+        {
+            "slug": "for-team",
+            "name": "For-Team",
+            "description": "",
+            "model": "for-team-model",
+            "vision": False,
+            "delegates": [],
+        },
+        {"slug": "open", "name": "Open", "description": "", "model": "open-model", "vision": True, "delegates": []},
     ]
     bob.is_active = False
     bob.save()
@@ -272,7 +279,16 @@ def test_without_profiles_the_default_agent_alone_is_listed(make_user, settings)
     settings.AGENT_MODEL = "gpt-test"
     response = _client_of(make_user("alice")).get("/api/agents/")
     assert response.json() == {
-        "agents": [{"slug": "default", "name": "Default", "description": "", "model": "gpt-test", "vision": False}]
+        "agents": [
+            {
+                "slug": "default",
+                "name": "Default",
+                "description": "",
+                "model": "gpt-test",
+                "vision": False,
+                "delegates": [],
+            }
+        ]
     }
 
 

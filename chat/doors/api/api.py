@@ -93,9 +93,10 @@ def _viewed_seq(body: dict):
     return seq
 
 
-def agent_json(profile: AgentProfile | None) -> dict:
+def agent_json(profile: AgentProfile | None, *, usable: frozenset[int] = frozenset()) -> dict:
     """An agent as GET /api/agents/ lists it; `vision`: its model is shown attached images (the
-    demo model always is), so the page can say beforehand when an image will not be."""
+    demo model always is), so the page can say beforehand when an image will not be;
+    `delegates`: the slugs of its delegates among `usable` (the profiles the user may use)."""
     if profile is None:
         return {
             "slug": DEFAULT_AGENT_SLUG,
@@ -103,6 +104,7 @@ def agent_json(profile: AgentProfile | None) -> dict:
             "description": "",
             "model": settings.AGENT_MODEL,
             "vision": default_config().sees_images,
+            "delegates": [],
         }
     return {
         "slug": profile.slug,
@@ -110,6 +112,7 @@ def agent_json(profile: AgentProfile | None) -> dict:
         "description": profile.description,
         "model": profile.model,
         "vision": profile_config(profile).sees_images,
+        "delegates": sorted(d.slug for d in profile.delegates.all() if d.pk in usable and d.pk != profile.pk),
     }
 
 
@@ -288,8 +291,9 @@ def run_trace(request, run_id: uuid.UUID):
 def agents(request):
     """The agents this user may pick (docs/protocol.md, "Agents"): the default (the environment's
     configuration) first, then the enabled profiles open to the user."""
-    profiles = agent_profiles_for_user(user=request.user)
-    return JsonResponse({"agents": [agent_json(None), *(agent_json(p) for p in profiles)]})
+    profiles = list(agent_profiles_for_user(user=request.user).prefetch_related("delegates"))
+    usable = frozenset(p.pk for p in profiles)
+    return JsonResponse({"agents": [agent_json(None), *(agent_json(p, usable=usable) for p in profiles)]})
 
 
 @require_http_methods(["GET"])

@@ -41,6 +41,9 @@ TIME = {"type": "string", "format": "date-time"}
 TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
 UUID = {"type": "string", "format": "uuid"}
 COUNT = {"type": "integer", "minimum": 0}
+NULLABLE_STRING = {"type": ["string", "null"]}
+# A run in the trace: its parent run and call, how deep it nests (docs/protocol.md, "Sub-agents").
+_LINEAGE = {"parentRunId": {**NULLABLE_STRING, "format": "uuid"}, "parentToolCallId": NULLABLE_STRING, "depth": COUNT}
 
 _TOKEN_COUNTS = _object({"promptTokens": COUNT, "completionTokens": COUNT, "totalTokens": COUNT})
 _TOKEN_FIELDS = {
@@ -103,10 +106,18 @@ SCHEMAS: dict[str, dict] = {
     ),
     # Loose on purpose: each event type has its own fields (docs/protocol.md, "Events").
     "EventFrame": _object(
-        {"type": STRING, "seq": {"type": "integer", "minimum": 1}, "runId": UUID, "ts": TIME},
-        optional=("runId", "ts"),
+        {
+            "type": STRING,
+            "seq": {"type": "integer", "minimum": 1},
+            "runId": UUID,
+            "ts": TIME,
+            "parentRunId": {**UUID, "description": "A child run's event: the run whose delegate call started it."},
+            "parentToolCallId": {**STRING, "description": "A child run's event: the toolCallId of that call."},
+        },
+        optional=("runId", "ts", "parentRunId", "parentToolCallId"),
         closed=False,
-        description="An event frame exactly as the WebSocket sends it, plus `ts` when stored.",
+        description="An event frame exactly as the WebSocket sends it, plus `ts` when stored "
+        '(docs/protocol.md, "Sub-agents" for parentRunId and parentToolCallId).',
     ),
     "EventList": _list_of("events", "EventFrame"),
     "Export": _object(
@@ -176,6 +187,11 @@ SCHEMAS: dict[str, dict] = {
             "description": STRING,
             "model": STRING,
             "vision": {"type": "boolean", "description": "Its model accepts images (docs/protocol.md, Images)."},
+            "delegates": {
+                "type": "array",
+                "items": STRING,
+                "description": "The slugs of its delegates the requesting user may use (docs/protocol.md, Sub-agents).",
+            },
         }
     ),
     "AgentList": _list_of("agents", "Agent"),
@@ -316,12 +332,18 @@ SCHEMAS: dict[str, dict] = {
     # Loose: the inspector's data grows with it (docs/protocol.md, "Run trace").
     "Trace": _object(
         {
-            "run": {"type": "object", "properties": {"id": UUID, "conversationId": UUID, "status": STRING}},
+            "run": {"type": "object", "properties": {"id": UUID, "conversationId": UUID, "status": STRING, **_LINEAGE}},
             "modelCalls": {"type": "array", "items": {"type": "object"}},
             "toolCalls": {"type": "array", "items": {"type": "object"}},
             "events": {"type": "array", "items": ref("EventFrame")},
+            "children": {"type": "array", "items": ref("TraceChild"), "description": "Its child runs (Sub-agents)."},
         },
+        optional=("children",),
         closed=False,
+    ),
+    "TraceChild": _object(
+        {"id": UUID, "agent": NULLABLE_STRING, "status": STRING, "parentToolCallId": STRING, "startedAt": TIME}
+        | {"durationMs": {"type": ["integer", "null"], "minimum": 0}, "usage": _TOKEN_COUNTS}
     ),
     "Health": _object(
         {"status": {"enum": ["ok", "error"]}, "database": STRING, "event_writer": STRING, "channel_layer": STRING},
