@@ -20,11 +20,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from chat import nesting
-from chat.agent.approval import ERROR, OK
-from chat.agent.trace import CANCELLED
 from chat.inspector import reads
-from chat.inspector.charts import Span, horizontal_bars, stacked_columns, waterfall
+from chat.inspector.charts import horizontal_bars, stacked_columns, waterfall
 from chat.inspector.images import shown_images
+from chat.inspector.run_tree import attach_children, call_spans, offset_ms
 from chat.inspector.trace import run_trace
 from chat.models import Run
 from chat.script_strings import js_strings
@@ -115,39 +114,6 @@ def run_list(request):
 EVENTS_SHOWN = 2_000
 
 
-def _offset_ms(moment: str, start: datetime) -> float:
-    return (datetime.fromisoformat(moment) - start).total_seconds() * 1000
-
-
-def _approval_waits(events: list[dict], start: datetime, anchors: dict[str, str]) -> list[Span]:
-    """A bar per approval request, from its asking to its answer (or, unanswered, to now),
-    linking to its call's details."""
-    asked: dict[str, dict] = {}
-    spans = []
-    for event in events:
-        if event["type"] == "approval_request":
-            asked[event["toolCallId"]] = event
-        elif event["type"] == "approval_result" and event["toolCallId"] in asked:
-            request = asked.pop(event["toolCallId"])
-            spans.append(_wait_span(request, event["ts"], event["decision"], start, anchors))
-    now = timezone.now().isoformat()
-    spans += [_wait_span(request, now, "waiting", start, anchors) for request in asked.values()]
-    return spans
-
-
-def _wait_span(request: dict, until: str, decision: str, start: datetime, anchors: dict[str, str]) -> Span:
-    begin = _offset_ms(request["ts"], start)
-    duration = max(0.0, _offset_ms(until, start) - begin)
-    return Span(
-        label=f"approval: {request['toolName']}",
-        start_ms=begin,
-        duration_ms=duration,
-        kind="approval",
-        anchor=anchors.get(request["toolCallId"], ""),
-        title=f"waiting for approval of {request['toolName']}: {duration / 1000:.1f} s, {decision}",
-    )
-
-
 @require_safe
 @staff_only
 def run_page(request, run_id):
@@ -156,60 +122,26 @@ def run_page(request, run_id):
         raise Http404("no such run")
     run = trace["run"]
     start = datetime.fromisoformat(run["startedAt"])
-    spans = []
-    for n, call in enumerate(trace["modelCalls"], 1):
-        call["anchor"] = f"model-call-{n}"
-        call["retry"] = call["attempt"] > 1
+    spans = call_spans(trace, start)
+    for call in trace["modelCalls"]:
         # What the model saw, when AGENT_TRACE_REQUESTS recorded it.
         messages = call.get("requestMessages")
         call["prettyRequest"] = json.dumps(messages, indent=2, ensure_ascii=False) if messages else ""
         call["images"] = shown_images(run["conversationId"], messages)
-        ttft = f", first token {call['firstTokenMs']} ms" if call["firstTokenMs"] is not None else ""
-        # The conversation's title, asked after the run (chat.runtime.titles): no round of its loop.
-        call["name"] = "title" if call["purpose"] == "title" else f"{call['iteration']}.{call['attempt']}"
-        title = f"model call {call['name']}: {call['durationMs']} ms{ttft}"
-        call["cancelled"] = call["error"] == CANCELLED
-        if call["finishReason"] == "length":
-            title += ", cut off by the token limit"
-        spans.append(
-            Span(
-                label=f"model {call['name']}",
-                start_ms=_offset_ms(call["startedAt"], start),
-                duration_ms=call["durationMs"],
-                kind="model-cancelled" if call["cancelled"] else "model-error" if call["error"] else "model",
-                anchor=call["anchor"],
-                title=title + (f" — {call['error']}" if call["error"] else ""),
-            )
-        )
-    for n, tool in enumerate(trace["toolCalls"], 1):
-        tool["anchor"] = f"tool-call-{n}"
+    for tool in trace["toolCalls"]:
         tool["prettyArguments"] = nesting.pretty(tool["arguments"])
         tool["prettyResult"] = nesting.pretty(tool["result"])
-        outcome = tool["outcome"]
-        spans.append(
-            Span(
-                label=tool["toolName"],
-                start_ms=_offset_ms(tool["startedAt"], start),
-                duration_ms=tool["durationMs"],
-                # Not approved (denied, expired): grey as on the timeline, never a failure's red.
-                kind={OK: "tool", ERROR: "tool-error"}.get(outcome, "tool-denied"),
-                anchor=tool["anchor"],
-                title=f"{tool['toolName']}: {tool['durationMs']} ms" + ("" if outcome == OK else f" ({outcome})"),
-            )
-        )
-    # The run tree (docs/protocol.md, "Sub-agents"): each child run under the delegate call that started it.
-    children = {child["parentToolCallId"]: child for child in trace["children"]}
-    for tool in trace["toolCalls"]:
-        tool["child"] = children.get(tool["toolCallId"])
-    anchors = {tool["toolCallId"]: tool["anchor"] for tool in trace["toolCalls"]}
-    spans += _approval_waits(trace["events"], start, anchors)
+    # The run tree (docs/protocol.md, "Sub-agents"): each child run under the delegate call that
+    # started it, its bars in this waterfall, its events in the replay.
+    descendants, descendant_events = attach_children(trace, start)
+    spans += descendants
     spans.sort(key=lambda span: span.start_ms)
     # A long answer is thousands of text deltas: the page shows the first EVENTS_SHOWN, the trace JSON has all.
     shown = trace["events"][:EVENTS_SHOWN]
     events = reads.fold_deltas(shown)
     for row in events:
         row["json"] = [json.dumps(frame, indent=2, ensure_ascii=False) for frame in row.pop("frames")]
-    total_ms = run["durationMs"] if run["durationMs"] is not None else _offset_ms(timezone.now().isoformat(), start)
+    total_ms = run["durationMs"] if run["durationMs"] is not None else offset_ms(timezone.now().isoformat(), start)
     context = {
         "run": run,
         "resumes": Run.objects.filter(pk=run_id).values_list("resumes", flat=True).first(),
@@ -223,7 +155,7 @@ def run_page(request, run_id):
         "conversation_title": reads.conversation_title(run["conversationId"]),
         "conversation_source": reads.conversation_source(run["conversationId"]),
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).
-        "replay_events": trace["events"],
+        "replay_events": sorted(trace["events"] + descendant_events, key=lambda event: event["seq"]),
         "js_strings": js_strings(),
         "waterfall": waterfall(spans, total_ms=total_ms, label="model and tool calls over time"),
     }

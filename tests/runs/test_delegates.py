@@ -149,6 +149,16 @@ async def test_a_child_run_answers_its_parent_s_call(make_user, registry, llm_se
     # The run pages: the parent's delegate call links its child, the child names its parent.
     parent_page = (await sync_to_async(lambda: staff_client().get(f"/inspect/runs/{run.pk}/"))()).content.decode()
     assert f"/inspect/runs/{child.pk}/" in parent_page and "Child run" in parent_page
+    # The run tree: the child's model call a bar of the parent's waterfall (leading to its call),
+    # its own waterfall and model calls under the call, its events in the replay.
+    assert "helper › model 1.1" in parent_page
+    assert "model and tool calls of the child run" in parent_page
+    assert parent_page.count('class="child-run-tree"') == 1
+    replay = json.loads(
+        parent_page.split('<script id="replay-events" type="application/json">')[1].split("</script>")[0]
+    )
+    assert {e["runId"] for e in replay} == {str(run.pk), str(child.pk)}
+    assert [e["seq"] for e in replay] == sorted(e["seq"] for e in replay)
     child_page = (await sync_to_async(lambda: staff_client().get(f"/inspect/runs/{child.pk}/"))()).content.decode()
     assert f"/inspect/runs/{run.pk}/" in child_page and "A child run (depth 1)" in child_page
     # Its run list: top-level runs only.
