@@ -4,14 +4,65 @@ the task. It is not a message of the conversation: no admission, no turn, no que
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
+from chat.agent.answer import Answer
+from chat.agent.events import RunStatus
+from chat.agent.tools import error_result
 from chat.eventlog.append import batches_append
 from chat.eventlog.frames import CHILD_KEY, EventFrame
 from chat.eventlog.types import EventBatch
 from chat.exceptions import ConversationGone
-from chat.models import AgentProfile, Run
+from chat.models import AgentProfile, Event, Run
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """How a child run ended: its status, its answer (on `succeeded`) or its error's message."""
+
+    status: str
+    answer: str = ""
+    message: str = ""
+
+
+def failure(slug: str, outcome: ChildOutcome) -> str:
+    return f"agent {slug} {outcome.status}: {outcome.message}"
+
+
+def call_result(slug: str, outcome: ChildOutcome) -> tuple[str, bool]:
+    """The result of a delegate call and whether it is an error, from its child run's outcome."""
+    if outcome.status == RunStatus.SUCCEEDED:
+        return outcome.answer, False
+    return error_result(failure(slug, outcome)), True
+
+
+def ended_children(parent_ids: Collection[Any]) -> dict[Any, dict[str, tuple[str, bool]]]:
+    """{parent run: {toolCallId: (result, is_error)}} for the child runs of those runs that have
+    ended: what their delegate calls end with when a take-over finds them open (the child's
+    stored outcome, docs/protocol.md, "Sub-agents"). Two queries."""
+    children = list(
+        Run.objects.filter(parent_id__in=parent_ids).exclude(status=Run.Status.RUNNING).select_related("agent")
+    )
+    if not children:
+        return {}
+    answers: dict[Any, Answer] = {child.pk: Answer() for child in children}
+    messages: dict[Any, str] = {}
+    events = Event.objects.filter(run__in=children).exclude(type="thinking").order_by("seq")
+    for run_id, payload in events.values_list("run_id", "payload"):
+        answers[run_id].add(payload)
+        if payload.get("type") == "error" and not payload.get("resumed"):
+            messages[run_id] = str(payload.get("message", ""))
+    out: dict[Any, dict[str, tuple[str, bool]]] = {}
+    for child in children:
+        slug = child.agent.slug if child.agent is not None else ""
+        outcome = ChildOutcome(child.status, answers[child.pk].text, messages.get(child.pk, ""))
+        out.setdefault(child.parent_id, {})[child.parent_tool_call_id] = call_result(slug, outcome)
+    return out
 
 
 def lineage(run: Run) -> dict[str, str]:

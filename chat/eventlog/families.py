@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from chat.eventlog.children import ended_children
 from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import Interruption
 from chat.models import Run
@@ -57,11 +58,13 @@ def family_interrupt(*, run_id, stale_before: datetime, worker: str, message: st
     for level in levels:
         for run in level:
             goes_on[run.pk] = goes_on.get(run.parent_id, False) and run.resumes < max_resumes
+    # A call whose child run had ended before its own tool_end was stored ends with its outcome.
+    settled = ended_children([top.pk, *(run.pk for level in levels for run in level)])
     waits: dict = {}
     taken: list[Taken] = []
     for level in reversed(levels):
         for run in level:
-            interruption = _interrupt(run, waits, worker=worker, message=message, goes_on=goes_on[run.pk])
+            interruption = _interrupt(run, waits, settled, worker=worker, message=message, goes_on=goes_on[run.pk])
             if interruption is None:
                 continue
             taken.append(Taken(interruption, waits.get(run.pk, [])))
@@ -70,14 +73,21 @@ def family_interrupt(*, run_id, stale_before: datetime, worker: str, message: st
                 waits.setdefault(run.parent_id, []).append(
                     Waiting(run.parent_tool_call_id, f"agent__{slug}", str(run.pk), slug)
                 )
-    interruption = _interrupt(top, waits, worker=worker, message=message, goes_on=goes_on[top.pk])
+    interruption = _interrupt(top, waits, settled, worker=worker, message=message, goes_on=goes_on[top.pk])
     if interruption is not None:
         taken.append(Taken(interruption, waits.get(top.pk, [])))
     return taken
 
 
-def _interrupt(run: Run, waits: dict, *, worker: str, message: str, goes_on: bool) -> Interruption | None:
+def _interrupt(
+    run: Run, waits: dict, settled: dict, *, worker: str, message: str, goes_on: bool
+) -> Interruption | None:
     keep = [wait.tool_call_id for wait in waits.get(run.pk, [])] if goes_on else []
     return run_interrupt(
-        run_id=run.pk, message=message, worker=worker, max_resumes=run.resumes + 1 if goes_on else 0, keep_open=keep
+        run_id=run.pk,
+        message=message,
+        worker=worker,
+        max_resumes=run.resumes + 1 if goes_on else 0,
+        keep_open=keep,
+        settled=settled.get(run.pk),
     )

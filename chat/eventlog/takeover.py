@@ -6,7 +6,7 @@ anywhere, its release by a stopping process, and its take-over when its process 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,6 +100,7 @@ def run_interrupt(
     worker: str = "",
     max_resumes: int = 0,
     keep_open: Collection[str] = (),
+    settled: Mapping[str, tuple[str, bool]] | None = None,
 ) -> Interruption | None:
     """Close the interrupted attempt of a run whose process is gone: a tool_end error for each
     open tool call, an expired approval_result and a tool_end error for each approval request
@@ -107,7 +108,8 @@ def run_interrupt(
     the run is handed to `worker` to continue (the error says `resumed: true`); past that it
     completes `interrupted`. None when the run is not (or no longer) a stale running run, so
     that only one process takes it and a live one never is. `keep_open`: delegate calls left
-    open, their child runs resumed with it (chat.eventlog.families)."""
+    open, their child runs resumed with it (chat.eventlog.families); `settled`: {toolCallId:
+    (result, is_error)} of delegate calls whose child runs had ended, which end so."""
     with transaction.atomic():
         runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
         if stale_before is not None:
@@ -126,11 +128,14 @@ def run_interrupt(
             for e in logged
             if e["type"] == "tool_start" and e["toolCallId"] not in ended and e["toolCallId"] not in keep_open
         ]
-        result, now = error_result("interrupted"), timezone.now()
-        payloads = [ToolEndEvent(name, call_id, result, True, 0).to_dict() for call_id, name, _ in open_calls]
+        now, ends = timezone.now(), settled or {}
+        closing = [(*call, *ends.get(call[0], (error_result("interrupted"), True))) for call in open_calls]
+        payloads = [
+            ToolEndEvent(name, call_id, result, failed, 0).to_dict() for call_id, name, _, result, failed in closing
+        ]
         records = [
-            ToolRecordData(call_id, name, arguments, result, True, now, 0, call_outcome(is_error=True))
-            for call_id, name, arguments in open_calls
+            ToolRecordData(call_id, name, arguments, result, failed, now, 0, call_outcome(is_error=failed))
+            for call_id, name, arguments, result, failed in closing
         ]
         # A request nobody answered before the process went: it expires (the user's answer could
         # not reach a run that is no more); a resumed model reads why and may ask again.

@@ -10,7 +10,7 @@ is exactly `{"error": "agent <slug> <status>: <message>"}`."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -18,10 +18,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from chat.agent.hooks import ToolCallRequest, ToolHandler, ToolInterceptor, ToolOutcome
-from chat.agent.tools import Tool, ToolError, error_result, json_object, schema_tool
+from chat.agent.tools import Tool, ToolError, json_object, schema_tool
 from chat.agents.delegation import tool_name, usable_delegates
 from chat.agents.profiles import AgentConfig, profile_config
-from chat.eventlog.children import child_run_start
+from chat.eventlog.children import ChildOutcome, child_run_start, failure
 from chat.eventlog.compactions import first_turn
 from chat.models import AgentProfile
 
@@ -36,15 +36,6 @@ PARAMETERS = {
     },
     "required": ["task"],
 }
-
-
-@dataclass(frozen=True)
-class ChildOutcome:
-    """How a child run ended: its status, its answer (on `succeeded`) or its error's message."""
-
-    status: str
-    answer: str = ""
-    message: str = ""
 
 
 # What runs a stored child run to its end in this process (the registry's run_child).
@@ -101,17 +92,6 @@ class Delegation(ToolInterceptor):
 
     def child_config(self, profile: AgentProfile) -> AgentConfig:
         return replace(profile_config(profile), unattended=self.unattended)
-
-
-def failure(slug: str, outcome: ChildOutcome) -> str:
-    return f"agent {slug} {outcome.status}: {outcome.message}"
-
-
-def call_result(slug: str, outcome: ChildOutcome) -> tuple[str, bool]:
-    """The result of a delegate call and whether it is an error, from its child run's outcome."""
-    if outcome.status == "succeeded":
-        return outcome.answer, False
-    return error_result(failure(slug, outcome)), True
 
 
 def task_of(arguments: str) -> str:

@@ -22,6 +22,7 @@ from chat.agent.approval import Answers
 from chat.agent.events import ErrorCode, RunStatus, ToolEndEvent
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
+from chat.eventlog.children import ChildOutcome, call_result
 from chat.eventlog.compactions import Memory
 from chat.eventlog.families import Waiting
 from chat.eventlog.frames import EventFrame
@@ -209,8 +210,8 @@ async def _children_ended(handle: RunHandle, memory: list[dict]) -> None:
     for wait, child in handle.waiting:
         if child is not None and child.task is not None:
             await asyncio.wait([child.task])
-        outcome = child_outcome(child) if child is not None else delegates.ChildOutcome(RunStatus.INTERRUPTED)
-        result, is_error = delegates.call_result(wait.slug, outcome)
+        outcome = child_outcome(child) if child is not None else ChildOutcome(RunStatus.INTERRUPTED)
+        result, is_error = call_result(wait.slug, outcome)
         await handle.sink.add(ToolEndEvent(wait.tool_name, wait.tool_call_id, result, is_error, 0).to_dict())
         for message in memory:
             if message.get("role") == "tool" and message.get("tool_call_id") == wait.tool_call_id:
@@ -254,15 +255,13 @@ def interrupt_following(*, worker: str, **kwargs) -> tuple[Interruption | None, 
         return interruption, list(started)
 
 
-def child_outcome(handle: RunHandle) -> delegates.ChildOutcome:
+def child_outcome(handle: RunHandle) -> ChildOutcome:
     """How a child run this process executed ended (its task done)."""
     agent_run = handle.agent_run
     if agent_run is None or handle.lost or agent_run.result.status == "running":
-        return delegates.ChildOutcome(RunStatus.INTERRUPTED, message=SHUT_DOWN.message)
+        return ChildOutcome(RunStatus.INTERRUPTED, message=SHUT_DOWN.message)
     result = agent_run.result
-    return delegates.ChildOutcome(
-        result.status, answer=result.text, message=result.error.message if result.error else ""
-    )
+    return ChildOutcome(result.status, answer=result.text, message=result.error.message if result.error else "")
 
 
 def _outcome(agent_run: AgentRun) -> RunOutcome:

@@ -23,6 +23,7 @@ from chat.conversations.services import conversation_create
 from chat.eventlog.append import events_append
 from chat.eventlog.children import child_run_start
 from chat.eventlog.reads import events_for_export, sync_state
+from chat.eventlog.types import RunOutcome
 from chat.models import AgentProfile, Conversation, Event, Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError
@@ -462,6 +463,39 @@ async def test_past_its_resumes_a_family_is_closed(make_user, registry, llm_sett
     assert completes == [(child.pk, "interrupted"), (parent.pk, "interrupted")]
     (end,) = [e for e in events if e["type"] == "tool_end"]
     assert end["runId"] == parent.pk and end["isError"]
+
+
+async def test_a_call_whose_child_had_ended_closes_with_its_stored_outcome(make_user, registry, llm_settings, settings):
+    """The parent's process died after its child's `complete` and before the call's tool_end:
+    the take-over ends the call with the child's answer, not an interruption."""
+    settings.AGENT_HEARTBEAT_TIMEOUT = 20
+    conversation = await setup(make_user, boss=["helper"], helper=[])
+    parent, child = await sync_to_async(_dead_family)(conversation)
+    lineage = {"parentRunId": str(parent.pk), "parentToolCallId": "c1"}
+    await sync_to_async(events_append)(
+        conversation_id=conversation.pk,
+        run_id=child.pk,
+        payloads=[
+            {"type": "text", "content": " done", **lineage},
+            {"type": "complete", "status": "succeeded", **lineage},
+        ],
+        outcome=RunOutcome(status="succeeded"),
+    )
+    llm_settings.reset()
+    seen = []
+
+    def respond(body):
+        seen.append(body)
+        return text_reply("boss: " + last(body)["content"])
+
+    llm_settings.responder = respond
+    assert await registry.reap_once() == 1
+    await settle(registry, conversation, 1)
+    events = await events_of(conversation)
+    (end,) = [e for e in events if e["type"] == "tool_end"]
+    assert (end["runId"], end["result"], end["isError"]) == (parent.pk, "half done", False)
+    assert [b["messages"][-1] for b in seen] == [{"role": "tool", "tool_call_id": "c1", "content": "half done"}]
+    assert events[-1]["type"] == "complete" and events[-1]["status"] == "succeeded"
 
 
 async def test_queue_and_steer_while_a_child_works_concern_the_top_level_run(make_user, registry, llm_settings):
