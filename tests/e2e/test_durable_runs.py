@@ -11,8 +11,10 @@ import json
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from tests.fakellm import tool_call_reply
+
 from .conftest import ON_POSTGRES, REDIS_URL
-from .harness import Client, Socket, answer_text, assert_contiguous, events_only, slow_text_reply
+from .harness import Client, Socket, answer_text, assert_contiguous, events_only, shell, slow_text_reply
 
 pytestmark = [
     pytest.mark.multiprocess,
@@ -334,3 +336,56 @@ async def test_kill_9_with_a_message_waiting_the_taking_process_starts_it(pair, 
     assert start["seq"] == completes[0]["seq"] + 1 and start["content"] == waiting
     assert final_answer([f for f in stored if f["runId"] == start["runId"]]) == "The waiting one's answer."
     assert f"resuming run {completes[0]['runId']} of a dead process" in b.log(tail=None)
+
+
+async def test_kill_9_during_a_child_run_the_other_process_resumes_it_and_its_parent(pair, replies):
+    """docs/protocol.md, "Sub-agents": a dead process's top-level run and its running child run
+    are taken over together; the child goes on, and its parent's delegate call ends with its
+    outcome; each run completes once; a watcher on the other process sees what is stored."""
+    a, b, client = pair
+    shell(
+        a,
+        "from chat.models import AgentProfile\n"
+        "helper = AgentProfile.objects.create(slug='helper', name='Helper', model='helper-1', everyone=True)\n"
+        "boss = AgentProfile.objects.create(slug='boss', name='Boss', model='boss-1', everyone=True)\n"
+        "boss.delegates.add(helper)",
+    )
+    task = "durable: the helper's long task"
+    replies.set(task, slow_text_reply(answer_text(400, "h"), chunks=400, delay=0.05), slow_text_reply("Helped."))
+    message = replies.set(
+        "durable: kill during a child run",
+        tool_call_reply(("agent__helper", {"task": task})),
+        slow_text_reply("The boss read: Helped.", chunks=4, delay=0.01),
+    )
+    conversation = await client.create_conversation()
+    assert (
+        await client.api("PATCH", f"/api/conversations/{conversation}/", json_body={"agent": "boss"})
+    ).status_code == 200
+    on_a = await client.socket(conversation, server=a)
+    on_b = await client.socket(conversation, server=b)
+    await on_a.sync()
+    await on_b.sync()
+
+    await on_a.message(message)
+    await text_frames(on_a, 5)  # the child's: the boss says nothing before its call
+    a.kill()
+    await drain_until_closed(on_a)
+    await on_b.until(lambda f: f.get("type") == "complete" and "parentRunId" not in f, timeout=60)
+    await on_b.close()
+    client.server = b
+
+    stored = await client.events(conversation)
+    assert events_only(on_b.frames) == stored
+    assert_contiguous(stored)
+    parent_id = stored[0]["runId"]
+    child = [f for f in stored if f.get("parentRunId") == parent_id]
+    parent = [f for f in stored if f["runId"] == parent_id]
+    assert {f["runId"] for f in stored} == {parent_id, child[0]["runId"]}
+    assert [f["type"] for f in child].count("complete") == 1 and child[-1]["status"] == "succeeded"
+    assert [f["type"] for f in parent].count("complete") == 1 and parent[-1]["status"] == "succeeded"
+    assert len(resumed_errors(child)) == 1 and len(resumed_errors(parent)) == 1
+    (end,) = [f for f in parent if f["type"] == "tool_end"]
+    assert (end["result"], end["isError"]) == ("Helped.", False)
+    assert child[-1]["seq"] < end["seq"]
+    assert final_answer(parent) == "The boss read: Helped."
+    assert f"resuming run {parent_id} of a dead process" in b.log(tail=None)
