@@ -15,6 +15,7 @@ from tests.fakellm import tool_call_reply
 
 from .conftest import ON_POSTGRES, REDIS_URL
 from .harness import Client, Socket, answer_text, assert_contiguous, events_only, shell, slow_text_reply
+from .test_runs_http import frames_of, read_sse
 
 pytestmark = [
     pytest.mark.multiprocess,
@@ -389,3 +390,11 @@ async def test_kill_9_during_a_child_run_the_other_process_resumes_it_and_its_pa
     assert child[-1]["seq"] < end["seq"]
     assert final_answer(parent) == "The boss read: Helped."
     assert f"resuming run {parent_id} of a dead process" in b.log(tail=None)
+    # The replays: a fresh socket and SSE give exactly what is stored; SSE's until=complete
+    # ends on the top-level run's complete, not on the child's.
+    replay_socket = await client.socket(conversation)
+    replay, _ = await replay_socket.sync()
+    await replay_socket.close()
+    assert replay == stored
+    items = await read_sse(client.http, client.url(f"/api/conversations/{conversation}/stream/?after=0&until=complete"))
+    assert frames_of(items) == stored
