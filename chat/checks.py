@@ -13,8 +13,8 @@ from django.test.utils import override_settings
 
 from chat.conversations.images import parse_box
 from chat.http_urls import http_url_problem
-from chat.inspector.pricing import price_problems
 from chat.mcp.config import read
+from chat.pricing import price_problems
 from chat.runtime.build import tool_settings
 from chat.tools import BUILTIN_TOOLS
 from chat.tools.sandbox import SandboxUnavailable, check_available

@@ -47,6 +47,13 @@ class Run(models.Model):
     # Made by an import (POST /api/conversations/import/): history a user wrote, not activity of
     # this server. Never counted in /metrics, the dashboard, usage, quotas or rate limits.
     imported = models.BooleanField(default=False)
+    # Tokens reserved against each budget that applies, from its admission to its end (docs/protocol.md,
+    # "Budgets"); what its model calls used is taken off as it goes. Counted only while it runs.
+    reserved_tokens = models.PositiveIntegerField(default=0)
+    # The API token that started it (a token budget counts it); null: a session's.
+    api_token = models.ForeignKey(
+        "chat.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
 
     class Meta:
         ordering = ["-started_at"]
@@ -109,6 +116,8 @@ class ModelCall(models.Model):
     # The tokens are an estimate (chat.agent.estimate): the call was cut by a Stop before the
     # endpoint reported them. Counted all the same: usage, the daily quota, the cost.
     usage_estimated = models.BooleanField(default=False)
+    # Dollars at the prices in force when it was recorded (AGENT_MODEL_PRICES); null: unpriced model.
+    cost = models.FloatField(null=True, blank=True)
     # The messages sent, only with AGENT_TRACE_REQUESTS (they may be large and hold user data).
     request_messages = models.JSONField(null=True, blank=True)
 

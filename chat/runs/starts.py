@@ -85,7 +85,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         if refusal is not None:
             refused[index] = refusal
             continue
-        admission.admit(start, key)
+        reserved = admission.reserve(start, key)
         profile = admission.profile(start, key)
         run = Run(
             id=start.run_id or uuid.uuid4(),
@@ -96,6 +96,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             worker=start.worker,
             started_at=start.began_at or now,
             heartbeat_at=now,
+            reserved_tokens=reserved,
         )
         accepted.append((index, run, turn))
     if not accepted:

@@ -37,7 +37,7 @@ def _answering_refusals(view):
         try:
             return await view(request, *args, **kwargs)
         except ProtocolError as exc:
-            return run_error(exc.code, exc.message, exc.detail)
+            return run_error(exc.code, exc.message, exc.detail, exc.extra)
         except DatabaseError:
             exc = engine.database_unavailable()
             return run_error(exc.code, exc.message, exc.detail)

@@ -50,8 +50,19 @@ START_REFUSALS = {
 
 
 def openai_error(status: int, code: str, message: str, *, param: str | None = None) -> JsonResponse:
-    error = {"message": message, "type": ERROR_TYPES.get(status, "api_error"), "param": param, "code": code}
+    # A budget's refusal has OpenAI's own type for it (the SDKs raise RateLimitError either way).
+    kind = "insufficient_quota" if code == "insufficient_quota" else ERROR_TYPES.get(status, "api_error")
+    error = {"message": message, "type": kind, "param": param, "code": code}
     return JsonResponse({"error": error}, status=status)
+
+
+def quota_refusal(message: str, retry_after: int) -> JsonResponse:
+    """A start refused, or a run stopped, by a budget: 429 insufficient_quota that the official
+    SDKs do not retry (x-should-retry: false), with Retry-After."""
+    response = openai_error(429, "insufficient_quota", message)
+    response["Retry-After"] = str(retry_after)
+    response["x-should-retry"] = "false"
+    return response
 
 
 class BadRequest(Exception):

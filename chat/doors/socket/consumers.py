@@ -230,7 +230,9 @@ class ChatConsumer(HubConsumer):
                     approve_request(frame, conversation_id=self.conversation.pk, reply_to=self.address())
                 )
         except ProtocolError as exc:
-            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+            await self._send_json(
+                {"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail, **exc.extra}
+            )
         except DatabaseError:
             # The database is down or restarting: the socket stays, the frame is refused (nothing
             # of it was stored; a ping is answered all the same, _ping).
