@@ -16,10 +16,11 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.db.models import Q, Sum
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from chat.accounts.limits import most_generous
 from chat.models import Budget, GroupLimits, ModelCall, Run
-from chat.pricing import reserve_cost
+from chat.pricing import cost, reserve_cost
 
 UNITS = ("tokens", "cost")
 # Seconds a start refused only by reservations is told to wait: runs in progress settle soon.
@@ -262,3 +263,26 @@ def budget_json(cap: Cap, *, used: float, reserved: float, now: datetime) -> dic
 def iso_ms(when: datetime) -> str:
     """ISO 8601 UTC with milliseconds, like an event's `ts`."""
     return when.astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def budget_stop(*, run_id: Any, user_id: Any, agent_id: int | None, own: tuple[str, int, int, int]) -> dict | None:
+    """Before a model call of the run: BUDGET_EXHAUSTED's fields ({"budget", "retryAfter",
+    "resetsAt"}) for the first budget of the run whose used reached its limit (reservations
+    aside), None while every one has room. `own`: (model, prompt, completion, total tokens) the
+    run has used so far, counted in place of its stored calls (which the sink may not have
+    written yet)."""
+    token_id = Run.objects.filter(pk=run_id).values_list("api_token_id", flat=True).first()
+    caps = caps_for(user_id=user_id, agent_id=agent_id, token_id=token_id)
+    if not caps:
+        return None
+    now = timezone.now()
+    used, reserved = caps_usage(caps, now=now, exclude_run=run_id)
+    model, prompt, completion, total = own
+    own_cost = cost(settings.AGENT_MODEL_PRICES, model=model, prompt_tokens=prompt, completion_tokens=completion)
+    for cap in caps:
+        spent = used[cap.key] + (total if cap.unit == "tokens" else own_cost or 0)
+        if spent >= cap.limit:
+            seconds, when = retry_after(cap, used=spent, now=now)
+            budget = budget_json(cap, used=spent, reserved=reserved[cap.key], now=now)
+            return {"budget": budget, "retryAfter": seconds, "resetsAt": iso_ms(when)}
+    return None

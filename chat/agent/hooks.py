@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .events import ErrorEvent
 from .tools import ToolContext, ToolError, ToolRecord, error_result
 from .turns import ModelRequest, ModelTurn, ToolCall, Usage
 
@@ -34,6 +35,15 @@ class AgentState:
     tool_records: list[ToolRecord] = field(default_factory=list)
 
 
+class StopRun(Exception):  # noqa: N818 - a stop, not an error of the hook
+    """Raised by a before_model hook: the run makes no further model call and ends `failed` with
+    `error`, its text so far kept as its answer (a budget used up, for one)."""
+
+    def __init__(self, error: ErrorEvent):
+        super().__init__(error.message)
+        self.error = error
+
+
 class AgentHook:
     async def before_agent(self, state: AgentState) -> None:
         return None
@@ -46,6 +56,16 @@ class AgentHook:
 
     async def after_model(self, state: AgentState, turn: ModelTurn) -> None:
         return None
+
+
+async def before_model(hooks: Sequence[AgentHook], state: AgentState) -> ErrorEvent | None:
+    """Each hook's before_model in turn; the error of a StopRun one raised (no later hook runs)."""
+    try:
+        for hook in hooks:
+            await hook.before_model(state)
+    except StopRun as stop:
+        return stop.error
+    return None
 
 
 ModelHandler = Callable[[ModelRequest], Awaitable[ModelTurn]]

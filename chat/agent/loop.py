@@ -9,10 +9,9 @@
 A `steering` source (chat.agent.steering) is asked right before every model call for what a
 person sent the run meanwhile: a model call or a tool round under way is never cut for it.
 
-The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop
-it at any await (closing the model stream, cancelling running tools) and still
-emit the closing events: a `tool_end` for every started tool, `error` CANCELLED,
-then `complete`.
+The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop it at any
+await (closing the model stream, cancelling running tools) and still emit the closing events: a
+`tool_end` for every started tool, `error` CANCELLED, then `complete` (hooks.StopRun: likewise).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from .hooks import (
     AgentState,
     ModelInterceptor,
     ToolInterceptor,
+    before_model,
     chain_model,
 )
 from .llm import ChatModel, ModelCallError
@@ -293,8 +293,8 @@ class AgentRun:
                 self.result.messages.append(message)
                 self._emit(SteerAppliedEvent(steer.queue_id))
             state.messages = list(history)
-            for hook in agent.hooks:
-                await hook.before_model(state)
+            if (stopped := await before_model(agent.hooks, state)) is not None:
+                return RunStatus.FAILED, stopped
             turn = await self._call_with_retries(call_model, state, tool_specs)
             if isinstance(turn, ErrorEvent):
                 return RunStatus.FAILED, turn  # retries exhausted

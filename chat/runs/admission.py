@@ -83,9 +83,10 @@ class Admission:
         used, reserved = self.used[cap.key], self.reserved[cap.key]
         budget = budget_json(cap, used=used, reserved=reserved, now=self.now)
         period = "today" if cap.period == "day" else f"this {cap.period}"
-        what = f"{budget['used']} of {budget['limit']} {cap.unit} used {period} ({cap.scope} budget)"
+        what = f"{budget['used']} of {budget['limit']} {cap.unit} used {period} ({settings.TIME_ZONE})"
         if kind is QuotaBusy:
             what += f" and a run in progress: {budget['reserved']} reserved by runs in progress"
+        what += f"; {cap.scope} budget"
         return kind(what, retry_after=seconds, resets_at=iso_ms(when), budget=budget)
 
     def reserve(self, start: RunStart, key) -> int:

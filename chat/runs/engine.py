@@ -48,13 +48,16 @@ async def start(request: StartRun) -> tuple[Run, int]:
     except QuotaBusy as exc:
         raise ProtocolError(
             "QUOTA_EXCEEDED",
-            "A run of yours is in progress and may use up your budget; wait for it to end.",
+            "A run of yours is in progress and may use up your quota; wait for it to end.",
             str(exc),
             extra=quota_fields(exc),
         ) from None
     except QuotaExceeded as exc:
         raise ProtocolError(
-            "QUOTA_EXCEEDED", "Your budget is used up; try again when it resets.", str(exc), extra=quota_fields(exc)
+            "QUOTA_EXCEEDED",
+            "Your quota is used up (a budget reached its limit); try again when it resets.",
+            str(exc),
+            extra=quota_fields(exc),
         ) from None
     except AgentUnavailable as exc:
         # Refused rather than answered by another agent: a profile may stand for an endpoint

@@ -28,6 +28,7 @@ from chat.eventlog.types import Interruption, RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
 from chat.runtime import build, titles
+from chat.runtime.budget_check import BudgetCheck
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
 from chat.runtime.steering import steering
@@ -113,6 +114,14 @@ def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None =
         answers=handle.answers,
         hold=hold,
         steering=steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
+        checks=[
+            BudgetCheck(
+                run_id=handle.run_id,
+                user_id=handle.user_id,
+                agent_id=handle.config.profile_id,
+                model=handle.config.model,
+            )
+        ],
     )
     handle.agent_run = agent_run = agent.stream(memory, context=context)
     handle.sink.offers = agent_run.offers

@@ -193,7 +193,9 @@ async def chat_completions(request):
     else:
         await _follow(frames, outcome)
         failure = ENDED.get(stream.ended_by or "") or outcome.failure()
-        if failure is not None:
+        if failure is not None and failure[1] == "insufficient_quota":
+            response = shapes.quota_refusal(failure[2], outcome.retry_after)
+        elif failure is not None:
             response = shapes.openai_error(*failure)
         else:
             response = JsonResponse(

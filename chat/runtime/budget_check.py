@@ -1,0 +1,33 @@
+"""The check before every model call of a run (docs/protocol.md, "Budgets"): an agent hook (the
+core's before_model, chat.agent.hooks) that ends the run with BUDGET_EXHAUSTED, between two model
+calls, once a budget it is held to is used up. What the run said so far stays its answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from chat.accounts.budgets import budget_stop
+from chat.agent.events import ErrorEvent
+from chat.agent.hooks import AgentHook, AgentState, StopRun
+
+BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+
+
+class BudgetCheck(AgentHook):
+    def __init__(self, *, run_id: Any, user_id: Any, agent_id: int | None, model: str):
+        self.run_id, self.user_id, self.agent_id, self.model = run_id, user_id, agent_id, model
+
+    async def before_model(self, state: AgentState) -> None:
+        usage = state.usage
+        own = (self.model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+        check = database_sync_to_async(budget_stop, thread_sensitive=False)
+        stop = await check(run_id=self.run_id, user_id=self.user_id, agent_id=self.agent_id, own=own)
+        if stop is not None:
+            budget = stop["budget"]
+            message = (
+                f"A budget is used up ({budget['scope']}, {budget['period']}, {budget['unit']}): the run stops here."
+            )
+            detail = f"{budget['used']} of {budget['limit']} {budget['unit']} used"
+            raise StopRun(ErrorEvent(BUDGET_EXHAUSTED, message, detail, extra=stop))
