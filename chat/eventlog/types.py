@@ -97,6 +97,8 @@ class Message:
     options: ModelOptions | None = None
     # The queueId of the waiting message this starts (docs/protocol.md, "Queued messages").
     queue_id: str | None = None
+    # The API token that sent it (its run counts against that token's budget); None: a session.
+    api_token_id: int | None = None
 
     @property
     def named_seq(self) -> int | None:

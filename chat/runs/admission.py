@@ -48,7 +48,7 @@ class Admission:
     agent_ids: dict[Any, int | None]  # conversation id -> its agent profile's id
     usable: dict[tuple[Any, int], AgentProfile]  # (user id, profile id) -> a profile the user may use
     now: datetime
-    caps: dict[tuple[Any, int | None], list[Cap]]  # (user id, agent profile id) -> its budgets
+    caps: dict[tuple[Any, int | None, int | None], list[Cap]]  # (user id, agent profile id, token id) ->
     used: dict[tuple, float]  # Cap.key ->
     reserved: dict[tuple, float]  # Cap.key -> what runs in progress (and admitted starts) reserved
 
@@ -67,7 +67,7 @@ class Admission:
             return AgentUnavailable(f"agent profile {agent_id} is disabled or not open to this user")
         if (limit := limits.messages_per_minute) and self.recent.get(user, 0) >= limit:
             return RateLimited(f"at most {limit} messages per minute")
-        caps = self.caps.get((user, agent_id), [])
+        caps = self.caps.get((user, agent_id, start.message.api_token_id), [])
         if spent := [cap for cap in caps if self.used[cap.key] >= cap.limit]:
             return self._refused(spent, QuotaExceeded)
         if key in self.busy:
@@ -94,7 +94,7 @@ class Admission:
         user = start.message.user.pk
         self.busy.add(key)
         self.recent[user] = self.recent.get(user, 0) + 1
-        caps = self.caps.get((user, self.agent_ids.get(key)), [])
+        caps = self.caps.get((user, self.agent_ids.get(key), start.message.api_token_id), [])
         if not caps:
             return 0
         profile = self.profile(start, key)
@@ -142,13 +142,15 @@ def admission_read(*, starts: list[RunStart], keys: set, now: datetime) -> Admis
 
 
 def _caps_of(starts: list[RunStart], agent_ids: dict[Any, int | None], limits: dict[Any, Limits]) -> dict:
-    """{(user id, agent profile id): [Cap]} for the starts, in a handful of queries; none at all
-    when no budget is set anywhere and no user is under a daily token quota."""
-    pairs = {(s.message.user.pk, agent_ids.get(conversation_key(s.message.conversation.pk))) for s in starts}
-    if not any(limits[user].daily_token_quota for user, _ in pairs) and not Budget.objects.exists():
+    """{(user id, agent profile id, token id): [Cap]} for the starts, in a handful of queries;
+    none at all when no budget is set anywhere and no user is under a daily token quota."""
+    runs = {
+        (s.message.user.pk, agent_ids.get(conversation_key(s.message.conversation.pk)), s.message.api_token_id)
+        for s in starts
+    }
+    if not any(limits[user].daily_token_quota for user, _, _ in runs) and not Budget.objects.exists():
         return {}
-    found = caps_for_many(runs={(user, agent, None) for user, agent in pairs})
-    return {(user, agent): caps for (user, agent, _), caps in found.items()}
+    return caps_for_many(runs=runs)
 
 
 def _agents_of(starts: list[RunStart], keys: set) -> tuple[dict[Any, int | None], dict[tuple[Any, int], AgentProfile]]:

@@ -97,6 +97,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             started_at=start.began_at or now,
             heartbeat_at=now,
             reserved_tokens=reserved,
+            api_token_id=start.message.api_token_id,
         )
         accepted.append((index, run, turn))
     if not accepted:

@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from chat.accounts.budgets import caps_for, period_bounds
 from chat.conversations.services import conversation_create
+from chat.eventlog.types import Message, RunStart
 from chat.exceptions import QuotaBusy, QuotaExceeded
 from chat.models import AgentProfile, ApiToken, Budget, GroupLimits, ModelCall, Run
-from chat.runs.starts import run_start
+from chat.runs.starts import run_start, runs_start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
 
@@ -137,6 +138,20 @@ def test_a_token_budget_counts_only_that_tokens_runs(make_user):
     assert (cap.scope, cap.name, cap.limit) == ("token", "ci", 50)
     assert caps_for(user_id=alice.pk, agent_id=None) == []
     start(alice)  # a session's start: the token's budget does not apply
+    conversation = conversation_create(owner=alice)
+    with pytest.raises(QuotaExceeded) as refused:  # the token's own start
+        runs_start_one(Message(conversation, alice, "hi", api_token_id=token.pk))
+    assert refused.value.budget["scope"] == "token"
+    Budget.objects.filter(scope="token").update(tokens=51)
+    run, _ = runs_start_one(Message(conversation, alice, "hi", api_token_id=token.pk))
+    assert run.api_token_id == token.pk and run.reserved_tokens == 10
+
+
+def runs_start_one(message: Message):
+    (result,) = runs_start(starts=[RunStart(message, "m", "w")])
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def test_the_tightest_budget_decides_and_zero_is_unlimited(make_user):

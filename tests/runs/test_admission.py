@@ -40,7 +40,7 @@ def _admission(*, quota=0, rate=0, spent=0, reserved=0, **counts) -> Admission:
         agent_ids=counts.get("agent_ids", {}),
         usable=counts.get("usable", {}),
         now=timezone.now(),
-        caps={(1, counts.get("agent_ids", {}).get("c1")): caps, (1, None): caps},
+        caps={(1, counts.get("agent_ids", {}).get("c1"), None): caps, (1, None, None): caps},
         used={cap.key: spent for cap in caps},
         reserved={cap.key: reserved for cap in caps},
     )

@@ -172,6 +172,7 @@ async def chat_completions(request):
                 history=openai_images.recorded_history(call.history, attached),
                 options=call.options,
                 first=True,  # its conversation was made for it
+                api_token_id=token.pk if token is not None else None,
             )
             run = await _started(frames, asked)
         except ProtocolError:

@@ -218,7 +218,12 @@ class ChatConsumer(HubConsumer):
             if kind in ("message", "edit", "regenerate"):
                 # first: this socket has seen no event of the conversation
                 asked = await start_request(
-                    kind, frame, conversation=self.conversation, user=self.user, first=self.last_seq == 0
+                    kind,
+                    frame,
+                    conversation=self.conversation,
+                    user=self.user,
+                    first=self.last_seq == 0,
+                    api_token_id=self.credential.token_id,
                 )
                 await engine.send(asked)
             elif kind == "cancel":
