@@ -18,6 +18,7 @@ from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Budget, ModelCall, Run
 from chat.runs.starts import run_start
 from tests.asgi_socket import Socket
+from tests.doors.openapi.test_openapi import _check
 from tests.fakellm import text_reply, tool_call_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -131,3 +132,28 @@ def test_days_is_checked_and_user_is_for_staff(make_user):
     assert get_json(alice, "/api/usage/?user=root")[1]["error"] == "not_found"
     status, body = get_json(root, "/api/usage/?user=alice&days=1")
     assert status == 200 and body["total"]["totalTokens"] == 7
+
+
+def test_the_answers_match_the_openapi_document(make_user, settings):
+    """The usage answer with budgets, and a start refused by one over HTTP (429 QUOTA_EXCEEDED
+    with Retry-After, retryAfter, resetsAt and budget), as chat.doors.openapi describes them."""
+    settings.AGENT_MESSAGES_PER_MINUTE = 0
+    alice = make_user("alice")
+    Budget.objects.create(scope="user", user=alice, period="month", tokens=10, cost=1.5)
+    spend(alice, 10)
+    client = Client()
+    client.force_login(alice)
+    body = _check(client.get("/api/usage/?days=2"), "get", "api/usage/")
+    assert {(b["scope"], b["unit"], b["exhausted"]) for b in body["budgets"]} == {
+        ("user", "tokens", True),
+        ("user", "cost", False),
+    }
+    conversation = conversation_create(owner=alice)
+    route = "api/conversations/<uuid:conversation_id>/messages/"
+    response = client.post(
+        f"/api/conversations/{conversation.pk}/messages/", {"content": "hi"}, content_type="application/json"
+    )
+    assert response.status_code == 429 and int(response["Retry-After"]) >= 1
+    error = _check(response, "post", route)["error"]
+    assert error["code"] == "QUOTA_EXCEEDED" and error["budget"]["scope"] == "user"
+    assert error["retryAfter"] == int(response["Retry-After"]) and error["resetsAt"] == error["budget"]["resetsAt"]

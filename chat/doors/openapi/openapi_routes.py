@@ -258,13 +258,6 @@ ROUTES: dict[str, dict[str, dict]] = {
             tags=["inspector"],
         )
     },
-    "api/usage/": {
-        "get": operation(
-            "The user's own tokens today and this month (UTC)",
-            {"200": answer("The counts.", "Usage")},
-            tags=["usage"],
-        )
-    },
     "api/agents/": {
         "get": operation(
             "The agents the user may pick, `default` first",

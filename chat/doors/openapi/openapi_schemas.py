@@ -176,17 +176,6 @@ SCHEMAS: dict[str, dict] = {
     ),
     "AgentList": _list_of("agents", "Agent"),
     "TokenCounts": _TOKEN_COUNTS,
-    "Usage": _object(
-        {
-            "today": ref("TokenCounts"),
-            "month": ref("TokenCounts"),
-            "models": {
-                "type": "array",
-                "items": _object({"model": STRING, "today": ref("TokenCounts"), "month": ref("TokenCounts")}),
-            },
-            "dailyTokenQuota": {"type": ["integer", "null"]},
-        }
-    ),
     "Token": _object(_TOKEN_FIELDS, description="A personal API token, without its value."),
     "NewToken": _object(
         {**_TOKEN_FIELDS, "token": {"type": "string", "pattern": "^as_[A-Za-z0-9_-]{43}$"}},
@@ -234,8 +223,11 @@ SCHEMAS: dict[str, dict] = {
                     "code": {"type": "string", "description": "The error frame's code (`RUN_IN_PROGRESS`, ...)."},
                     "message": {"type": "string", "description": "Text for people."},
                     "detail": {"type": "string", "description": "A short technical reason."},
+                    "retryAfter": {"type": "integer", "minimum": 1, "description": "`QUOTA_EXCEEDED`: seconds."},
+                    "resetsAt": {"type": "string", "format": "date-time"},
+                    "budget": {**ref("Budget"), "description": "`QUOTA_EXCEEDED`: the refusing budget."},
                 },
-                optional=("detail",),
+                optional=("detail", "retryAfter", "resetsAt", "budget"),
             )
         },
         description='The run endpoints\' refusals: `{"error": {"code", "message", "detail"?}}`.',
