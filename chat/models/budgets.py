@@ -5,6 +5,7 @@ At most one per scope, target and period; its two limits together. None: that li
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -69,3 +70,16 @@ class Budget(models.Model):
         ).exclude(pk=self.pk)
         if twins.exists():
             raise ValidationError("there is already a budget of this scope, target and period")
+
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        if self.scope == "group" and self.period == "day":
+            # A group's day tokens budget is its daily token quota: one value, set from either side.
+            limits, _ = apps.get_model("chat", "GroupLimits").objects.get_or_create(group_id=self.group_id)
+            if limits.daily_token_quota != self.tokens:
+                type(limits).objects.filter(pk=limits.pk).update(daily_token_quota=self.tokens)
+
+    def delete(self, *args, **kwargs):
+        if self.scope == "group" and self.period == "day":
+            apps.get_model("chat", "GroupLimits").objects.filter(group_id=self.group_id).update(daily_token_quota=None)
+        return super().delete(*args, **kwargs)

@@ -177,3 +177,16 @@ def test_periods_follow_the_time_zones_calendar(settings):
     month_start, month_end = period_bounds("month", now)
     assert month_start.astimezone(UTC) == datetime(2026, 11, 30, 18, 30, tzinfo=UTC)
     assert month_end.astimezone(UTC) == datetime(2026, 12, 31, 18, 30, tzinfo=UTC)
+
+
+def test_a_groups_day_tokens_budget_and_its_daily_quota_are_one_value(make_user):
+    team = Group.objects.create(name="team")
+    budget = Budget.objects.create(scope="group", group=team, period="day", tokens=300)
+    assert GroupLimits.objects.get(group=team).daily_token_quota == 300
+    limits = GroupLimits.objects.get(group=team)
+    limits.daily_token_quota = 700
+    limits.save()
+    budget.refresh_from_db()
+    assert budget.tokens == 700
+    budget.delete()
+    assert GroupLimits.objects.get(group=team).daily_token_quota is None
