@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from chat.accounts.budgets import budget_stop
 from chat.agent.events import ErrorEvent
 from chat.agent.hooks import AgentHook, AgentState, StopRun
+from chat.ops.metrics import budget_counted
 
 BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
 
@@ -26,6 +27,7 @@ class BudgetCheck(AgentHook):
         stop = await check(run_id=self.run_id, user_id=self.user_id, agent_id=self.agent_id, own=own)
         if stop is not None:
             budget = stop["budget"]
+            await database_sync_to_async(budget_counted, thread_sensitive=False)(kind="stops", scope=budget["scope"])
             message = (
                 f"A budget is used up ({budget['scope']}, {budget['period']}, {budget['unit']}): the run stops here."
             )

@@ -7,10 +7,12 @@ runtime against the fake model, scripted with tool calls."""
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from chat.models import Budget, Event, ModelCall, Run
 from tests.asgi_socket import Socket
 from tests.fakellm import text_reply, tool_call_reply
+from tests.ops.test_metrics import scrape
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -60,6 +62,19 @@ async def test_a_run_stops_between_model_calls_once_its_budget_is_used_up(
     assert costs == [pytest.approx((50 * 1.0 + 10 * 2.0) / 1_000_000)] * 2
     stored = await Event.objects.filter(run=run, type="error").afirst()
     assert stored.payload["code"] == "BUDGET_EXHAUSTED" and stored.payload["budget"]["used"] == 120
+    samples = await sync_to_async(scrape)()
+    assert samples[("agentsite_budget_stops_total", (("scope", "user"),))] == 1
+    # The next start is refused, and counted as a refusal.
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    await socket.history()
+    await socket.send({"type": "message", "content": "more"})
+    refused = await socket.recv()
+    await socket.close()
+    assert refused["type"] == "error" and refused["code"] == "QUOTA_EXCEEDED" and "seq" not in refused
+    assert refused["budget"]["exhausted"] and refused["retryAfter"] >= 1 and refused["resetsAt"]
+    samples = await sync_to_async(scrape)()
+    assert samples[("agentsite_budget_refusals_total", (("scope", "user"),))] == 1
 
 
 async def test_a_cost_budget_stops_a_run_too(conversation, registry, llm_settings, settings):
