@@ -2,7 +2,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from chat.doors.api import account_api, api, api_tokens, runs_api
+from chat.doors.api import account_api, api, api_budgets, api_tokens, runs_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api
 from chat.doors.openapi import openapi
@@ -47,6 +47,8 @@ urlpatterns = [
     path("api/agents/", api.agents, name="api-agents"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
+    path("api/budgets/", api_budgets.budgets, name="api-budgets"),
+    path("api/budgets/<int:budget_id>/", api_budgets.budget, name="api-budget"),
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
     path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
     path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),

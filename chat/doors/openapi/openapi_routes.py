@@ -360,14 +360,6 @@ ROUTES: dict[str, dict[str, dict]] = {
             tags=["tokens"],
         ),
     },
-    "api/tokens/<int:token_id>/": {
-        "delete": operation(
-            "Revoke a token: it stops working at once, its sockets close",
-            {"204": answer("Revoked."), "404": error("No such token.")},
-            security=WRITE,
-            tags=["tokens"],
-        )
-    },
     "api/conversations/<uuid:conversation_id>/shares/": {
         "get": operation(
             "The conversation's shared links that are not revoked, newest first, without their tokens",

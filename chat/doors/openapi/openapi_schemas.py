@@ -50,6 +50,7 @@ _TOKEN_FIELDS = {
     "createdAt": TIME,
     "expiresAt": TIME_OR_NULL,
     "lastUsedAt": TIME_OR_NULL,
+    "budget": {"oneOf": [ref("TokenBudget"), {"type": "null"}], "description": "Its budget (docs: Budgets)."},
 }
 
 SCHEMAS: dict[str, dict] = {
@@ -185,8 +186,9 @@ SCHEMAS: dict[str, dict] = {
         {
             "name": {"type": "string", "minLength": 1, "maxLength": NAME_MAX},
             "expiresInDays": {"type": ["integer", "null"], "minimum": 1, "maximum": EXPIRY_DAYS_MAX},
+            "budget": {"oneOf": [ref("TokenBudgetSet"), {"type": "null"}]},
         },
-        optional=("expiresInDays",),
+        optional=("expiresInDays", "budget"),
     ),
     "TokenList": _list_of("tokens", "Token"),
     "Share": _object(
