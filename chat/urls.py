@@ -15,6 +15,7 @@ urlpatterns = [
     path("accounts/signup/", pages.signup, name="signup"),
     path("account/", pages.account_page, name="account"),
     path("account/theme/", theme.theme_save, name="account-theme"),
+    path("account/usage/", pages.account_usage, name="account-usage"),
     path("account/sign-out-others/", pages.account_sign_out_others, name="account-sign-out-others"),
     path("account/tokens/", pages.account_token_create, name="account-token-create"),
     path("account/tokens/<int:token_id>/revoke/", pages.account_token_revoke, name="account-token-revoke"),

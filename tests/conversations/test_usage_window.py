@@ -157,3 +157,17 @@ def test_the_answers_match_the_openapi_document(make_user, settings):
     error = _check(response, "post", route)["error"]
     assert error["code"] == "QUOTA_EXCEEDED" and error["budget"]["scope"] == "user"
     assert error["retryAfter"] == int(response["Retry-After"]) and error["resetsAt"] == error["budget"]["resetsAt"]
+
+
+def test_the_usage_page_draws_the_days_agents_and_budgets(make_user, settings):
+    settings.AGENT_DAILY_TOKEN_QUOTA = 1000
+    alice = make_user("alice")
+    spend(alice, 123)
+    client = Client()
+    assert client.get("/account/usage/").status_code == 302  # login required
+    client.force_login(alice)
+    page = client.get("/account/usage/").content.decode()
+    assert "<svg" in page and "<script" not in page.split("</main>")[0]  # drawn on the page itself
+    assert "123 tokens in all" in page and "Default" in page
+    assert "default" in page and "1000" in page  # the budget, its limit
+    assert 'href="/account/usage/"' in client.get("/account/").content.decode()  # linked from the account page
