@@ -265,12 +265,15 @@ def iso_ms(when: datetime) -> str:
     return when.astimezone(ZoneInfo("UTC")).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
-def budget_stop(*, run_id: Any, user_id: Any, agent_id: int | None, own: tuple[str, int, int, int]) -> dict | None:
+def budget_stop(
+    *, run_id: Any, user_id: Any, agent_id: int | None, own: tuple[str, int, int, int], since: datetime
+) -> dict | None:
     """Before a model call of the run: BUDGET_EXHAUSTED's fields ({"budget", "retryAfter",
     "resetsAt"}) for the first budget of the run whose used reached its limit (reservations
     aside), None while every one has room. `own`: (model, prompt, completion, total tokens) the
-    run has used so far, counted in place of its stored calls (which the sink may not have
-    written yet)."""
+    run has used in this process since `since` (when this process took it up), counted in place
+    of its calls stored since then (which the sink may not have written yet); its calls from
+    before, in a process that died, count as stored."""
     token_id = Run.objects.filter(pk=run_id).values_list("api_token_id", flat=True).first()
     caps = caps_for(user_id=user_id, agent_id=agent_id, token_id=token_id)
     if not caps:
@@ -279,8 +282,13 @@ def budget_stop(*, run_id: Any, user_id: Any, agent_id: int | None, own: tuple[s
     used, reserved = caps_usage(caps, now=now, exclude_run=run_id)
     model, prompt, completion, total = own
     own_cost = cost(settings.AGENT_MODEL_PRICES, model=model, prompt_tokens=prompt, completion_tokens=completion)
+    before = ModelCall.objects.filter(run_id=run_id, started_at__lt=since)
     for cap in caps:
-        spent = used[cap.key] + (total if cap.unit == "tokens" else own_cost or 0)
+        start, _ = period_bounds(cap.period, now)
+        earlier = before.filter(started_at__gte=start).aggregate(
+            n=Sum("total_tokens" if cap.unit == "tokens" else "cost")
+        )
+        spent = used[cap.key] + (earlier["n"] or 0) + (total if cap.unit == "tokens" else own_cost or 0)
         if spent >= cap.limit:
             seconds, when = retry_after(cap, used=spent, now=now)
             budget = budget_json(cap, used=spent, reserved=reserved[cap.key], now=now)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.utils import timezone
 
 from chat.accounts.budgets import budget_stop
 from chat.agent.events import ErrorEvent
@@ -19,12 +20,14 @@ BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
 class BudgetCheck(AgentHook):
     def __init__(self, *, run_id: Any, user_id: Any, agent_id: int | None, model: str):
         self.run_id, self.user_id, self.agent_id, self.model = run_id, user_id, agent_id, model
+        # When this process took the run up: its calls from before (a resumed run's) are stored.
+        self.since = timezone.now()
 
     async def before_model(self, state: AgentState) -> None:
         usage = state.usage
         own = (self.model, usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
         check = database_sync_to_async(budget_stop, thread_sensitive=False)
-        stop = await check(run_id=self.run_id, user_id=self.user_id, agent_id=self.agent_id, own=own)
+        stop = await check(run_id=self.run_id, user_id=self.user_id, agent_id=self.agent_id, own=own, since=self.since)
         if stop is not None:
             budget = stop["budget"]
             await database_sync_to_async(budget_counted, thread_sensitive=False)(kind="stops", scope=budget["scope"])

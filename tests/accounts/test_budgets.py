@@ -5,13 +5,13 @@ TIME_ZONE's calendar, and the refusal's retryAfter / resetsAt / budget."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from chat.accounts.budgets import caps_for, period_bounds
+from chat.accounts.budgets import budget_stop, caps_for, period_bounds
 from chat.conversations.services import conversation_create
 from chat.eventlog.types import Message, RunStart
 from chat.exceptions import QuotaBusy, QuotaExceeded
@@ -190,3 +190,17 @@ def test_a_groups_day_tokens_budget_and_its_daily_quota_are_one_value(make_user)
     assert budget.tokens == 700
     budget.delete()
     assert GroupLimits.objects.get(group=team).daily_token_quota is None
+
+
+def test_a_resumed_run_counts_its_calls_from_before_and_its_own_since(make_user):
+    alice = make_user("alice")
+    Budget.objects.create(scope="user", user=alice, period="day", tokens=100)
+    run = start(alice)
+    taken_up = timezone.now()
+    earlier = taken_up - timedelta(seconds=30)  # a call of the process that died
+    ModelCall.objects.create(run=run, iteration=1, attempt=1, started_at=earlier, total_tokens=70)
+    ModelCall.objects.create(run=run, iteration=2, attempt=1, started_at=taken_up, total_tokens=20)  # stored since
+    check = dict(run_id=run.pk, user_id=alice.pk, agent_id=None, since=taken_up)
+    assert budget_stop(**check, own=("m", 0, 0, 20)) is None  # 70 + 20 (the stored one, as own)
+    stop = budget_stop(**check, own=("m", 0, 0, 30))  # 70 + 30: reached
+    assert stop["budget"]["used"] == 100 and stop["budget"]["exhausted"] and stop["retryAfter"] >= 1
