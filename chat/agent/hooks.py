@@ -35,9 +35,10 @@ class AgentState:
     tool_records: list[ToolRecord] = field(default_factory=list)
 
 
-class StopRun(Exception):  # noqa: N818 - a stop, not an error of the hook
-    """Raised by a before_model hook: the run makes no further model call and ends `failed` with
-    `error`, its text so far kept as its answer (a budget used up, for one)."""
+class StopRun(Exception):  # noqa: N818 - a stop, not an error of the interceptor
+    """Raised by a model interceptor before it calls the model (each attempt, retries included):
+    the run makes no further model call and ends `failed` with `error`, its text so far kept as
+    its answer (a budget used up, for one)."""
 
     def __init__(self, error: ErrorEvent):
         super().__init__(error.message)
@@ -56,16 +57,6 @@ class AgentHook:
 
     async def after_model(self, state: AgentState, turn: ModelTurn) -> None:
         return None
-
-
-async def before_model(hooks: Sequence[AgentHook], state: AgentState) -> ErrorEvent | None:
-    """Each hook's before_model in turn; the error of a StopRun one raised (no later hook runs)."""
-    try:
-        for hook in hooks:
-            await hook.before_model(state)
-    except StopRun as stop:
-        return stop.error
-    return None
 
 
 ModelHandler = Callable[[ModelRequest], Awaitable[ModelTurn]]

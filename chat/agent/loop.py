@@ -39,8 +39,8 @@ from .hooks import (
     AgentHook,
     AgentState,
     ModelInterceptor,
+    StopRun,
     ToolInterceptor,
-    before_model,
     chain_model,
 )
 from .llm import ChatModel, ModelCallError
@@ -293,8 +293,8 @@ class AgentRun:
                 self.result.messages.append(message)
                 self._emit(SteerAppliedEvent(steer.queue_id))
             state.messages = list(history)
-            if (stopped := await before_model(agent.hooks, state)) is not None:
-                return RunStatus.FAILED, stopped
+            for hook in agent.hooks:
+                await hook.before_model(state)
             turn = await self._call_with_retries(call_model, state, tool_specs)
             if isinstance(turn, ErrorEvent):
                 return RunStatus.FAILED, turn  # retries exhausted
@@ -350,6 +350,8 @@ class AgentRun:
             self._first_delta_at, self._received = None, []
             try:
                 turn = await call_model(request)
+            except StopRun as stop:  # an interceptor ended the run before this attempt (a budget)
+                return stop.error
             except ModelCallError as exc:
                 self._observe(request, state.iteration, attempt, started_at, t0, error=exc.detail)
                 # The error emitted below ends the attempt: its partial text leaves the answer (Answer).
@@ -360,11 +362,8 @@ class AgentRun:
                     return ErrorEvent(ErrorCode.LLM_CALL_FAILED, exc.detail, exc.hint)
                 if failures > agent.max_retries:
                     self._log_failure(exc, f"gave up after {agent.max_retries} retries")
-                    return ErrorEvent(
-                        ErrorCode.LLM_CALL_FAILED,
-                        f"The model call failed; gave up after {agent.max_retries} retries.",
-                        exc.detail,
-                    )
+                    message = f"The model call failed; gave up after {agent.max_retries} retries."
+                    return ErrorEvent(ErrorCode.LLM_CALL_FAILED, message, exc.detail)
                 delay = agent.retry_interval
                 if exc.retry_after is not None:  # the endpoint said when; never longer than the cap
                     delay = max(delay, min(exc.retry_after, agent.max_retry_after))

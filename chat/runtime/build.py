@@ -15,13 +15,14 @@ from chat import mcp
 from chat.agent import Agent, ChatModel, ModelCallObserver, SteeringSource, ToolContext
 from chat.agent.approval import Answers, ApprovalPolicy, Unattended
 from chat.agent.demo import DEMO_BASE_URL, DemoTransport
-from chat.agent.hooks import AgentHook, MessageTrimmingHook, ToolErrorPolicy
+from chat.agent.hooks import MessageTrimmingHook, ToolErrorPolicy
 from chat.agent.tools import Tool
 from chat.agents import profiles
 from chat.agents.profiles import MEMORY_MESSAGES, AgentConfig
 from chat.agents.tool_limits import rate_limit
 from chat.conversations.workspaces import locked_write
 from chat.mcp.tools import UnstartedServers
+from chat.runtime.budget_check import BudgetCheck
 from chat.runtime.image_parts import ImageParts
 from chat.tools import build_registry
 from chat.tools.config import FetchSettings, FilesSettings, SearchSettings, SkillsSettings, ToolSettings
@@ -140,14 +141,14 @@ def build_agent(
     answers: Answers | None = None,
     hold: asyncio.Event | None = None,
     steering: SteeringSource | None = None,
-    checks: list[AgentHook] | None = None,
+    budget: BudgetCheck | None = None,
 ) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
     are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
     (chat.runtime.approvals). Without them (the `ask` command, where the operator runs their own
     question) no call waits. `hold`: the model's answers are read once it is set (ChatModel).
-    `steering`: where the run finds the steers sent to it (chat.runtime.steering). `checks`: hooks
-    that run first before each model call and may stop the run (chat.runtime.budget_check)."""
+    `steering`: where the run finds the steers sent to it (chat.runtime.steering). `budget`: the check
+    before each model call attempt that may stop the run (chat.runtime.budget_check)."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -170,10 +171,11 @@ def build_agent(
         # ImageParts after the trimming: only the kept messages' images are built. The demo model
         # always accepts them (it answers with their size), so the offline demo shows the feature.
         hooks=[
-            *(checks or []),
+            *([budget] if budget else []),
             MessageTrimmingHook(max_messages=MEMORY_MESSAGES),
             ImageParts(vision=config.sees_images),
         ],
+        model_interceptors=[budget] if budget else [],
         tool_interceptors=[
             rate_limit(settings.AGENT_TOOL_RATE_LIMIT),
             ToolErrorPolicy(),

@@ -114,14 +114,9 @@ def begin(handle: RunHandle, *, memory: list[dict], hold: asyncio.Event | None =
         answers=handle.answers,
         hold=hold,
         steering=steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
-        checks=[
-            BudgetCheck(
-                run_id=handle.run_id,
-                user_id=handle.user_id,
-                agent_id=handle.config.profile_id,
-                model=handle.config.model,
-            )
-        ],
+        budget=BudgetCheck(
+            run_id=handle.run_id, user_id=handle.user_id, agent_id=handle.config.profile_id, model=handle.config.model
+        ),
     )
     handle.agent_run = agent_run = agent.stream(memory, context=context)
     handle.sink.offers = agent_run.offers
