@@ -63,4 +63,5 @@ urlpatterns = [
     path("inspect/", inspect_views.run_list, name="inspect-runs"),
     path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
     path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),
+    path("inspect/usage/", inspect_views.usage, name="inspect-usage"),
 ]

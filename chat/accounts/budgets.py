@@ -294,3 +294,35 @@ def budget_stop(
             budget = budget_json(cap, used=spent, reserved=reserved[cap.key], now=now)
             return {"budget": budget, "retryAfter": seconds, "resetsAt": iso_ms(when)}
     return None
+
+
+def every_budget_state(*, now: datetime) -> list[dict[str, Any]]:
+    """Every budget set, as the staff's usage page shows it: per unit, with used and reserved for
+    the pools (user, agent, token budgets); a group's is an allowance per member (None)."""
+    rows = []
+    budgets = list(Budget.objects.select_related("user", "group", "agent", "token").order_by("scope", "id"))
+    targets = {"user": "user_id", "agent": "agent_id", "token": "token_id"}
+    caps = [
+        (budget, cap)
+        for budget in budgets
+        for cap in _own_caps(
+            budget,
+            **({targets[budget.scope]: getattr(budget, targets[budget.scope])} if budget.scope in targets else {}),
+        )
+    ]
+    pools = [cap for budget, cap in caps if budget.scope != "group"]
+    used, reserved = caps_usage(pools, now=now)
+    for budget, cap in caps:
+        if budget.scope == "group":
+            rows.append(
+                {
+                    **budget_json(cap, used=0, reserved=0, now=now),
+                    "used": None,
+                    "reserved": None,
+                    "remaining": None,
+                    "exhausted": None,
+                }
+            )
+        else:
+            rows.append(budget_json(cap, used=used[cap.key], reserved=reserved[cap.key], now=now))
+    return rows

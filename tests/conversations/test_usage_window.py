@@ -10,6 +10,7 @@ from datetime import UTC, timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
@@ -171,3 +172,22 @@ def test_the_usage_page_draws_the_days_agents_and_budgets(make_user, settings):
     assert "123 tokens in all" in page and "Default" in page
     assert "default" in page and "1000" in page  # the budget, its limit
     assert 'href="/account/usage/"' in client.get("/account/").content.decode()  # linked from the account page
+
+
+def test_the_staff_usage_page_lists_every_users_use_and_every_budget(make_user):
+    alice, bob, root = make_user("alice"), make_user("bob"), make_user("root")
+    root.is_staff = True
+    root.save()
+    spend(alice, 40)
+    spend(bob, 7, days_ago=3)
+    team = Group.objects.create(name="team")
+    Budget.objects.create(scope="user", user=alice, period="day", tokens=100)
+    Budget.objects.create(scope="group", group=team, period="week", cost=2)
+    client = Client()
+    client.force_login(alice)
+    assert client.get("/inspect/usage/").status_code == 404  # not staff: no such page
+    client.force_login(root)
+    page = client.get("/inspect/usage/?days=2").content.decode()
+    assert "alice" in page and "40" in page and "bob" not in page.split("<h2>Budgets</h2>")[0]  # 3 days ago
+    assert "bob" in client.get("/inspect/usage/?days=5").content.decode()
+    assert "user · alice" in page and "group · team" in page and "per member" in page
