@@ -15,6 +15,17 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(
+            model_name="queuedmessage",
+            name="api_token",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="chat.apitoken",
+            ),
+        ),
+        migrations.AddField(
             model_name="modelcall",
             name="cost",
             field=models.FloatField(blank=True, null=True),

@@ -15,7 +15,8 @@ from chat.accounts.budgets import budget_stop, caps_for, period_bounds
 from chat.conversations.services import conversation_create
 from chat.eventlog.types import Message, RunStart
 from chat.exceptions import QuotaBusy, QuotaExceeded
-from chat.models import AgentProfile, ApiToken, Budget, GroupLimits, ModelCall, Run
+from chat.models import AgentProfile, ApiToken, Budget, GroupLimits, ModelCall, QueuedMessage, Run
+from chat.runs.queue import message_queue, start_next
 from chat.runs.starts import run_start, runs_start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
@@ -204,3 +205,16 @@ def test_a_resumed_run_counts_its_calls_from_before_and_its_own_since(make_user)
     assert budget_stop(**check, own=("m", 0, 0, 20)) is None  # 70 + 20 (the stored one, as own)
     stop = budget_stop(**check, own=("m", 0, 0, 30))  # 70 + 30: reached
     assert stop["budget"]["used"] == 100 and stop["budget"]["exhausted"] and stop["retryAfter"] >= 1
+
+
+def test_a_queued_message_keeps_its_token_for_the_run_it_starts(make_user):
+    alice = make_user("alice")
+    token = ApiToken.objects.create(user=alice, name="ci", digest="e" * 64, hint="y")
+    conversation = conversation_create(owner=alice)
+    running = start(alice, conversation)
+    queued, _ = message_queue(Message(conversation, alice, "later", api_token_id=token.pk))
+    assert queued is not None and QueuedMessage.objects.get().api_token_id == token.pk
+    Run.objects.filter(pk=running.pk).update(status="succeeded")
+    start_next([conversation.pk], "w")
+    started = Run.objects.filter(conversation=conversation, status="running").get()
+    assert started.api_token_id == token.pk
