@@ -23,6 +23,9 @@ from chat.models import Budget, GroupLimits, ModelCall, Run
 from chat.pricing import cost, reserve_cost
 
 UNITS = ("tokens", "cost")
+# Whether this process has met a budget (a Budget row, a group quota): from then on no run gets a
+# head start (chat.runtime.head_start), whose model request would leave before the decision.
+_seen = {"budgets": False}
 # Seconds a start refused only by reservations is told to wait: runs in progress settle soon.
 RESERVED_RETRY_SECONDS = 10
 
@@ -142,6 +145,8 @@ def caps_for_many(*, runs: set[tuple[Any, int | None, int | None]]) -> dict[tupl
     for budget in Budget.objects.filter(scope="token", token__in=tokens).select_related("token"):
         pools.setdefault(("token", budget.token_id), []).append(budget)
     found = {}
+    quota_set = any(quota is not None for rows in quotas.values() for quota, _ in rows)
+    _seen["budgets"] = _seen["budgets"] or bool(own or of_groups or quota_set or pools)
     for user, agent, token in runs:
         caps = [cap for budget in own.get(user, []) for cap in _own_caps(budget, user_id=user)]
         caps += _group_caps(user, of_groups.get(user, []), quotas.get(user, []))
@@ -155,6 +160,12 @@ def _member_rows(budgets, users: set) -> list[tuple[Any, Budget]]:
     """(member id, budget) for each of the budgets' group members among `users`."""
     rows = budgets.select_related("group").prefetch_related("group__user_set")
     return [(member.pk, budget) for budget in rows for member in budget.group.user_set.all() if member.pk in users]
+
+
+def budgets_may_apply() -> bool:
+    """A start may be held to a budget: AGENT_DAILY_TOKEN_QUOTA is set, or this process has met
+    one. No model may be called for a start before its budgets admit it."""
+    return bool(settings.AGENT_DAILY_TOKEN_QUOTA) or _seen["budgets"]
 
 
 def caps_for(*, user_id: Any, agent_id: int | None, token_id: int | None = None) -> list[Cap]:
