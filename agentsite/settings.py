@@ -158,7 +158,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
-TIME_ZONE = "UTC"
+# The calendar of budget periods, of GET /api/usage/ and of the daily quota (docs/protocol.md, "Budgets").
+TIME_ZONE = os.environ.get("TIME_ZONE", "").strip() or "UTC"
 USE_I18N = True
 USE_TZ = True
 
@@ -273,6 +274,8 @@ AGENT_DAILY_TOKEN_QUOTA = env_number("AGENT_DAILY_TOKEN_QUOTA", "0")
 # {"model": {"input": $ per million prompt tokens, "output": $ per million completion tokens}}:
 # the run inspector's cost (checked by system check agentsite.E005).
 AGENT_MODEL_PRICES = env_json("AGENT_MODEL_PRICES", "{}")
+# Tokens a run reserves against each budget that applies to it (unset: its max_tokens, else 4096).
+AGENT_RUN_TOKEN_RESERVE = env_optional("AGENT_RUN_TOKEN_RESERVE")
 # Keep every model call's request messages with its record (large; they hold users' data).
 AGENT_TRACE_REQUESTS = env_bool("AGENT_TRACE_REQUESTS", False)
 # Seconds between a running run's heartbeats, and silence after which it is dead.

@@ -16,6 +16,7 @@ from chat.models import (
     DEFAULT_AGENT_NAME,
     AgentProfile,
     ApiToken,
+    Budget,
     Conversation,
     Event,
     Feedback,
@@ -267,6 +268,23 @@ class ShareLinkAdmin(ReadOnlyAdmin):
     def revoke(self, request, queryset):
         revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {revoked} link(s).")
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    """Budgets (docs/protocol.md, "Budgets"): a scope and its target, a period, a tokens and/or
+    cost limit. The model's clean() refuses a second one of the same scope, target and period."""
+
+    list_display = ("id", "scope", "target", "period", "tokens", "cost", "updated_at")
+    list_filter = ("scope", "period")
+    autocomplete_fields = ("user",)
+    formfield_overrides = {models.PositiveBigIntegerField: {"widget": forms.NumberInput(attrs={"class": "vTextField"})}}
+
+    @admin.display(description="target")
+    def target(self, budget):
+        if budget.scope == "agent":
+            return budget.agent or DEFAULT_AGENT_NAME
+        return getattr(budget, budget.scope)
 
 
 class GroupLimitsInline(admin.StackedInline):

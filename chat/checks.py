@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core import checks
@@ -13,8 +14,8 @@ from django.test.utils import override_settings
 
 from chat.conversations.images import parse_box
 from chat.http_urls import http_url_problem
-from chat.inspector.pricing import price_problems
 from chat.mcp.config import read
+from chat.pricing import price_problems
 from chat.runtime.build import tool_settings
 from chat.tools import BUILTIN_TOOLS
 from chat.tools.sandbox import SandboxUnavailable, check_available
@@ -89,6 +90,17 @@ def check_agent_settings(app_configs, **kwargs):
         )
         for problem in price_problems(settings.AGENT_MODEL_PRICES)
     ]
+    try:
+        ZoneInfo(settings.TIME_ZONE)
+    except (ValueError, ZoneInfoNotFoundError):
+        errors.append(checks.Error(f"TIME_ZONE: unknown zone {settings.TIME_ZONE!r}.", id="agentsite.E007"))
+    reserve = settings.AGENT_RUN_TOKEN_RESERVE
+    if reserve is not None and not (str(reserve).isdigit() and int(reserve) > 0):
+        errors.append(
+            checks.Error(
+                f"AGENT_RUN_TOKEN_RESERVE must be a whole number above 0, not {reserve!r}.", id="agentsite.E008"
+            )
+        )
     try:
         parse_box(settings.AGENT_IMAGE_MAX_PIXELS)
     except ValueError as exc:

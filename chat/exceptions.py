@@ -13,12 +13,20 @@ class RateLimited(Exception):
 
 
 class QuotaExceeded(Exception):
-    """The user's tokens today (UTC) reached AGENT_DAILY_TOKEN_QUOTA."""
+    """A budget that applies to the start has no room (docs/protocol.md, "Budgets"): its used
+    reached its limit. `retry_after` seconds until every refusing budget has room, `resets_at`
+    (ISO 8601 UTC) then, `budget` the refusing budget's object (GET /api/usage/'s)."""
+
+    def __init__(self, message: str = "", *, retry_after: int = 1, resets_at: str = "", budget: dict | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.resets_at = resets_at
+        self.budget = budget
 
 
 class QuotaBusy(QuotaExceeded):
-    """Under a daily quota not used up yet, a run of the user's is in progress and may use it
-    up: the next one waits for its end (the same error code, its own message)."""
+    """A budget not used up yet is filled by the reservations of runs in progress: the start
+    waits for them to settle (the same error code, its own message)."""
 
 
 class ConversationGone(Exception):

@@ -2,7 +2,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from chat.doors.api import account_api, api, api_tokens, runs_api, schedules_api
+from chat.doors.api import account_api, api, api_budgets, api_tokens, runs_api, schedules_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api
 from chat.doors.openapi import openapi
@@ -15,6 +15,7 @@ urlpatterns = [
     path("accounts/signup/", pages.signup, name="signup"),
     path("account/", pages.account_page, name="account"),
     path("account/theme/", theme.theme_save, name="account-theme"),
+    path("account/usage/", pages.account_usage, name="account-usage"),
     path("account/sign-out-others/", pages.account_sign_out_others, name="account-sign-out-others"),
     path("account/tokens/", pages.account_token_create, name="account-token-create"),
     path("account/tokens/<int:token_id>/revoke/", pages.account_token_revoke, name="account-token-revoke"),
@@ -53,6 +54,8 @@ urlpatterns = [
     path("api/schedules/<uuid:schedule_id>/runs/", schedules_api.schedule_run_list, name="api-schedule-runs"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
+    path("api/budgets/", api_budgets.budgets, name="api-budgets"),
+    path("api/budgets/<int:budget_id>/", api_budgets.budget, name="api-budget"),
     path("api/conversations/<uuid:conversation_id>/export/", api.conversation_export, name="api-export"),
     path("api/conversations/<uuid:conversation_id>/feedback/", api.conversation_feedback, name="api-feedback"),
     path("api/runs/<uuid:run_id>/feedback/", api.run_feedback, name="api-run-feedback"),
@@ -66,4 +69,5 @@ urlpatterns = [
     path("inspect/", inspect_views.run_list, name="inspect-runs"),
     path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
     path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),
+    path("inspect/usage/", inspect_views.usage, name="inspect-usage"),
 ]

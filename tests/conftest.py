@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
+from chat.accounts import budgets
 from chat.conversations.services import conversation_create
 from chat.runtime import build
 from chat.runtime.registry import get_registry
@@ -106,3 +107,9 @@ def api(alice):
     client = Client()
     client.force_login(alice)
     return client
+
+
+@pytest.fixture(autouse=True)
+def _no_budget_met():
+    """Each test starts as a process that has met no budget yet (no head start after one)."""
+    budgets._seen["budgets"] = False

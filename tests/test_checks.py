@@ -131,3 +131,16 @@ def test_the_image_box_must_be_width_x_height(good):
     assert error.id == "agentsite.E006" and "WIDTHxHEIGHT" in error.msg
     good.AGENT_IMAGE_MAX_PIXELS = "1024x768"
     assert check_agent_settings(None) == []
+
+
+def test_the_time_zone_and_the_run_reserve_must_be_usable(good):
+    good.TIME_ZONE = "Mars/Olympus"
+    [error] = check_agent_settings(None)
+    assert error.id == "agentsite.E007" and "Mars/Olympus" in error.msg
+    good.TIME_ZONE = "Asia/Kolkata"
+    for bad in ("0", "-5", "1.5", "lots"):
+        good.AGENT_RUN_TOKEN_RESERVE = bad
+        [error] = check_agent_settings(None)
+        assert error.id == "agentsite.E008"
+    good.AGENT_RUN_TOKEN_RESERVE = "2048"
+    assert check_agent_settings(None) == []

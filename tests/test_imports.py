@@ -210,7 +210,7 @@ def test_a_two_way_folder_pair_is_seen():
 LAYERS = [
     # the core and what everything may use
     {"chat/agent", "chat/models", "chat/exceptions.py", "chat/nesting.py", "chat/http_urls.py"}
-    | {"chat/redis_errors.py", "chat/script_strings.py", "chat/management"},
+    | {"chat/redis_errors.py", "chat/script_strings.py", "chat/pricing.py", "chat/management"},
     {"chat/tools"},  # the built-in tools, on the core
     {"chat/mcp", "chat/accounts"},  # MCP servers' tools; who is asking and how much they may
     {"chat/agents", "chat/ops"},  # agent profiles; metrics and tracing

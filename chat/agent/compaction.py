@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from .estimate import estimate_usage
 from .events import AgentEvent, CompactionEvent, ErrorCode, ErrorEvent
-from .hooks import AgentState
+from .hooks import AgentState, ModelInterceptor, chain_model
 from .llm import ChatModel
 from .model_errors import ModelCallError
 from .trace import CANCELLED, ModelCallObserver, attempt_record, notify
@@ -108,6 +108,7 @@ class Caller(Protocol):
     """What a compaction call needs of the run's agent (chat.agent.loop.Agent)."""
 
     model: ChatModel
+    model_interceptors: list[ModelInterceptor]
     observers: list[ModelCallObserver]
     max_retries: int
     retry_interval: float
@@ -229,7 +230,7 @@ class Compactor:
         self._previous = self.layout.summary
         retries = agent.max_retries
         for attempt in range(1, retries + 2):
-            turn, error = await _call(agent.model, request, state, agent.observers, attempt)
+            turn, error = await _call(agent, request, state, attempt)
             if turn is not None and turn.content.strip():
                 before = self.layout.summary.turns if self.layout.summary else 0
                 return Summary(turn.content.strip(), None, before + count)
@@ -240,37 +241,46 @@ class Compactor:
         return None
 
 
-async def _call(
-    model: ChatModel, request: ModelRequest, state: AgentState, observers: Sequence[ModelCallObserver], attempt: int
-) -> tuple[ModelTurn | None, str]:
-    """One attempt: its turn or why it failed, recorded for the observers; its tokens count in
-    the run's usage (a cancelled attempt's estimated, as the loop's calls')."""
-    started_at, t0 = time.time(), time.monotonic()
-    turn: ModelTurn | None = None
-    error = ""
+async def _call(agent: Caller, request: ModelRequest, state: AgentState, attempt: int) -> tuple[ModelTurn | None, str]:
+    """One attempt, through the agent's model interceptors (a budget check may stop the run
+    before it: hooks.StopRun goes up to the loop): its turn or why it failed, recorded for the
+    observers; its tokens count in the run's usage (a cancelled attempt's estimated, as the
+    loop's calls')."""
+
+    async def call(request: ModelRequest) -> ModelTurn:
+        started_at, t0 = time.time(), time.monotonic()
+        turn: ModelTurn | None = None
+        error = ""
+        try:
+            async for item in agent.model.stream(request):
+                if isinstance(item, ModelTurn):
+                    turn = item
+        except ModelCallError as exc:
+            error = exc.detail
+            raise
+        except asyncio.CancelledError:
+            error = CANCELLED
+            raise
+        finally:
+            record = attempt_record(
+                request,
+                iteration=state.iteration,
+                attempt=attempt,
+                started_at=started_at,
+                t0=t0,
+                turn=turn,
+                error=error,
+                purpose=PURPOSE,
+            )
+            state.usage = state.usage + Usage(record.prompt_tokens, record.completion_tokens, record.total_tokens)
+            notify(agent.observers, record)
+        assert turn is not None  # ChatModel.stream ends with a turn or raises
+        return turn
+
     try:
-        async for item in model.stream(request):
-            if isinstance(item, ModelTurn):
-                turn = item
+        return await chain_model(agent.model_interceptors, call)(request), ""
     except ModelCallError as exc:
-        error = exc.detail
-    except asyncio.CancelledError:
-        error = CANCELLED
-        raise
-    finally:
-        record = attempt_record(
-            request,
-            iteration=state.iteration,
-            attempt=attempt,
-            started_at=started_at,
-            t0=t0,
-            turn=turn,
-            error=error,
-            purpose=PURPOSE,
-        )
-        state.usage = state.usage + Usage(record.prompt_tokens, record.completion_tokens, record.total_tokens)
-        notify(observers, record)
-    return turn, error
+        return None, exc.detail
 
 
 def _as_text(message: dict[str, Any]) -> str:

@@ -85,10 +85,13 @@ class ErrorEvent(AgentEvent):
     code: str
     message: str
     detail: str = ""
+    # The error's own fields beyond these (BUDGET_EXHAUSTED's budget, retryAfter, resetsAt).
+    extra: dict[str, Any] | None = None
     type: ClassVar[str] = "error"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "code": self.code, "message": self.message, "detail": self.detail}
+        data = {"type": self.type, "code": self.code, "message": self.message, "detail": self.detail}
+        return {**data, **self.extra} if self.extra else data
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .events import ErrorEvent
 from .tools import ToolContext, ToolError, ToolRecord, error_result
 from .turns import ModelRequest, ModelTurn, ToolCall, Usage
 
@@ -32,6 +33,16 @@ class AgentState:
     iteration: int = 0
     usage: Usage = field(default_factory=Usage)
     tool_records: list[ToolRecord] = field(default_factory=list)
+
+
+class StopRun(Exception):  # noqa: N818 - a stop, not an error of the interceptor
+    """Raised by a model interceptor before it calls the model (each attempt, retries included):
+    the run makes no further model call and ends `failed` with `error`, its text so far kept as
+    its answer (a budget used up, for one)."""
+
+    def __init__(self, error: ErrorEvent):
+        super().__init__(error.message)
+        self.error = error
 
 
 class AgentHook:

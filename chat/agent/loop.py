@@ -10,10 +10,9 @@ A `steering` source (chat.agent.steering) is asked right before every model call
 person sent the run meanwhile: a model call or a tool round under way is never cut for it. Then a
 `compactor` (chat.agent.compaction) fits the request to the agent's context.
 
-The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop
-it at any await (closing the model stream, cancelling running tools) and still
-emit the closing events: a `tool_end` for every started tool, `error` CANCELLED,
-then `complete`.
+The loop runs in a task of its own that feeds a queue, so `run.cancel()` can stop it at any
+await (closing the model stream, cancelling running tools) and still emit the closing events: a
+`tool_end` for every started tool, `error` CANCELLED, then `complete` (hooks.StopRun: likewise).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from .hooks import (
     AgentHook,
     AgentState,
     ModelInterceptor,
+    StopRun,
     ToolInterceptor,
     chain_model,
 )
@@ -296,8 +296,11 @@ class AgentRun:
                 history.append(message := {"role": "user", "content": steer.content})
                 self.result.messages.append(message)
                 self._emit(SteerAppliedEvent(steer.queue_id))
-            if agent.compactor is not None:
-                await agent.compactor.fit(history, tool_specs, state, agent, self._emit)
+            try:
+                if agent.compactor is not None:
+                    await agent.compactor.fit(history, tool_specs, state, agent, self._emit)
+            except StopRun as stop:  # a budget used up before the compaction call
+                return RunStatus.FAILED, stop.error
             state.messages = list(history)
             for hook in agent.hooks:
                 await hook.before_model(state)
@@ -356,6 +359,8 @@ class AgentRun:
             self._first_delta_at, self._received = None, []
             try:
                 turn = await call_model(request)
+            except StopRun as stop:  # an interceptor ended the run before this attempt (a budget)
+                return stop.error
             except ModelCallError as exc:
                 self._observe(request, state.iteration, attempt, started_at, t0, error=exc.detail)
                 # The error emitted below ends the attempt: its partial text leaves the answer (Answer).
@@ -366,11 +371,8 @@ class AgentRun:
                     return ErrorEvent(ErrorCode.LLM_CALL_FAILED, exc.detail, exc.hint)
                 if failures > agent.max_retries:
                     self._log_failure(exc, f"gave up after {agent.max_retries} retries")
-                    return ErrorEvent(
-                        ErrorCode.LLM_CALL_FAILED,
-                        f"The model call failed; gave up after {agent.max_retries} retries.",
-                        exc.detail,
-                    )
+                    message = f"The model call failed; gave up after {agent.max_retries} retries."
+                    return ErrorEvent(ErrorCode.LLM_CALL_FAILED, message, exc.detail)
                 delay = agent.retry_interval
                 if exc.retry_after is not None:  # the endpoint said when; never longer than the cap
                     delay = max(delay, min(exc.retry_after, agent.max_retry_after))

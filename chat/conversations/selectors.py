@@ -3,11 +3,12 @@ that user's data; the staff-only reads live in chat.inspector."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
+from chat.accounts.budgets import period_bounds
 from chat.accounts.limits import limits_for_user
 from chat.conversations.paging import page_of
 from chat.eventlog import search
@@ -75,9 +76,9 @@ def feedback_of_conversation(*, conversation_id) -> list[Feedback]:
 
 
 def usage_for_user(*, user, now: datetime) -> dict[str, Any]:
-    """The user's tokens today and this month (UTC), in all and per model, from their model calls."""
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    month = today.replace(day=1)
+    """The user's tokens today and this month (of TIME_ZONE), in all and per model, from their model calls."""
+    today, _ = period_bounds("day", now)
+    month, _ = period_bounds("month", now)
     rows = (
         ModelCall.objects.filter(run__user=user, started_at__gte=month)
         .values("run__model")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
@@ -30,6 +31,7 @@ from chat.models import (
     Run,
     ToolRecord,
 )
+from chat.pricing import cost
 
 # An Event row's fields as batches_append gives them (its id is the database's).
 EVENT_COLUMNS = ("conversation_id", "run_id", "seq", "type", "payload", "created_at")
@@ -104,6 +106,8 @@ def batches_append(batches: list[EventBatch]) -> list[list[EventFrame] | None]:
     next_seq = {key: last - counts[key] + 1 for key, last in _allocate_seqs(counts, now).items()}
     live = [batch for batch in batches if conversation_key(batch.conversation_id) in next_seq]
     calls = [ModelCall(run_id=b.run_id, **clean_value(vars(call))) for b in live for call in b.model_calls]
+    if calls and settings.AGENT_MODEL_PRICES:
+        _priced(calls)
     if calls:
         ModelCall.objects.bulk_create(calls)
     completions = _completions([b.run_id for b in live if b.payloads and b.payloads[-1]["type"] == "complete"], now)
@@ -261,3 +265,16 @@ def _allocate_seqs(counts: dict[Any, int], now: datetime) -> dict[Any, int]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return {meta.pk.to_python(key): value for key, value in cursor.fetchall()}
+
+
+def _priced(calls: list[ModelCall]) -> None:
+    """Each call's cost at the prices in force now (docs/protocol.md, "Budgets"): fixed when it
+    is recorded; None for a model without a price."""
+    models = dict(Run.objects.filter(pk__in={call.run_id for call in calls}).values_list("pk", "model"))
+    for call in calls:
+        call.cost = cost(
+            settings.AGENT_MODEL_PRICES,
+            model=models.get(call.run_id, ""),
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+        )

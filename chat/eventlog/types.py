@@ -101,6 +101,8 @@ class Message:
     # The schedule whose slot this starts (docs/protocol.md, "Schedules"): the Run's and the
     # user_message's `scheduleId`, and `via: "schedule"`.
     schedule_id: Any = None
+    # The API token that sent it (its run counts against that token's budget); None: a session.
+    api_token_id: int | None = None
 
     @property
     def named_seq(self) -> int | None:

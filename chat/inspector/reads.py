@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Count, DurationField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDay, TruncHour
 
+from chat.accounts.budgets import period_bounds
 from chat.agent.approval import ERROR
 from chat.agent.trace import CANCELLED
 from chat.models import Conversation, ModelCall, Run, ToolRecord
@@ -228,3 +229,20 @@ def dashboard(window: Window, *, now: datetime) -> dict[str, Any]:
             .order_by("-errors", "tool_name")[:10]
         ),
     }
+
+
+def usage_by_user(*, days: int, now: datetime) -> list[dict[str, Any]]:
+    """Every user's tokens and cost over the last `days` calendar days of TIME_ZONE (imported runs
+    never), most tokens first; `cost` None when none of their calls was priced."""
+    today, _ = period_bounds("day", now)
+    return list(
+        ModelCall.objects.filter(started_at__gte=today - timedelta(days=days - 1), run__imported=False)
+        .values("run__user__username")
+        .annotate(
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            tokens=Sum("total_tokens"),
+            cost=Sum("cost"),
+        )
+        .order_by("-tokens", "run__user__username")
+    )

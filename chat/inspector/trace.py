@@ -11,8 +11,8 @@ from django.conf import settings
 from chat.conversations.selectors import usage_json
 from chat.eventlog.frames import frame_time
 from chat.eventlog.reads import frames_of
-from chat.inspector.pricing import cost
 from chat.models import Event, ModelCall, Run, ToolRecord
+from chat.pricing import cost
 
 
 def _ms(start: datetime | None, end: datetime | None) -> int | None:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from chat import nesting
+from chat.accounts.budgets import every_budget_state
 from chat.inspector import reads
 from chat.inspector.charts import horizontal_bars, stacked_columns, waterfall
 from chat.inspector.images import shown_images
@@ -41,6 +42,7 @@ def staff_only(view):
 
 
 # -- the run list ----------------------------------------------------------------------------------
+MAX_USAGE_DAYS = 366
 MAX_SECONDS = 30 * 86400  # "slower than": a month is plenty, and larger numbers overflow a timedelta
 
 
@@ -211,3 +213,16 @@ def dashboard(request):
         ),
     }
     return render(request, "inspect/dashboard.html", context)
+
+
+# -- usage -------------------------------------------------------------------------------------
+@require_safe
+@staff_only
+def usage(request):
+    """Every user's use over the last `?days=N` days (1 to 366, default 30) with cost, and the
+    state of every budget (docs/protocol.md, "Budgets")."""
+    raw = request.GET.get("days", "30")
+    days = int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_USAGE_DAYS else 30
+    now = timezone.now()
+    context = {"days": days, "users": reads.usage_by_user(days=days, now=now), "budgets": every_budget_state(now=now)}
+    return render(request, "inspect/usage.html", context)

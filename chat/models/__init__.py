@@ -9,6 +9,7 @@ are named by string ("chat.Run"), so that none imports another.
 """
 
 from chat.models.agents import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
+from chat.models.budgets import Budget
 from chat.models.conversations import API_SOURCE, SCHEDULE_SOURCE, Conversation, Feedback, SearchDocument, TitleSource
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
@@ -28,6 +29,7 @@ __all__ = [
     "AccountSettings",
     "AgentProfile",
     "ApiToken",
+    "Budget",
     "Conversation",
     "Event",
     "Feedback",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.contrib.sessions.base_session import AbstractBaseSession
@@ -95,6 +96,12 @@ class GroupLimits(models.Model):
 
     class Meta:
         verbose_name_plural = "group limits"
+
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        # Its daily token quota is the group's day tokens budget (chat.models.budgets): one value.
+        budgets = apps.get_model("chat", "Budget").objects.filter(scope="group", group_id=self.group_id, period="day")
+        budgets.exclude(tokens=self.daily_token_quota).update(tokens=self.daily_token_quota)
 
     def __str__(self) -> str:
         return f"Limits of {self.group.name}"

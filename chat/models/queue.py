@@ -35,6 +35,8 @@ class QueuedMessage(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)  # the queueId
     conversation = models.ForeignKey("chat.Conversation", on_delete=models.CASCADE, related_name="queued")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The API token that sent it: the run it starts counts against that token's budget.
+    api_token = models.ForeignKey("chat.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     content = models.TextField(blank=True)
     attachments = models.JSONField(default=list, blank=True, encoder=Utf8JSONEncoder)
     # The seq of its `queued` event (a steer's: of its `steer` event): the order they start or are

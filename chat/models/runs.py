@@ -54,6 +54,13 @@ class Run(models.Model):
     parent = models.ForeignKey("chat.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     parent_tool_call_id = models.CharField(max_length=200, blank=True, default="")
     depth = models.PositiveSmallIntegerField(default=0)
+    # Tokens reserved against each budget that applies, from its admission to its end (docs/protocol.md,
+    # "Budgets"); what its model calls used is taken off as it goes. Counted only while it runs.
+    reserved_tokens = models.PositiveIntegerField(default=0)
+    # The API token that started it (a token budget counts it); null: a session's.
+    api_token = models.ForeignKey(
+        "chat.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
 
     class Meta:
         ordering = ["-started_at"]
@@ -122,6 +129,8 @@ class ModelCall(models.Model):
     # The tokens are an estimate (chat.agent.estimate): the call was cut by a Stop before the
     # endpoint reported them. Counted all the same: usage, the daily quota, the cost.
     usage_estimated = models.BooleanField(default=False)
+    # Dollars at the prices in force when it was recorded (AGENT_MODEL_PRICES); null: unpriced model.
+    cost = models.FloatField(null=True, blank=True)
     # The messages sent, only with AGENT_TRACE_REQUESTS (they may be large and hold user data).
     request_messages = models.JSONField(null=True, blank=True)
 

@@ -205,6 +205,20 @@ def _families(runs: QuerySet[Run], records: QuerySet[ToolRecord], calls: QuerySe
     yield from model_call_families(calls.filter(run__imported=False))
 
 
+# Budget events no row keeps (a refused start stores nothing): counted in MetricTally as they happen.
+BUDGET_FAMILIES = {
+    "refusals": "Run starts refused by a budget (QUOTA_EXCEEDED), by the refusing budget's scope.",
+    "stops": "Runs ended BUDGET_EXHAUSTED before a model call, by the budget's scope.",
+}
+
+
+def budget_counted(*, kind: str, scope: str) -> None:
+    """agentsite_budget_<kind>_total{scope} + 1 (scope: user, group, default, agent, token)."""
+    key = series_key(f"agentsite_budget_{kind}_total", {"scope": scope})
+    MetricTally.objects.get_or_create(series=key)
+    MetricTally.objects.filter(series=key).update(value=F("value") + 1)
+
+
 class DatabaseCollector:
     """prometheus-client asks it for the families on every scrape."""
 
@@ -212,6 +226,10 @@ class DatabaseCollector:
         tallies = {key: value for key, value in MetricTally.objects.values_list("series", "value")}
         for family in _families(Run.objects.all(), ToolRecord.objects.all(), ModelCall.objects.all()):
             yield _with_tallies(family, tallies)
+        for kind, documentation in BUDGET_FAMILIES.items():
+            yield _with_tallies(
+                CounterMetricFamily(f"agentsite_budget_{kind}", documentation, labels=["scope"]), tallies
+            )
         yield websocket_family()
 
 

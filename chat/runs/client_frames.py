@@ -27,9 +27,11 @@ MAX_TOOL_CALL_ID_CHARS = 200
 
 
 class ProtocolError(Exception):
-    def __init__(self, code: str, message: str, detail: str = ""):
+    def __init__(self, code: str, message: str, detail: str = "", *, extra: dict[str, Any] | None = None):
         super().__init__(message)
         self.code, self.message, self.detail = code, message, detail
+        # Fields of the refusal beyond these (QUOTA_EXCEEDED's retryAfter, resetsAt, budget).
+        self.extra = extra or {}
 
 
 def after_param(query_string: bytes) -> int:

@@ -48,12 +48,16 @@ async def start(request: StartRun) -> tuple[Run, int]:
     except QuotaBusy as exc:
         raise ProtocolError(
             "QUOTA_EXCEEDED",
-            "A run of yours is in progress and may use up your daily token quota; wait for it to end.",
+            "A run of yours is in progress and may use up your quota; wait for it to end.",
             str(exc),
+            extra=quota_fields(exc),
         ) from None
     except QuotaExceeded as exc:
         raise ProtocolError(
-            "QUOTA_EXCEEDED", "Your daily token quota is used up; try again tomorrow.", str(exc)
+            "QUOTA_EXCEEDED",
+            "Your quota is used up (a budget reached its limit); try again when it resets.",
+            str(exc),
+            extra=quota_fields(exc),
         ) from None
     except AgentUnavailable as exc:
         # Refused rather than answered by another agent: a profile may stand for an endpoint
@@ -131,3 +135,8 @@ async def approve(request: ApproveRun) -> None:
         ) from None
     except ApprovalClosed:
         raise already_answered() from None
+
+
+def quota_fields(exc: QuotaExceeded) -> dict:
+    """A QUOTA_EXCEEDED refusal's own fields (docs/protocol.md, "Budgets")."""
+    return {"retryAfter": exc.retry_after, "resetsAt": exc.resets_at, "budget": exc.budget}

@@ -108,7 +108,13 @@ def message_steer(message: Message) -> tuple[Steered | Queued | None, list[Event
             return _queued(message, key, running=False)
         if QueuedMessage.objects.filter(conversation_id=key).withdrawable().count() >= settings.AGENT_MAX_QUEUED:
             raise QueueFull(str(key))
-        row = QueuedMessage(conversation_id=key, user=message.user, content=message.content, steer_run_id=run_id)
+        row = QueuedMessage(
+            conversation_id=key,
+            user=message.user,
+            content=message.content,
+            steer_run_id=run_id,
+            api_token_id=message.api_token_id,
+        )
         (frames,) = batches_append(
             [EventBatch(key, run_id, [{"type": "steer", "queueId": str(row.id), "content": row.content}])]
         )
@@ -126,7 +132,11 @@ def _queued(message: Message, key, *, running: bool) -> tuple[Queued | None, lis
     if waiting >= settings.AGENT_MAX_QUEUED:
         raise QueueFull(str(key))
     row = QueuedMessage(
-        conversation_id=key, user=message.user, content=message.content, attachments=list(message.attachments)
+        conversation_id=key,
+        user=message.user,
+        content=message.content,
+        attachments=list(message.attachments),
+        api_token_id=message.api_token_id,
     )
     payload: dict[str, Any] = {"type": "queued", "queueId": str(row.id), "content": row.content}
     if row.attachments:
@@ -189,7 +199,14 @@ def start_next(conversation_ids: list[Any], worker: str) -> list[followups.Follo
             except uploads.FileRefused as exc:
                 result = NotAUserMessage(exc.message)  # BAD_REQUEST
             else:
-                message = Message(conversation, row.user, row.content, attachments=files, queue_id=str(row.pk))
+                message = Message(
+                    conversation,
+                    row.user,
+                    row.content,
+                    attachments=files,
+                    queue_id=str(row.pk),
+                    api_token_id=row.api_token_id,
+                )
                 (result,) = start_with_memory([RunStart(message, settings.AGENT_MODEL or "", worker)])
             if isinstance(result, RunInProgress | ConversationGone):
                 break  # a run started meanwhile: this one waits for it

@@ -78,14 +78,21 @@ async def message_attachments(frame: dict[str, Any], *, conversation_id) -> tupl
     return tuple(found)
 
 
-async def start_request(kind: str, frame: dict[str, Any], *, conversation: Conversation, user, first: bool) -> StartRun:
+async def start_request(
+    kind: str, frame: dict[str, Any], *, conversation: Conversation, user, first: bool, api_token_id: int | None = None
+) -> StartRun:
     """A `message`, `edit` or `regenerate` frame (the socket's, or the body of POST .../messages/,
     a `message`) as a StartRun, each field checked: a message's `content`, `parentSeq`? and
-    `attachments`? (files alone are a message), an edit's `seq` and `content`, a regenerate's `seq`."""
+    `attachments`? (files alone are a message), an edit's `seq` and `content`, a regenerate's `seq`.
+    `api_token_id`: the token that sent it (None: a session)."""
     if kind == "edit":
-        return StartRun(conversation, user, message_content(frame), edits=seq_field(frame, "seq"), first=first)
+        content = message_content(frame)
+        return StartRun(
+            conversation, user, content, edits=seq_field(frame, "seq"), first=first, api_token_id=api_token_id
+        )
     if kind == "regenerate":
-        return StartRun(conversation, user, "", regenerates=seq_field(frame, "seq"), first=first)
+        regenerates = seq_field(frame, "seq")
+        return StartRun(conversation, user, "", regenerates=regenerates, first=first, api_token_id=api_token_id)
     attachments = await message_attachments(frame, conversation_id=conversation.pk)
     content = message_content(frame, with_files=bool(attachments))  # the content rules first
     return StartRun(
@@ -96,6 +103,7 @@ async def start_request(kind: str, frame: dict[str, Any], *, conversation: Conve
         attachments=attachments,
         first=first,
         while_running=while_running(frame),
+        api_token_id=api_token_id,
     )
 
 

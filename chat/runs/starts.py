@@ -16,8 +16,9 @@ from chat.eventlog.frames import EventFrame
 from chat.eventlog.inserts import insert_objects
 from chat.eventlog.turns import first_message_title, first_turn_text, start_turns, with_agent
 from chat.eventlog.types import EventBatch, Message, RunStart
-from chat.exceptions import ConversationGone, RunInProgress
+from chat.exceptions import ConversationGone, QuotaExceeded, RunInProgress
 from chat.models import RUNNING_RUN_CONSTRAINT, Conversation, Run
+from chat.ops.metrics import budget_counted
 from chat.runs.admission import admission_read
 
 
@@ -84,8 +85,10 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         refusal = admission.refusal(start, key)
         if refusal is not None:
             refused[index] = refusal
+            if isinstance(refusal, QuotaExceeded) and refusal.budget is not None:
+                budget_counted(kind="refusals", scope=refusal.budget["scope"])
             continue
-        admission.admit(start, key)
+        reserved = admission.reserve(start, key)
         profile = admission.profile(start, key)
         run = Run(
             id=start.run_id or uuid.uuid4(),
@@ -97,6 +100,8 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             started_at=start.began_at or now,
             heartbeat_at=now,
             schedule_id=start.message.schedule_id,
+            reserved_tokens=reserved,
+            api_token_id=start.message.api_token_id,
         )
         accepted.append((index, run, turn))
     if not accepted:

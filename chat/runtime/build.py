@@ -23,6 +23,7 @@ from chat.agents.profiles import AgentConfig
 from chat.agents.tool_limits import rate_limit
 from chat.conversations.workspaces import locked_write
 from chat.mcp.tools import UnstartedServers
+from chat.runtime.budget_check import BudgetCheck
 from chat.runtime.delegates import Delegation
 from chat.runtime.image_parts import ImageParts
 from chat.tools import build_registry
@@ -144,6 +145,7 @@ def build_agent(
     steering: SteeringSource | None = None,
     compactor: Compactor | None = None,
     delegation: Delegation | None = None,
+    budget: BudgetCheck | None = None,
 ) -> Agent:
     """The agent of one run, from its profile's config (the environment's when None); `observers`
     are told of each model call attempt (chat.agent.trace); `answers` deliver the user's approvals
@@ -151,7 +153,8 @@ def build_agent(
     question) no call waits. `hold`: the model's answers are read once it is set (ChatModel).
     `steering`: where the run finds the steers sent to it (chat.runtime.steering); `compactor`:
     what keeps its requests within its context (compactor()); `delegation`: its delegate tools
-    (chat.runtime.delegates)."""
+    (chat.runtime.delegates); `budget`: the check before each model call attempt that may stop
+    the run (chat.runtime.budget_check)."""
     config = config or profiles.default_config()
     names = list(config.tools)
     sources = []
@@ -173,7 +176,8 @@ def build_agent(
         max_tool_calls=settings.AGENT_MAX_TOOL_CALLS or None,
         # ImageParts after the compaction: only the kept messages' images are built. The demo model
         # always accepts them (it answers with their size), so the offline demo shows the feature.
-        hooks=[ImageParts(vision=config.sees_images)],
+        hooks=[*([budget] if budget else []), ImageParts(vision=config.sees_images)],
+        model_interceptors=[budget] if budget else [],
         tool_interceptors=[
             # First: a delegate call is bounded by its child run's limits, and its error is the child's.
             *([delegation] if delegation is not None else []),

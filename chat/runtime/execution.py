@@ -31,6 +31,7 @@ from chat.eventlog.types import Interruption, RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
 from chat.runtime import build, delegates, titles
+from chat.runtime.budget_check import BudgetCheck
 from chat.runtime.doorbell import publish
 from chat.runtime.sink import EventSink
 from chat.runtime.steering import steering
@@ -142,6 +143,9 @@ def begin(handle: RunHandle, *, memory: Memory, hold: asyncio.Event | None = Non
         steering=None if handle.depth else steering(conversation_id=handle.conversation_id, run_id=handle.run_id),
         compactor=build.compactor(handle.config, memory.layout),
         delegation=delegation,
+        budget=BudgetCheck(
+            run_id=handle.run_id, user_id=handle.user_id, agent_id=handle.config.profile_id, model=handle.config.model
+        ),
     )
     handle.agent_run = agent_run = agent.stream(memory.messages, context=context)
     handle.sink.offers = agent_run.offers

@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from chat.accounts.budgets import budgets_may_apply
 from chat.agents import profiles
 from chat.eventlog.compactions import Memory, first_turn
 from chat.eventlog.turns import user_message_payload
@@ -71,6 +72,8 @@ class HeadStarts:
         if now - self._refused.get(user.pk, -REFUSAL_MEMORY_SECONDS) < REFUSAL_MEMORY_SECONDS:
             return False
         if conversation.agent_id is not None:  # its profile is read, and checked, with the start
+            return False
+        if budgets_may_apply():  # a budget's refusal calls no model, not even ahead of the decision
             return False
         config = profiles.start_config(None, source=conversation.source, options=message.options)
         turn = user_message_payload(

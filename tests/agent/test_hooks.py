@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 
 from chat.agent import AgentHook, ModelInterceptor, ToolInterceptor, ToolRegistry
+from chat.agent.events import ErrorEvent
 from chat.agent.hooks import (
     AgentState,
     DynamicSystemPrompt,
     KeywordGuardrail,
     MessageTrimmingHook,
+    StopRun,
     ToolErrorPolicy,
 )
 from chat.agent.tools import ToolContext, ToolError
@@ -300,3 +302,34 @@ async def test_model_interceptor_can_change_options(fake_llm, make_agent):
 
 def test_tool_error_is_what_tools_raise():
     assert issubclass(ToolError, Exception)
+
+
+async def test_an_interceptor_stops_the_run_before_an_attempt_its_text_kept(fake_llm, make_agent):
+    """StopRun raised before a model call, a retry included: no further call, the interceptor's
+    error (with its own fields), `complete` failed, the text so far the answer."""
+
+    class Budget(ModelInterceptor):
+        def __init__(self):
+            self.attempts = 0
+
+        async def intercept_model(self, request, call_next):
+            self.attempts += 1
+            if self.attempts == 3:  # the retry of the second round's call
+                raise StopRun(ErrorEvent("BUDGET_EXHAUSTED", "used up", "9 of 5", extra={"retryAfter": 7}))
+            return await call_next(request)
+
+    said = {**tool_call_reply(("add", {"a": 1, "b": 2}))}
+    said["chunks"] = [{"delta": {"content": "Adding. "}}, *said["chunks"]]
+    fake_llm.script(said, {"status": 500, "body": {"error": {"message": "busy"}}}, text_reply("never"))
+    run = make_agent(model_interceptors=[Budget()], max_retries=3).stream("1+2")
+    events = await run_events(run)
+    error, complete = events[-2], events[-1]
+    assert error == {
+        "type": "error",
+        "code": "BUDGET_EXHAUSTED",
+        "message": "used up",
+        "detail": "9 of 5",
+        "retryAfter": 7,
+    }
+    assert complete["type"] == "complete" and complete["status"] == "failed"
+    assert len(fake_llm.requests) == 2 and run.result.text == "Adding. "

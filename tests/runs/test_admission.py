@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.utils import timezone
 
+from chat.accounts.budgets import Cap
 from chat.accounts.limits import Limits
 from chat.conversations.services import conversation_create
 from chat.eventlog.types import Message, RunStart
@@ -30,15 +31,18 @@ class _User:
     pk = 1
 
 
-def _admission(*, quota=0, rate=0, **counts) -> Admission:
+def _admission(*, quota=0, rate=0, spent=0, reserved=0, **counts) -> Admission:
+    caps = [Cap("default", None, None, "day", "tokens", quota, user_id=1)] if quota else []
     return Admission(
         limits={1: Limits(daily_token_quota=quota, messages_per_minute=rate)},
         recent=counts.get("recent", {}),
-        spent=counts.get("spent", {}),
-        flying=counts.get("flying", {}),
         busy=counts.get("busy", set()),
         agent_ids=counts.get("agent_ids", {}),
         usable=counts.get("usable", {}),
+        now=timezone.now(),
+        caps={(1, counts.get("agent_ids", {}).get("c1"), None): caps, (1, None, None): caps},
+        used={cap.key: spent for cap in caps},
+        reserved={cap.key: reserved for cap in caps},
     )
 
 
@@ -47,7 +51,7 @@ def _refusal(admission: Admission, key="c1"):
 
 
 def test_the_refusals_come_in_the_order_a_user_is_told():
-    everything = dict(recent={1: 5}, spent={1: 100}, flying={1: 1}, busy={"c1"}, agent_ids={"c1": 7}, usable={})
+    everything = dict(recent={1: 5}, spent=100, reserved=4096, busy={"c1"}, agent_ids={"c1": 7}, usable={})
     assert isinstance(_refusal(_admission(quota=50, rate=5, **everything)), AgentUnavailable)
     everything["usable"] = {(1, 7): object()}
     assert isinstance(_refusal(_admission(quota=50, rate=5, **everything)), RateLimited)
@@ -58,16 +62,20 @@ def test_the_refusals_come_in_the_order_a_user_is_told():
     assert _refusal(_admission(quota=0, rate=0, **everything)) is None  # no limits: only the agent and the conversation
 
 
-def test_an_admitted_start_counts_against_the_rest_of_its_group():
-    admission = _admission(quota=100, rate=2)
+def test_an_admitted_start_counts_against_the_rest_of_its_group(settings):
+    settings.AGENT_RUN_TOKEN_RESERVE = "60"
+    admission = _admission(quota=100, rate=3)
     start = RunStart(Message(None, _User(), "hi"), "m", "w")
     assert admission.refusal(start, "c1") is None
-    admission.admit(start, "c1")
+    assert admission.reserve(start, "c1") == 60
     assert isinstance(admission.refusal(start, "c1"), RunInProgress)
-    assert isinstance(admission.refusal(start, "c2"), QuotaBusy)  # its run is now in flight
-    admission.flying[1] = 0
-    admission.admit(start, "c3")
-    assert isinstance(admission.refusal(start, "c4"), RateLimited)  # two this minute
+    assert admission.refusal(start, "c2") is None  # 60 reserved of 100: room left
+    admission.reserve(start, "c2")
+    refused = admission.refusal(start, "c3")  # 120 reserved of 100
+    assert isinstance(refused, QuotaBusy) and refused.budget["reserved"] == 120
+    assert 1 <= refused.retry_after <= 60
+    admission.reserve(start, "c4")
+    assert isinstance(admission.refusal(start, "c5"), RateLimited)  # three this minute
 
 
 def start(user, conversation=None):

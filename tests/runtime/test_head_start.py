@@ -9,14 +9,17 @@ import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
+from chat.accounts.budgets import budgets_may_apply
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
-from chat.exceptions import RateLimited, RunInProgress
-from chat.models import AgentProfile, Event, ModelCall, Run
+from chat.exceptions import QuotaExceeded, RateLimited, RunInProgress
+from chat.models import AgentProfile, Budget, Event, ModelCall, Run
 from chat.runs import starter
 from chat.runs.requests import StartRun
 from chat.runs.starter import Starter, start_run
+from chat.runs.starts import run_start
 from chat.runtime import build
 from tests.asgi_http import RawStream
 from tests.asgi_socket import Socket
@@ -246,3 +249,35 @@ async def test_an_attempt_that_dies_before_its_start_is_stored_is_retried_with_n
     # Died while held: aiohttp reads a body that failed as its failure, not the bytes before it.
     assert trips == [1] and len(errors) == 1 and "discards" not in errors[0]
     assert _texts(payloads) == "The full answer." and payloads[-1]["status"] == "succeeded"
+
+
+async def test_under_a_budget_no_model_is_called_ahead_of_the_decision(
+    conversation, registry, llm_settings, trips, settings
+):
+    """docs/protocol.md, "Budgets": a refused start calls no model, not even ahead of the decision;
+    so once budgets are in force (the daily quota, a budget met in this process) no head start."""
+    settings.AGENT_DAILY_TOKEN_QUOTA = 5
+    await sync_to_async(ModelCall.objects.create)(
+        run=await sync_to_async(_finished_run)(conversation),
+        iteration=1,
+        attempt=1,
+        started_at=timezone.now(),
+        total_tokens=5,
+    )
+    other = await sync_to_async(conversation_create)(owner=conversation.owner)
+    with pytest.raises(QuotaExceeded):
+        await start_run(StartRun(conversation=other, user=conversation.owner, content="refused", first=True))
+    assert trips == [0] and llm_settings.requests == []
+    settings.AGENT_DAILY_TOKEN_QUOTA = 0
+    assert not budgets_may_apply()
+    await sync_to_async(Budget.objects.create)(scope="user", user=conversation.owner, period="day", tokens=100)
+    another = await sync_to_async(conversation_create)(owner=conversation.owner)
+    await start_run(StartRun(conversation=another, user=conversation.owner, content="admitted", first=True))
+    await registry.wait_idle()
+    assert budgets_may_apply() and trips == [0, 0]  # the budget seen: no head start from then on
+
+
+def _finished_run(conversation) -> Run:
+    run, _ = run_start(conversation=conversation, user=conversation.owner, content="x", model="m", worker="w")
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    return run

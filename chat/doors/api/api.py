@@ -11,6 +11,7 @@ import uuid
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
@@ -43,6 +44,7 @@ from chat.conversations.services import (
     conversation_view_version,
     feedback_set,
 )
+from chat.conversations.usage import MAX_DAYS, usage_window
 from chat.doors.api.event_pages import events_response
 from chat.doors.api.export_streams import conversation_body, export_response
 from chat.doors.http.json_api import BodyTooLarge, api_login_required, json_body, json_error, limited_body, text_field
@@ -299,8 +301,20 @@ def agents(request):
 @require_http_methods(["GET"])
 @api_login_required
 def usage(request):
-    """The requesting user's own tokens today and this month (UTC), in all and per model."""
-    return JsonResponse(usage_for_user(user=request.user, now=timezone.now()))
+    """The requesting user's own use (docs/protocol.md, "Usage"): today and this month per model,
+    `?days=N` calendar days per agent with cost, and their budgets; staff may ask `?user=`."""
+    raw = request.GET.get("days", "30")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_DAYS:
+        return json_error(400, "bad_request", f"days must be an integer from 1 to {MAX_DAYS}")
+    user = request.user
+    if "user" in request.GET:
+        user = get_user_model().objects.filter(username=request.GET["user"]).first() if user.is_staff else None
+        if user is None:
+            return json_error(404, "not_found", "No such user.")
+    now = timezone.now()
+    token = getattr(request, "api_token", None) if user == request.user else None
+    window = usage_window(user=user, days=int(raw), now=now, token_id=token.pk if token is not None else None)
+    return JsonResponse({**usage_for_user(user=user, now=now), **window})
 
 
 @require_http_methods(["GET"])

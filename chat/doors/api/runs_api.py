@@ -37,7 +37,7 @@ def _answering_refusals(view):
         try:
             return await view(request, *args, **kwargs)
         except ProtocolError as exc:
-            return run_error(exc.code, exc.message, exc.detail)
+            return run_error(exc.code, exc.message, exc.detail, exc.extra)
         except DatabaseError:
             exc = engine.database_unavailable()
             return run_error(exc.code, exc.message, exc.detail)
@@ -76,9 +76,15 @@ async def conversation_messages(request, conversation_id: uuid.UUID):
     "steered", queueId, runId, seq}."""
     user, conversation = await _owned_conversation(request, conversation_id)
     frame = _body(request)
+    token = getattr(request, "api_token", None)
     asked = await start_request(
-        "message", frame, conversation=conversation, user=user, first=conversation.last_seq == 0
-    )  # last_seq: read with the request
+        "message",
+        frame,
+        conversation=conversation,
+        user=user,
+        first=conversation.last_seq == 0,  # last_seq: read with the request
+        api_token_id=token.pk if token is not None else None,
+    )
     sent = await engine.send(asked)
     if isinstance(sent, Queued):
         return JsonResponse({"status": "queued", "queueId": sent.queue_id, "seq": sent.seq}, status=202)

@@ -4,6 +4,8 @@ with the frame code's HTTP status, and the signed-in user of an async view."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import JsonResponse
 
 # The frame codes (docs/protocol.md, "Client frames") as HTTP statuses.
@@ -23,11 +25,15 @@ ERROR_STATUS = {
 }
 
 
-def run_error(code: str, message: str, detail: str = "") -> JsonResponse:
-    error = {"code": code, "message": message}
+def run_error(code: str, message: str, detail: str = "", extra: dict[str, Any] | None = None) -> JsonResponse:
+    """`extra`: the refusal's own fields (QUOTA_EXCEEDED's retryAfter, resetsAt, budget)."""
+    error: dict[str, Any] = {"code": code, "message": message}
     if detail:
         error["detail"] = detail
-    return JsonResponse({"error": error}, status=ERROR_STATUS[code])
+    response = JsonResponse({"error": {**error, **(extra or {})}}, status=ERROR_STATUS[code])
+    if extra and "retryAfter" in extra:
+        response["Retry-After"] = str(extra["retryAfter"])
+    return response
 
 
 def not_found(what: str = "conversation") -> JsonResponse:

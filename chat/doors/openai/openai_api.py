@@ -140,8 +140,7 @@ async def chat_completions(request):
     except shapes.BadRequest as exc:
         return exc.response()
     except ProtocolError as exc:
-        status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
-        return shapes.openai_error(status, code, exc.message, param="messages")
+        return _refused(exc, param="messages")
     call = checked.call
     token = getattr(request, "api_token", None)
     try:
@@ -173,6 +172,7 @@ async def chat_completions(request):
                 history=openai_images.recorded_history(call.history, attached),
                 options=call.options,
                 first=True,  # its conversation was made for it
+                api_token_id=token.pk if token is not None else None,
             )
             run = await _started(frames, asked)
         except ProtocolError:
@@ -181,8 +181,7 @@ async def chat_completions(request):
     except shapes.BadRequest as exc:
         return exc.response()
     except ProtocolError as exc:
-        status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
-        return shapes.openai_error(status, code, exc.message)
+        return _refused(exc)
     except DatabaseError:
         return shapes.openai_error(503, "service_unavailable", "The server cannot reach its database.")
     completion_id, created = f"chatcmpl-{run.pk.hex}", shapes.now()
@@ -195,7 +194,9 @@ async def chat_completions(request):
     else:
         await _follow(frames, outcome)
         failure = ENDED.get(stream.ended_by or "") or outcome.failure()
-        if failure is not None:
+        if failure is not None and failure[1] == "insufficient_quota":
+            response = shapes.quota_refusal(failure[2], outcome.retry_after)
+        elif failure is not None:
             response = shapes.openai_error(*failure)
         else:
             response = JsonResponse(
@@ -282,3 +283,11 @@ async def _chunks(
     if call.include_usage:
         yield piece(usage=shapes.usage_of(outcome.complete))
     yield shapes.DONE
+
+
+def _refused(exc: ProtocolError, *, param: str | None = None) -> JsonResponse:
+    """A refused start in OpenAI's shape: a budget's as insufficient_quota, not retried."""
+    if exc.code == "QUOTA_EXCEEDED":
+        return shapes.quota_refusal(exc.message, exc.extra.get("retryAfter", 1))
+    status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
+    return shapes.openai_error(status, code, exc.message, param=param)

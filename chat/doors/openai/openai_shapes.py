@@ -36,6 +36,9 @@ ERROR_TYPES = {
     503: "api_error",
 }
 
+# The error code of a run a budget stopped between model calls (docs/protocol.md, "Budgets").
+BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+
 # The run start's refusal codes (chat.runs.engine) as (HTTP status, OpenAI code).
 START_REFUSALS = {
     "BAD_REQUEST": (400, "invalid_request"),
@@ -50,8 +53,19 @@ START_REFUSALS = {
 
 
 def openai_error(status: int, code: str, message: str, *, param: str | None = None) -> JsonResponse:
-    error = {"message": message, "type": ERROR_TYPES.get(status, "api_error"), "param": param, "code": code}
+    # A budget's refusal has OpenAI's own type for it (the SDKs raise RateLimitError either way).
+    kind = "insufficient_quota" if code == "insufficient_quota" else ERROR_TYPES.get(status, "api_error")
+    error = {"message": message, "type": kind, "param": param, "code": code}
     return JsonResponse({"error": error}, status=status)
+
+
+def quota_refusal(message: str, retry_after: int) -> JsonResponse:
+    """A start refused, or a run stopped, by a budget: 429 insufficient_quota that the official
+    SDKs do not retry (x-should-retry: false), with Retry-After."""
+    response = openai_error(429, "insufficient_quota", message)
+    response["Retry-After"] = str(retry_after)
+    response["x-should-retry"] = "false"
+    return response
 
 
 class BadRequest(Exception):
@@ -258,6 +272,11 @@ class RunOutcome:
             return "length"
         return "stop"
 
+    @property
+    def retry_after(self) -> int:
+        """The Retry-After of a run a budget stopped (its error's retryAfter)."""
+        return int((self.errors[-1] if self.errors else {}).get("retryAfter") or 1)
+
     def failure(self) -> tuple[int, str, str] | None:
         """(HTTP status, code, message) of a run that did not succeed; None when it did."""
         status = (self.complete or {}).get("status")
@@ -266,6 +285,8 @@ class RunOutcome:
         last = self.errors[-1] if self.errors else {}
         if last.get("code") == ErrorCode.LLM_CALL_FAILED:
             return 502, "model_call_failed", last.get("message") or "The agent's model call failed."
+        if last.get("code") == BUDGET_EXHAUSTED:
+            return 429, "insufficient_quota", last.get("message") or "A budget is used up."
         if status == "cancelled":
             return 409, "run_cancelled", "The run was cancelled."
         return 502, "run_failed", last.get("message") or f"The run ended {status or 'without an answer'}."
@@ -309,7 +330,8 @@ def chunk(
 
 def error_chunk(status: int, code: str, message: str) -> bytes:
     """A failure after the stream began: OpenAI's error object as one event (the SDK raises it)."""
-    error = {"message": message, "type": ERROR_TYPES.get(status, "api_error"), "param": None, "code": code}
+    kind = "insufficient_quota" if code == "insufficient_quota" else ERROR_TYPES.get(status, "api_error")
+    error = {"message": message, "type": kind, "param": None, "code": code}
     return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
 

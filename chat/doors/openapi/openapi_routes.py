@@ -258,13 +258,6 @@ ROUTES: dict[str, dict[str, dict]] = {
             tags=["inspector"],
         )
     },
-    "api/usage/": {
-        "get": operation(
-            "The user's own tokens today and this month (UTC)",
-            {"200": answer("The counts.", "Usage")},
-            tags=["usage"],
-        )
-    },
     "api/agents/": {
         "get": operation(
             "The agents the user may pick, `default` first",
@@ -366,14 +359,6 @@ ROUTES: dict[str, dict[str, dict]] = {
             requestBody=body("TokenCreate"),
             tags=["tokens"],
         ),
-    },
-    "api/tokens/<int:token_id>/": {
-        "delete": operation(
-            "Revoke a token: it stops working at once, its sockets close",
-            {"204": answer("Revoked."), "404": error("No such token.")},
-            security=WRITE,
-            tags=["tokens"],
-        )
     },
     "api/conversations/<uuid:conversation_id>/shares/": {
         "get": operation(

@@ -53,6 +53,7 @@ _TOKEN_FIELDS = {
     "createdAt": TIME,
     "expiresAt": TIME_OR_NULL,
     "lastUsedAt": TIME_OR_NULL,
+    "budget": {"oneOf": [ref("TokenBudget"), {"type": "null"}], "description": "Its budget (docs: Budgets)."},
 }
 
 SCHEMAS: dict[str, dict] = {
@@ -196,17 +197,6 @@ SCHEMAS: dict[str, dict] = {
     ),
     "AgentList": _list_of("agents", "Agent"),
     "TokenCounts": _TOKEN_COUNTS,
-    "Usage": _object(
-        {
-            "today": ref("TokenCounts"),
-            "month": ref("TokenCounts"),
-            "models": {
-                "type": "array",
-                "items": _object({"model": STRING, "today": ref("TokenCounts"), "month": ref("TokenCounts")}),
-            },
-            "dailyTokenQuota": {"type": ["integer", "null"]},
-        }
-    ),
     "Token": _object(_TOKEN_FIELDS, description="A personal API token, without its value."),
     "NewToken": _object(
         {**_TOKEN_FIELDS, "token": {"type": "string", "pattern": "^as_[A-Za-z0-9_-]{43}$"}},
@@ -216,8 +206,9 @@ SCHEMAS: dict[str, dict] = {
         {
             "name": {"type": "string", "minLength": 1, "maxLength": NAME_MAX},
             "expiresInDays": {"type": ["integer", "null"], "minimum": 1, "maximum": EXPIRY_DAYS_MAX},
+            "budget": {"oneOf": [ref("TokenBudgetSet"), {"type": "null"}]},
         },
-        optional=("expiresInDays",),
+        optional=("expiresInDays", "budget"),
     ),
     "TokenList": _list_of("tokens", "Token"),
     "Share": _object(
@@ -254,8 +245,11 @@ SCHEMAS: dict[str, dict] = {
                     "code": {"type": "string", "description": "The error frame's code (`RUN_IN_PROGRESS`, ...)."},
                     "message": {"type": "string", "description": "Text for people."},
                     "detail": {"type": "string", "description": "A short technical reason."},
+                    "retryAfter": {"type": "integer", "minimum": 1, "description": "`QUOTA_EXCEEDED`: seconds."},
+                    "resetsAt": {"type": "string", "format": "date-time"},
+                    "budget": {**ref("Budget"), "description": "`QUOTA_EXCEEDED`: the refusing budget."},
                 },
-                optional=("detail",),
+                optional=("detail", "retryAfter", "resetsAt", "budget"),
             )
         },
         description='The run endpoints\' refusals: `{"error": {"code", "message", "detail"?}}`.',

@@ -6,7 +6,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import check_for_language, gettext, ngettext
 from django.views import i18n
 from django.views.decorators.http import require_http_methods, require_POST
@@ -21,9 +21,14 @@ from chat.accounts.account import (
 )
 from chat.accounts.signin import signup_allowed
 from chat.accounts.tokens import token_create, token_revoke, tokens_for_user
+from chat.conversations.usage import usage_window
 from chat.doors.pages.forms import AccountForm, SignupForm, TokenForm
 from chat.doors.pages.next_url import safe_next
+from chat.inspector.charts import stacked_columns
 from chat.script_strings import js_strings
+
+# The days the usage page draws.
+USAGE_PAGE_DAYS = 30
 
 
 @login_required
@@ -46,6 +51,7 @@ ACCOUNT_SECTIONS = (
     "account/_password.html",
     "account/_sessions.html",
     "account/_tokens.html",
+    "account/_usage.html",
     "account/_data.html",
     "account/_delete.html",
 )
@@ -81,6 +87,17 @@ def _account_render(request, form, saved, *, new_token: str | None = None, statu
         "confirm_with_username": confirms_with_username(request.user),
     }
     return render(request, "account/index.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+def account_usage(request):
+    """The user's own use per day (a chart drawn on the page), per agent, and each budget with
+    used, limit and reset (docs/protocol.md, "Usage")."""
+    usage = usage_window(user=request.user, days=USAGE_PAGE_DAYS, now=timezone.now())
+    days = [(day["date"][5:], {"bar": day["totalTokens"]}) for day in usage["days"]]
+    chart = stacked_columns(days, ["bar"], label=gettext("tokens per day"))
+    return render(request, "account/usage.html", {"usage": usage, "chart": chart})
 
 
 @login_required

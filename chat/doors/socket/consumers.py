@@ -218,7 +218,12 @@ class ChatConsumer(HubConsumer):
             if kind in ("message", "edit", "regenerate"):
                 # first: this socket has seen no event of the conversation
                 asked = await start_request(
-                    kind, frame, conversation=self.conversation, user=self.user, first=self.last_seq == 0
+                    kind,
+                    frame,
+                    conversation=self.conversation,
+                    user=self.user,
+                    first=self.last_seq == 0,
+                    api_token_id=self.credential.token_id,
                 )
                 await engine.send(asked)
             elif kind == "cancel":
@@ -230,7 +235,9 @@ class ChatConsumer(HubConsumer):
                     approve_request(frame, conversation_id=self.conversation.pk, reply_to=self.address())
                 )
         except ProtocolError as exc:
-            await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
+            await self._send_json(
+                {"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail, **exc.extra}
+            )
         except DatabaseError:
             # The database is down or restarting: the socket stays, the frame is refused (nothing
             # of it was stored; a ping is answered all the same, _ping).

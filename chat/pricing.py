@@ -33,3 +33,12 @@ def cost(prices: dict[str, Any], *, model: str, prompt_tokens: int, completion_t
     if not isinstance(price, dict):
         return None
     return (prompt_tokens * price["input"] + completion_tokens * price["output"]) / PER
+
+
+def reserve_cost(prices: dict[str, Any], *, model: str, tokens: int) -> float | None:
+    """The dollars `tokens` may cost at the higher of the model's two prices (a reservation's
+    worth against a cost budget), None when the model has no price."""
+    price = prices.get(model)
+    if not isinstance(price, dict):
+        return None
+    return tokens * max(price["input"], price["output"]) / PER
