@@ -37,6 +37,7 @@ const els = {
   search: $("conversation-search"),
   exportActions: $("export-actions"),
   usage: $("usage-line"),
+  budgetNote: $("budget-note"),
   inspector: $("inspector-link"), // staff only
   exportJson: $("export-json"),
   exportMarkdown: $("export-markdown"),
@@ -187,7 +188,7 @@ function openConversation(id, { push, firstMessage = null }) {
       const ending = (last && statusMessage(last.status)) || t("The answer is complete.");
       announce(last && last.status !== "cancelled" ? [ending, spokenAnswer(last)].join(" ").trim() : ending);
       refreshList();
-      refreshUsage(els.usage);
+      refreshUsage(els.usage, els.budgetNote);
       files.refresh(); // the agent may have written some
     },
     onScroll: (force) => scrollToEnd(force),
@@ -350,7 +351,7 @@ document.addEventListener("visibilitychange", () => {
 
 async function start() {
   await Promise.all([refreshList(), agentPicker.load()]);
-  refreshUsage(els.usage);
+  refreshUsage(els.usage, els.budgetNote);
   const id = conversationIdFromUrl();
   if (id) openConversation(id, { push: false });
   else startDraft({ push: false });
