@@ -41,6 +41,11 @@ def events_after(
     return frames_of(rows)
 
 
+def run_events(*, conversation_id, run_id) -> list[EventFrame]:
+    """Every event of one run, in order."""
+    return frames_of(Event.objects.filter(conversation_id=conversation_id, run_id=run_id).order_by("seq"))
+
+
 # The columns of a frame, read as the database driver gives them and decoded in frames_of rather
 # than by the fields' converters, row by row: the payload as JSON text (models.RAW_PAYLOAD);
 # `created_at` as text, shared by a whole batch and parsed once for it (on PostgreSQL Django's

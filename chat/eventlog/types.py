@@ -98,6 +98,10 @@ class Message:
     options: ModelOptions | None = None
     # The queueId of the waiting message this starts (docs/protocol.md, "Queued messages").
     queue_id: str | None = None
+    # The door that started the run and what it was asked besides the message (the user_message's
+    # `via` and `request`, docs/protocol.md, "Responses API").
+    via: str | None = None
+    request: dict[str, Any] | None = None
 
     @property
     def named_seq(self) -> int | None:

@@ -1,0 +1,139 @@
+"""The Responses API door with the official `openai` SDK against a real daphne (docs/protocol.md,
+"Responses API"): create whole and streamed, the stream helper, previous_response_id, retrieve,
+a stream resumed with starting_after, cancel, the headers, and OpenAI's error classes."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+
+from tests.fakellm import text_reply
+
+from .harness import SyncUser
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture(scope="module")
+def responses_server(databases, make_server):
+    return make_server(databases.new(), name="v1-responses", AGENT_MESSAGES_PER_MINUTE="1000")
+
+
+@pytest.fixture
+def user(responses_server):
+    person = SyncUser(responses_server)
+    yield person
+    person.close()
+
+
+def sdk(person: SyncUser) -> OpenAI:
+    return OpenAI(base_url=f"{person.server.base}/v1", api_key=person.token(), max_retries=0, timeout=60)
+
+
+def sse_events(text: str) -> list[dict]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_a_whole_response_with_headers_usage_and_output_text(user, replies):
+    client = sdk(user)
+    replies.set("resp plain", text_reply("Plain answer.", thinking="A thought."))
+    raw = client.responses.with_raw_response.create(model="default", input="resp plain", metadata={"k": "v"})
+    run = raw.headers["X-Agentsite-Run"]
+    response = raw.parse()
+    assert response.id == "resp_" + run.replace("-", "")
+    assert response.status == "completed" and response.output_text == "Plain answer."
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    assert response.output[0].content[0].text == "A thought."
+    assert response.usage is not None and response.usage.total_tokens >= 0
+    assert response.metadata == {"k": "v"} and response.conversation.id == raw.headers["X-Agentsite-Conversation"]
+    again = client.responses.retrieve(response.id)
+    assert again.model_dump() == response.model_dump()
+    events = user.events(raw.headers["X-Agentsite-Conversation"])
+    assert events[0]["via"] == "responses" and events[0]["request"]["metadata"] == {"k": "v"}
+    client.close()
+
+
+def test_a_streamed_response_and_its_resumption(user, replies):
+    client = sdk(user)
+    replies.set("resp stream", text_reply("Piece " * 6, piece=6))
+    events = list(client.responses.create(model="default", input="resp stream", stream=True))
+    types = [e.type for e in events]
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert "".join(deltas) == "Piece " * 6
+    final = events[-1].response
+    assert final.output_text == "Piece " * 6
+    # Resumed after event 3: exactly the missing events, the same as first sent.
+    url = f"{user.server.base}/v1/responses/{final.id}?stream=true&starting_after=3"
+    resumed = sse_events(httpx.get(url, headers={"Authorization": f"Bearer {user.token()}"}, timeout=30).text)
+    assert resumed == [e.model_dump(exclude_unset=True) for e in events[4:]] or [
+        r["sequence_number"] for r in resumed
+    ] == list(range(4, len(events)))
+    assert resumed[-1]["type"] == "response.completed"
+    with client.responses.stream(model="default", input="resp stream") as stream:
+        assert stream.get_final_response().output_text == "Piece " * 6
+    client.close()
+
+
+def test_previous_response_id_continues_that_conversation(user, replies, e2e_llm):
+    client = sdk(user)
+    replies.set("resp first", text_reply("First."))
+    replies.set("resp second", text_reply("Second."))
+    first = client.responses.with_raw_response.create(model="default", input="resp first")
+    second = client.responses.with_raw_response.create(
+        model="default", input="resp second", previous_response_id=first.parse().id
+    )
+    conversation = first.headers["X-Agentsite-Conversation"]
+    assert second.headers["X-Agentsite-Conversation"] == conversation
+    assert second.parse().previous_response_id == first.parse().id
+    messages = next(b for b in reversed(e2e_llm.requests) if b["messages"][-1].get("content") == "resp second")
+    assert [m.get("content") for m in messages["messages"] if m["role"] != "system"] == [
+        "resp first",
+        "First.",
+        "resp second",
+    ]
+    client.close()
+
+
+def test_errors_take_openais_shape(user, responses_server):
+    client = sdk(user)
+    bad = OpenAI(base_url=f"{user.server.base}/v1", api_key="nope", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        bad.responses.create(model="default", input="x")
+    assert caught.value.response.headers["WWW-Authenticate"].startswith("Bearer")
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.retrieve("resp_" + "0" * 32)
+    assert missing.value.code == "response_not_found"
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="default", input="x", previous_response_id="resp_nope")
+    assert refused.value.code == "previous_response_not_found" and refused.value.param == "previous_response_id"
+    with pytest.raises(openai.BadRequestError) as tools:
+        client.responses.create(model="default", input="x", tools=[{"type": "web_search"}])
+    assert tools.value.param == "tools"
+    client.close()
+
+
+def test_another_users_response_is_not_found(user, responses_server, replies):
+    client = sdk(user)
+    replies.set("resp mine", text_reply("Mine."))
+    mine = client.responses.create(model="default", input="resp mine")
+    other = SyncUser(responses_server)
+    theirs = sdk(other)
+    with pytest.raises(openai.NotFoundError):
+        theirs.responses.retrieve(mine.id)
+    with pytest.raises(openai.NotFoundError):
+        theirs.responses.cancel(mine.id)
+    with pytest.raises(openai.BadRequestError):
+        theirs.responses.create(model="default", input="x", previous_response_id=mine.id)
+    with pytest.raises(openai.BadRequestError) as done:
+        client.responses.cancel(mine.id)
+    assert done.value.code == "not_cancellable"
+    theirs.close()
+    other.close()
+    client.close()
