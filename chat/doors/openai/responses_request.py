@@ -1,5 +1,5 @@
-"""The body of POST /v1/responses read into what a run start needs (docs/protocol.md, "Responses
-API"): its input as the chat completion request it amounts to (chat.doors.openai.openai_shapes,
+"""The body of POST /v1/responses read into what a run start needs
+(docs/protocol.md, "Responses API"): its input as the chat completion request it amounts to (chat.doors.openai.openai_shapes,
 so that images, history and options are taken exactly as /v1/chat/completions takes them), and
 the Responses options the run's user_message keeps as `request`. Raises BadRequest."""
 
