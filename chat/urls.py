@@ -60,6 +60,7 @@ urlpatterns = [
     path("v1/responses", responses_api.create, name="v1-responses"),
     path("v1/responses/<str:response>", responses_api.retrieve, name="v1-response"),
     path("v1/responses/<str:response>/cancel", responses_api.cancel, name="v1-response-cancel"),
+    path("v1/responses/<str:response>/input_items", responses_api.list_input_items, name="v1-response-input-items"),
     path("inspect/", inspect_views.run_list, name="inspect-runs"),
     path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
     path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),

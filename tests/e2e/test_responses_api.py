@@ -137,3 +137,25 @@ def test_another_users_response_is_not_found(user, responses_server, replies):
     theirs.close()
     other.close()
     client.close()
+
+
+def test_input_items_are_the_recorded_input(user, replies):
+    client = sdk(user)
+    replies.set("resp items", text_reply("Items."))
+    response = client.responses.create(
+        model="default",
+        input=[
+            {"role": "user", "content": "earlier"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "reply"}]},
+            {"role": "user", "content": [{"type": "input_text", "text": "resp items"}]},
+        ],
+    )
+    items = client.responses.input_items.list(response.id, order="asc").data
+    assert [(i.role, i.content[0].text) for i in items] == [
+        ("user", "earlier"),
+        ("assistant", "reply"),
+        ("user", "resp items"),
+    ]
+    newest = client.responses.input_items.list(response.id, limit=1)
+    assert newest.data[0].content[0].text == "resp items" and newest.has_more
+    client.close()

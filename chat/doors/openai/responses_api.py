@@ -23,7 +23,7 @@ from chat.doors.http.run_answers import request_user
 from chat.doors.openai import openai_images
 from chat.doors.openai import openai_shapes as shapes
 from chat.doors.openai.openai_api import ENDED, CheckedCall, body_limit, discard, new_conversation, started
-from chat.doors.openai.responses_render import ResponseRender, run_id_of
+from chat.doors.openai.responses_render import ResponseRender, input_items, run_id_of
 from chat.doors.openai.responses_request import ResponsesRequest, responses_request
 from chat.eventlog.reads import run_events
 from chat.models import DEFAULT_AGENT_SLUG, Conversation, Event, Run
@@ -336,3 +336,49 @@ async def cancel(request, response: str):
             400, "not_cancellable", f"This response is {render.status}: only one in progress can be cancelled."
         )
     return JsonResponse(render.response())
+
+
+def _input_of(*, user, response: str) -> list[dict[str, Any]] | None:
+    run = _owned_run(user=user, response=response)
+    if run is None:
+        return None
+    first = next(iter(run_events(conversation_id=run.conversation_id, run_id=run.pk)), None)
+    if first is None or first.get("type") != "user_message":
+        return []
+    return input_items(first, run_id=run.pk, conversation_id=run.conversation_id)
+
+
+@require_http_methods(["GET"])
+async def list_input_items(request, response: str):
+    """GET /v1/responses/<id>/input_items?order=&limit=&after=."""
+    user = await request_user(request)
+    if user is None:
+        return _not_signed_in()
+    items = await request_db(_input_of)(user=user, response=response)
+    if items is None:
+        return _response_not_found()
+    order = request.GET.get("order", "desc")
+    if order not in ("asc", "desc"):
+        return shapes.openai_error(400, "invalid_request", "order must be asc or desc.", param="order")
+    try:
+        limit = int(request.GET.get("limit", "20"))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 100:
+        return shapes.openai_error(400, "invalid_request", "limit must be from 1 to 100.", param="limit")
+    if order == "desc":
+        items.reverse()
+    after = request.GET.get("after")
+    if after is not None:
+        ids = [item["id"] for item in items]
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    page = items[:limit]
+    return JsonResponse(
+        {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+    )

@@ -277,3 +277,38 @@ def _seconds(ts: Any) -> int | None:
         return int(datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp())
     except ValueError:
         return None
+
+
+def input_items(user_message: Mapping[str, Any], *, run_id: Any, conversation_id: Any) -> list[dict[str, Any]]:
+    """The input of a run, oldest first: each `history` entry, then the user_message."""
+    hexits, seq = uuid.UUID(str(run_id)).hex, user_message.get("seq")
+    recorded = [*(user_message.get("history") or []), {"role": "user", **user_message}]
+    items = []
+    for index, message in enumerate(recorded):
+        role = message.get("role", "user")
+        if role == "assistant":
+            parts: list[dict[str, Any]] = [
+                {"type": "output_text", "text": message.get("content", ""), "annotations": []}
+            ]
+        else:
+            parts = [{"type": "input_text", "text": message.get("content", "")}]
+            parts += [
+                {
+                    "type": "input_image",
+                    "detail": "auto",
+                    "file_id": None,
+                    "image_url": f"/api/conversations/{conversation_id}/files/{attachment['path']}",
+                }
+                for attachment in message.get("attachments") or []
+            ]
+        last = index == len(recorded) - 1
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{hexits}_{seq}" if last else f"msg_{hexits}_{seq}_{index}",
+                "role": role,
+                "status": "completed",
+                "content": parts,
+            }
+        )
+    return items
