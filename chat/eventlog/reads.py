@@ -41,6 +41,13 @@ def events_after(
     return frames_of(rows)
 
 
+def run_door(*, run_id) -> dict[str, Any]:
+    """The user_message of a run as its door recorded it: `via` and `request` ({} when none)."""
+    payload = Event.objects.filter(run_id=run_id, type="user_message").order_by("seq").values_list("payload", flat=True)
+    first = payload.first() or {}
+    return {"via": first.get("via"), "request": first.get("request") or {}}
+
+
 def run_events(*, conversation_id, run_id) -> list[EventFrame]:
     """Every event of one run, in order."""
     return frames_of(Event.objects.filter(conversation_id=conversation_id, run_id=run_id).order_by("seq"))

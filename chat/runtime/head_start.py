@@ -72,7 +72,13 @@ class HeadStarts:
             return False
         if conversation.agent_id is not None:  # its profile is read, and checked, with the start
             return False
-        config = profiles.start_config(None, source=conversation.source, options=message.options)
+        config = profiles.start_config(
+            None,
+            source=conversation.source,
+            options=message.options,
+            via=message.via,
+            instructions=(message.request or {}).get("instructions"),
+        )
         turn = user_message_payload(
             message.content, parent_seq=None, attachments=message.attachments, history=message.history
         )

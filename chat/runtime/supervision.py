@@ -43,7 +43,7 @@ from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups, memory
 from chat.eventlog.compactions import Memory
 from chat.eventlog.frames import EventFrame
-from chat.eventlog.reads import stale_runs
+from chat.eventlog.reads import run_door, stale_runs
 from chat.eventlog.takeover import run_interrupt, runs_heartbeat
 from chat.eventlog.types import Interruption
 from chat.models import Conversation, Run
@@ -308,7 +308,11 @@ def _take_over(*, run_id, stale_before, worker: str) -> tuple[Interruption | Non
         run = interruption.run
         messages = memory.runs_memory(runs={run.conversation_id: run.pk})[run.conversation_id]
         source = Conversation.objects.filter(pk=run.conversation_id).values_list("source", flat=True).first() or ""
-        return interruption, messages, profiles.for_source(profiles.config_for(run.agent), source=source)
+        door = run_door(run_id=run.pk)  # a Responses run resumes unattended, with its instructions
+        config = profiles.start_config(
+            run.agent, source=source, options=None, via=door["via"], instructions=door["request"].get("instructions")
+        )
+        return interruption, messages, config
 
 
 _sigterm_installed = False

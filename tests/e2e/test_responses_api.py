@@ -13,7 +13,7 @@ from openai import OpenAI
 
 from tests.fakellm import text_reply
 
-from .harness import SyncUser
+from .harness import SyncUser, answer_text, slow_text_reply
 
 pytestmark = pytest.mark.services
 
@@ -31,7 +31,14 @@ def user(responses_server):
 
 
 def sdk(person: SyncUser) -> OpenAI:
-    return OpenAI(base_url=f"{person.server.base}/v1", api_key=person.token(), max_retries=0, timeout=60)
+    # Strict: every Response and stream event must validate against the SDK's own types.
+    return OpenAI(
+        base_url=f"{person.server.base}/v1",
+        api_key=person.token(),
+        max_retries=0,
+        timeout=60,
+        _strict_response_validation=True,
+    )
 
 
 def sse_events(text: str) -> list[dict]:
@@ -158,4 +165,79 @@ def test_input_items_are_the_recorded_input(user, replies):
     ]
     newest = client.responses.input_items.list(response.id, limit=1)
     assert newest.data[0].content[0].text == "resp items" and newest.has_more
+    client.close()
+
+
+def test_instructions_reach_this_run_alone(user, replies, e2e_llm):
+    client = sdk(user)
+    replies.set("resp told", text_reply("Told."))
+    replies.set("resp after", text_reply("After."))
+    first = client.responses.create(model="default", input="resp told", instructions="Be terse.")
+    assert first.instructions == "Be terse."
+    told = next(b for b in reversed(e2e_llm.requests) if b["messages"][-1].get("content") == "resp told")
+    assert [m["role"] for m in told["messages"]][:2] == ["system", "system"]
+    assert told["messages"][1]["content"] == "Be terse."
+    client.responses.create(model="default", input="resp after", previous_response_id=first.id)
+    after = next(b for b in reversed(e2e_llm.requests) if b["messages"][-1].get("content") == "resp after")
+    assert all(m.get("content") != "Be terse." for m in after["messages"])
+    client.close()
+
+
+def read_events(response: httpx.Response, count: int | None = None) -> list[dict]:
+    """The data of the SSE events of a streamed answer, at most `count` of them."""
+    events: list[dict] = []
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            events.append(json.loads(line[6:]))
+            if count is not None and len(events) == count:
+                break
+    return events
+
+
+def test_a_stream_cut_half_way_resumes_with_exactly_the_missing_events(user, replies):
+    token = user.token()
+    headers = {"Authorization": f"Bearer {token}"}
+    text = answer_text(60, "cut")
+    replies.set("resp cut", slow_text_reply(text, chunks=60, delay=0.03))
+    base = user.server.base
+    with httpx.stream(
+        "POST",
+        f"{base}/v1/responses",
+        json={"model": "default", "input": "resp cut", "stream": True},
+        headers=headers,
+        timeout=30,
+    ) as live:
+        run = live.headers["X-Agentsite-Run"]
+        first = read_events(live, count=8)  # then the client goes
+    response = "resp_" + run.replace("-", "")
+    last = first[-1]["sequence_number"]
+    with httpx.stream(
+        "GET", f"{base}/v1/responses/{response}?stream=true&starting_after={last}", headers=headers, timeout=30
+    ) as resumed_stream:
+        resumed = read_events(resumed_stream)
+    assert [e["sequence_number"] for e in resumed] == list(range(last + 1, last + 1 + len(resumed)))
+    assert resumed[-1]["type"] == "response.completed"
+    whole = sse_events(httpx.get(f"{base}/v1/responses/{response}?stream=true", headers=headers, timeout=30).text)
+    assert whole == first + resumed  # event n is the same on every read
+    deltas = "".join(e["delta"] for e in whole if e["type"] == "response.output_text.delta")
+    assert deltas == text == resumed[-1]["response"]["output"][0]["content"][0]["text"]
+    # Last-Event-ID counts as starting_after
+    again = httpx.get(
+        f"{base}/v1/responses/{response}?stream=true", headers={**headers, "Last-Event-ID": str(last)}, timeout=30
+    )
+    assert sse_events(again.text) == resumed
+
+
+def test_cancel_and_run_in_progress(user, replies):
+    client = sdk(user)
+    replies.set("resp long", slow_text_reply(answer_text(200, "long"), chunks=200, delay=0.05))
+    started = client.responses.create(model="default", input="resp long", background=True)
+    assert started.status == "in_progress" and started.background
+    with pytest.raises(openai.ConflictError) as busy:
+        client.responses.create(model="default", input="x", previous_response_id=started.id)
+    assert busy.value.code == "run_in_progress"
+    cancelled = client.responses.cancel(started.id)
+    assert cancelled.status == "cancelled" and cancelled.usage is not None
+    assert client.responses.cancel(started.id).status == "cancelled"  # unchanged
+    assert client.responses.retrieve(started.id).status == "cancelled"
     client.close()

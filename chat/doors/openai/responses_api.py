@@ -16,6 +16,7 @@ from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
+from chat.agents.profiles import RESPONSES_VIA
 from chat.agents.selectors import agent_chosen
 from chat.conversations.selectors import conversation_owned
 from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
@@ -169,7 +170,7 @@ async def create(request):
             history=openai_images.recorded_history(call.history, attached),
             options=call.options,
             first=new,
-            via="responses",
+            via=RESPONSES_VIA,
             request=asked.recorded(),
         )
         try:

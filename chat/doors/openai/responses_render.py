@@ -131,8 +131,8 @@ class ResponseRender:
 
     def add(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Follow one stored event of the conversation; returns the Responses events it makes
-        (none for another run's)."""
-        if frame.get("runId") != self.run_id or self.complete is not None:
+        (none for another run's, nor for a frame that is no stored event: a stream's `sync`)."""
+        if frame.get("runId") != self.run_id or "seq" not in frame or self.complete is not None:
             return []
         before = len(self.events)
         kind = frame.get("type")
