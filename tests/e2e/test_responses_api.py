@@ -241,3 +241,40 @@ def test_cancel_and_run_in_progress(user, replies):
     assert client.responses.cancel(started.id).status == "cancelled"  # unchanged
     assert client.responses.retrieve(started.id).status == "cancelled"
     client.close()
+
+
+def test_delete_removes_the_conversation_and_every_response_of_it(user, replies):
+    client = sdk(user)
+    replies.set("resp gone 1", text_reply("One."))
+    replies.set("resp gone 2", text_reply("Two."))
+    first = client.responses.create(model="default", input="resp gone 1")
+    second = client.responses.create(model="default", input="resp gone 2", previous_response_id=first.id)
+    other = SyncUser(user.server)
+    with pytest.raises(openai.NotFoundError):
+        sdk(other).responses.delete(second.id)
+    other.close()
+    client.responses.delete(second.id)
+    for gone in (first.id, second.id):
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(gone)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="default", input="x", previous_response_id=first.id)
+    assert refused.value.code == "previous_response_not_found"
+    client.close()
+
+
+def test_conversation_continues_the_newest_branch(user, replies, e2e_llm):
+    client = sdk(user)
+    replies.set("resp conv 1", text_reply("C1."))
+    replies.set("resp conv 2", text_reply("C2."))
+    raw = client.responses.with_raw_response.create(model="default", input="resp conv 1")
+    conversation = raw.headers["X-Agentsite-Conversation"]
+    second = client.responses.create(model="default", input="resp conv 2", conversation=conversation)
+    assert second.conversation.id == conversation and second.output_text == "C2."
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.responses.create(model="default", input="x", conversation="00000000-0000-0000-0000-000000000000")
+    assert missing.value.code == "conversation_not_found"
+    with pytest.raises(openai.BadRequestError) as mismatch:
+        client.responses.create(model="other", input="x", conversation=conversation)
+    assert mismatch.value.code == "model_mismatch" and mismatch.value.param == "model"
+    client.close()

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 from chat.agents.profiles import RESPONSES_VIA
 from chat.agents.selectors import agent_chosen
 from chat.conversations.selectors import conversation_owned
+from chat.conversations.services import conversation_delete
 from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
 from chat.doors.http.run_answers import request_user
 from chat.doors.openai import openai_images
@@ -285,12 +286,27 @@ def _after(request) -> int:
     return -1
 
 
-@require_http_methods(["GET"])
+def _delete(*, user, response: str) -> bool:
+    """Delete the conversation that holds the response, as DELETE /api/conversations/<id>/ does
+    (its run cancelled, its events and files with it): the log is append-only, so one run cannot go alone."""
+    run = _owned_run(user=user, response=response)
+    if run is None:
+        return False
+    conversation_delete(conversation=run.conversation)
+    return True
+
+
+@require_http_methods(["GET", "DELETE"])
 async def retrieve(request, response: str):
-    """GET /v1/responses/<id>, whole or (?stream=true) as its events from the log, then live."""
+    """GET /v1/responses/<id>, whole or (?stream=true) as its events from the log, then live;
+    DELETE /v1/responses/<id>."""
     user = await request_user(request)
     if user is None:
         return _not_signed_in()
+    if request.method == "DELETE":
+        if not await request_db(_delete)(user=user, response=response):
+            return _response_not_found()
+        return JsonResponse({"id": response, "object": "response.deleted", "deleted": True})
     read = await request_db(_read)(user=user, response=response)
     if read is None:
         return _response_not_found()

@@ -47,6 +47,11 @@ RESPONSES_SCHEMAS: dict[str, dict] = {
         },
         "required": ["model", "input"],
     },
+    "ResponseDeleted": {
+        "type": "object",
+        "properties": {"id": STRING_SCHEMA, "object": {"const": "response.deleted"}, "deleted": {"const": True}},
+        "required": ["id", "object", "deleted"],
+    },
     "ResponseInputItems": {
         "type": "object",
         "properties": {
@@ -100,7 +105,14 @@ RESPONSES_ROUTES: dict[str, dict[str, dict]] = {
                 query("starting_after", "Only the events after this sequence_number.", {"type": "integer"}),
             ],
             tags=["openai"],
-        )
+        ),
+        "delete": operation(
+            "Responses API: delete the conversation that holds the response, every response of it with it",
+            {"200": answer("Deleted.", "ResponseDeleted"), "404": NOT_FOUND},
+            security=WRITE,
+            openai=True,
+            tags=["openai"],
+        ),
     },
     "v1/responses/<str:response>/cancel": {
         "post": operation(
