@@ -5,6 +5,7 @@ a stream resumed with starting_after, cancel, the headers, and OpenAI's error cl
 from __future__ import annotations
 
 import json
+import threading
 
 import httpx
 import openai
@@ -278,3 +279,41 @@ def test_conversation_continues_the_newest_branch(user, replies, e2e_llm):
         client.responses.create(model="other", input="x", conversation=conversation)
     assert mismatch.value.code == "model_mismatch" and mismatch.value.param == "model"
     client.close()
+
+
+@pytest.fixture(scope="module")
+def one_stream_server(databases, make_server):
+    return make_server(
+        databases.new(), name="v1-responses-seats", AGENT_MESSAGES_PER_MINUTE="1000", AGENT_MAX_SOCKETS_PER_USER="1"
+    )
+
+
+def test_streams_count_in_the_users_open_streams(one_stream_server, replies):
+    person = SyncUser(one_stream_server)
+    client = sdk(person)
+    replies.set("resp seat", slow_text_reply(answer_text(40, "seat"), chunks=40, delay=0.1))
+    replies.set("resp seat 2", text_reply("Second."))
+    started = client.responses.create(model="default", input="resp seat", background=True)
+    headers = {"Authorization": f"Bearer {person.token()}"}
+    url = f"{one_stream_server.base}/v1/responses/{started.id}?stream=true"
+    opened, read = threading.Event(), []
+
+    def reader() -> None:  # a client that reads its stream as it comes
+        with httpx.stream("GET", url, headers=headers, timeout=30) as held:
+            for line in held.iter_lines():
+                if line.startswith("data: "):
+                    read.append(json.loads(line[6:]))
+                    opened.set()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert opened.wait(10)
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.responses.create(model="default", input="x", stream=True)
+    assert refused.value.code == "rate_limit_exceeded"
+    thread.join(30)
+    assert read[-1]["type"] == "response.completed"
+    events = list(client.responses.create(model="default", input="resp seat 2", stream=True))
+    assert events[-1].response.output_text == "Second."  # the seat came back
+    client.close()
+    person.close()

@@ -16,12 +16,14 @@ from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
+from chat.accounts import sockets
 from chat.agents.profiles import RESPONSES_VIA
 from chat.agents.selectors import agent_chosen
 from chat.conversations.selectors import conversation_owned
 from chat.conversations.services import conversation_delete
 from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
 from chat.doors.http.run_answers import request_user
+from chat.doors.http.seated import SeatedResponse
 from chat.doors.openai import openai_images
 from chat.doors.openai import openai_shapes as shapes
 from chat.doors.openai.openai_api import ENDED, CheckedCall, body_limit, discard, new_conversation, started
@@ -134,6 +136,22 @@ async def create(request):
         status, code = shapes.START_REFUSALS.get(exc.code, (400, "invalid_request"))
         return shapes.openai_error(status, code, exc.message, param="input")
     call = asked.call
+    seat = _seat(user) if call.stream else None
+    if call.stream and seat is None:
+        return _too_many()
+    answered = None
+    try:
+        answered = await _create(request, user, asked, checked, seat)
+        return answered
+    finally:
+        if seat is not None and not isinstance(answered, SeatedResponse):
+            seat.release()  # refused: no stream holds it
+
+
+async def _create(request, user, asked: ResponsesRequest, checked: CheckedCall, seat: sockets.Seat | None):
+    """The create once read and checked; `seat`: the place of its stream (released by the answer,
+    or by the caller when no stream is answered)."""
+    call = asked.call
     token = getattr(request, "api_token", None)
     new = asked.previous_response_id is None and asked.conversation_id is None
     try:
@@ -190,8 +208,8 @@ async def create(request):
     render = ResponseRender(
         run_id=run.pk, model=call.model, conversation_id=conversation.pk, created_at=int(run.started_at.timestamp())
     )
-    if call.stream:
-        response: Any = _event_stream(_events(stream, frames, render, after=-1))
+    if seat is not None:
+        response: Any = _event_stream(_events(stream, frames, render, after=-1), seat)
     elif asked.background:
         await frames.aclose()
         render.request = asked.recorded()
@@ -246,8 +264,26 @@ async def _events(
         yield _sse({**error, "sequence_number": len(render.events)})
 
 
-def _event_stream(chunks: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(chunks, content_type="text/event-stream")
+def _seat(user) -> sockets.Seat | None:
+    """A place under the user's cap of open streams and sockets, for one stream of this door."""
+    return sockets.take(user.pk, sockets.STREAM)
+
+
+def _too_many() -> JsonResponse:
+    return shapes.openai_error(429, "rate_limit_exceeded", "Too many open streams and sockets; close one first.")
+
+
+async def _seated(chunks: AsyncIterator[bytes], seat: sockets.Seat) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        seat.release()
+        await chunks.aclose()  # leaves the groups now, not when the generator is collected
+
+
+def _event_stream(chunks: AsyncIterator[bytes], seat: sockets.Seat) -> StreamingHttpResponse:
+    response = SeatedResponse(_seated(chunks, seat), seat, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
@@ -314,6 +350,9 @@ async def retrieve(request, response: str):
     if request.GET.get("stream") != "true":
         return JsonResponse(_rendered(run, events).response())
     first = events[0]["seq"] if events else run.conversation.last_seq + 1
+    seat = _seat(user)
+    if seat is None:
+        return _too_many()
     token = getattr(request, "api_token", None)
     stream = Stream(
         conversation=run.conversation,
@@ -324,7 +363,7 @@ async def retrieve(request, response: str):
         until_complete=True,
         scope=request.scope,
     )
-    return _event_stream(_events(stream, stream.frames(), _render_of(run), after=_after(request)))
+    return _event_stream(_events(stream, stream.frames(), _render_of(run), after=_after(request)), seat)
 
 
 @require_http_methods(["POST"])
