@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.fakellm import text_reply
+from tests.fakellm import text_reply, tool_call_reply
 
 from .harness import SyncUser, answer_text, slow_text_reply
 
@@ -317,3 +317,50 @@ def test_streams_count_in_the_users_open_streams(one_stream_server, replies):
     assert events[-1].response.output_text == "Second."  # the seat came back
     client.close()
     person.close()
+
+
+def test_a_tool_call_is_an_mcp_call_item_streamed_and_whole(user, replies):
+    client = sdk(user)
+    replies.set(
+        "resp tool",
+        tool_call_reply(("calculator", {"expression": "2*21"}), ("calculator", {"expression": "1/0"})),
+        text_reply("42."),
+    )
+    events = list(client.responses.create(model="default", input="resp tool", stream=True))
+    final = events[-1].response
+    assert [item.type for item in final.output] == ["mcp_call", "mcp_call", "message"]
+    good, bad = final.output[0], final.output[1]
+    assert (good.name, good.server_label, good.status, good.output) == ("calculator", "agentsite", "completed", "42")
+    assert json.loads(good.arguments) == {"expression": "2*21"}
+    assert bad.status == "failed" and bad.error is not None
+    types = [e.type for e in events]
+    assert types.count("response.mcp_call_arguments.done") == 2 and "response.mcp_call.failed" in types
+    assert final.output_text == "42."
+    assert client.responses.retrieve(final.id).model_dump() == final.model_dump()
+    client.close()
+
+
+def test_a_stream_whose_conversation_is_deleted_ends_with_an_error_event(user, replies):
+    token = user.token()
+    headers = {"Authorization": f"Bearer {token}"}
+    replies.set("resp doomed", slow_text_reply(answer_text(100, "doom"), chunks=100, delay=0.05))
+    base = user.server.base
+    with httpx.stream(
+        "POST",
+        f"{base}/v1/responses",
+        json={"model": "default", "input": "resp doomed", "stream": True},
+        headers=headers,
+        timeout=30,
+    ) as live:
+        conversation = live.headers["X-Agentsite-Conversation"]
+        events: list[dict] = []
+        for line in live.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            events.append(json.loads(line[6:]))
+            if len(events) == 5:
+                gone = httpx.delete(f"{base}/api/conversations/{conversation}/", headers=headers, timeout=10)
+                assert gone.status_code == 204
+    last = events[-1]
+    assert (last["type"], last["code"], last["param"]) == ("error", "not_found", None)
+    assert last["sequence_number"] == events[-2]["sequence_number"] + 1
