@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import httpx
 import openai
@@ -284,7 +285,11 @@ def test_conversation_continues_the_newest_branch(user, replies, e2e_llm):
 @pytest.fixture(scope="module")
 def one_stream_server(databases, make_server):
     return make_server(
-        databases.new(), name="v1-responses-seats", AGENT_MESSAGES_PER_MINUTE="1000", AGENT_MAX_SOCKETS_PER_USER="1"
+        databases.new(),
+        name="v1-responses-seats",
+        AGENT_MESSAGES_PER_MINUTE="1000",
+        AGENT_MAX_SOCKETS_PER_USER="1",
+        AGENT_APPROVAL_TOOLS="calculator",
     )
 
 
@@ -364,3 +369,36 @@ def test_a_stream_whose_conversation_is_deleted_ends_with_an_error_event(user, r
     last = events[-1]
     assert (last["type"], last["code"], last["param"]) == ("error", "not_found", None)
     assert last["sequence_number"] == events[-2]["sequence_number"] + 1
+
+
+def test_a_chat_page_run_is_a_response_and_a_responses_run_on_its_conversation_is_unattended(
+    one_stream_server, replies
+):
+    person = SyncUser(one_stream_server)
+    client = sdk(person)
+    conversation = person.conversation()
+    replies.set("page first", text_reply("Page answer."))
+    sent = person.http.post(
+        f"/api/conversations/{conversation}/messages/",
+        json={"content": "page first"},
+        headers=person.unsafe_headers,
+    )
+    assert sent.status_code == 202, sent.text
+    page_response = "resp_" + sent.json()["runId"].replace("-", "")
+    for _ in range(100):
+        if client.responses.retrieve(page_response).status != "in_progress":
+            break
+        time.sleep(0.1)
+    page = client.responses.retrieve(page_response)
+    assert page.status == "completed" and page.output_text == "Page answer."
+    (item,) = client.responses.input_items.list(page_response).data
+    assert item.content[0].text == "page first"
+    # Continued through the Responses API, a tool needing approval is denied at once.
+    replies.set("resp approve", tool_call_reply(("calculator", {"expression": "1+1"})), text_reply("Denied."))
+    answer = client.responses.create(model="default", input="resp approve", previous_response_id=page_response)
+    call = answer.output[0]
+    assert call.type == "mcp_call" and call.status == "failed"
+    assert json.loads(call.arguments) == {"expression": "1+1"}
+    assert answer.output_text == "Denied." and answer.conversation.id == conversation
+    client.close()
+    person.close()
