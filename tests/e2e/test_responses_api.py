@@ -4,6 +4,7 @@ a stream resumed with starting_after, cancel, the headers, and OpenAI's error cl
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -13,6 +14,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from tests.crafted_images import plain_png
 from tests.fakellm import text_reply, tool_call_reply
 
 from .harness import SyncUser, answer_text, slow_text_reply
@@ -402,3 +404,31 @@ def test_a_chat_page_run_is_a_response_and_a_responses_run_on_its_conversation_i
     assert answer.output_text == "Denied." and answer.conversation.id == conversation
     client.close()
     person.close()
+
+
+def image_message(text: str, png: bytes) -> list[dict]:
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    return [
+        {"role": "user", "content": [{"type": "input_text", "text": text}, {"type": "input_image", "image_url": url}]}
+    ]
+
+
+def test_images_of_a_continued_conversation_keep_the_earlier_ones(user, replies):
+    client = sdk(user)
+    replies.set("resp pic 1", text_reply("One."))
+    replies.set("resp pic 2", text_reply("Two."))
+    first = client.responses.create(model="default", input=image_message("resp pic 1", plain_png(4, 3)))
+    second = client.responses.create(
+        model="default", input=image_message("resp pic 2", plain_png(5, 2)), previous_response_id=first.id
+    )
+    images = [
+        client.responses.input_items.list(response.id).data[0].content[1].image_url for response in (first, second)
+    ]
+    conversation = first.conversation.id
+    assert images == [
+        f"/api/conversations/{conversation}/files/image-1.png",
+        f"/api/conversations/{conversation}/files/image-2.png",
+    ]
+    files = {f["path"]: f["size"] for f in user.http.get(f"/api/conversations/{conversation}/files/").json()["files"]}
+    assert files == {"image-1.png": len(plain_png(4, 3)), "image-2.png": len(plain_png(5, 2))}
+    client.close()

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 from chat.accounts import sockets
 from chat.agents.profiles import RESPONSES_VIA
 from chat.agents.selectors import agent_chosen
+from chat.conversations import uploads
 from chat.conversations.selectors import conversation_owned
 from chat.conversations.services import conversation_delete
 from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
@@ -114,7 +115,13 @@ def _existing(*, user, asked: ResponsesRequest, checked: CheckedCall):
         agent_chosen(user=user, slug=asked.call.model)
     except LookupError:
         return None
-    attached = openai_images.stored(conversation_id=conversation.pk, decoded=checked.images)
+    decoded = openai_images.clear_of(checked.images, conversation_id=conversation.pk) if checked.images else {}
+    try:
+        attached = openai_images.stored(conversation_id=conversation.pk, decoded=decoded)
+    except uploads.FileRefused as exc:
+        raise shapes.BadRequest(
+            f"The images were refused: {exc.message}.", param="input", code="image_too_large"
+        ) from None
     return conversation, attached, parent_seq
 
 
@@ -197,6 +204,8 @@ async def _create(request, user, asked: ResponsesRequest, checked: CheckedCall, 
         except ProtocolError:
             if new:
                 await request_db(discard)(conversation)
+            else:
+                await request_db(openai_images.forget)(conversation_id=conversation.pk, attached=attached)
             raise
     except shapes.BadRequest as exc:
         return exc.response()
