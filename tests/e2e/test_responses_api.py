@@ -432,3 +432,37 @@ def test_images_of_a_continued_conversation_keep_the_earlier_ones(user, replies)
     files = {f["path"]: f["size"] for f in user.http.get(f"/api/conversations/{conversation}/files/").json()["files"]}
     assert files == {"image-1.png": len(plain_png(4, 3)), "image-2.png": len(plain_png(5, 2))}
     client.close()
+
+
+def test_a_session_creates_with_its_csrf_token_and_is_refused_without(user, replies):
+    replies.set("resp session", text_reply("Session answer."))
+    body = {"model": "default", "input": "resp session"}
+    r = user.http.post("/v1/responses", json=body, headers=user.unsafe_headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["output"][-1]["content"][0]["text"] == "Session answer."
+    assert user.http.get(f"/v1/responses/{r.json()['id']}").json()["status"] == "completed"
+    r = user.http.post("/v1/responses", json=body, headers={"Referer": user.server.base})
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "csrf_failed")
+
+
+def test_a_stream_whose_token_is_revoked_ends_with_invalid_api_key(user, replies):
+    made = user.http.post("/api/tokens/", json={"name": "doomed"}, headers=user.unsafe_headers).json()
+    headers = {"Authorization": f"Bearer {made['token']}"}
+    replies.set("resp revoked", slow_text_reply(answer_text(100, "rv"), chunks=100, delay=0.05))
+    with httpx.stream(
+        "POST",
+        f"{user.server.base}/v1/responses",
+        json={"model": "default", "input": "resp revoked", "stream": True},
+        headers=headers,
+        timeout=30,
+    ) as live:
+        events: list[dict] = []
+        for line in live.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            events.append(json.loads(line[6:]))
+            if len(events) == 5:
+                gone = user.http.delete(f"/api/tokens/{made['id']}/", headers=user.unsafe_headers)
+                assert gone.status_code in (200, 204), gone.text
+    assert (events[-1]["type"], events[-1]["code"]) == ("error", "invalid_api_key")
+    assert events[-1]["sequence_number"] == events[-2]["sequence_number"] + 1
