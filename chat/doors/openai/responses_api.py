@@ -342,17 +342,17 @@ def _delete(*, user, response: str) -> bool:
 
 
 @require_http_methods(["GET", "DELETE"])
-async def retrieve(request, response: str):
+async def retrieve(request, response_id: str):
     """GET /v1/responses/<id>, whole or (?stream=true) as its events from the log, then live;
     DELETE /v1/responses/<id>."""
     user = await request_user(request)
     if user is None:
         return _not_signed_in()
     if request.method == "DELETE":
-        if not await request_db(_delete)(user=user, response=response):
+        if not await request_db(_delete)(user=user, response=response_id):
             return _response_not_found()
-        return JsonResponse({"id": response, "object": "response.deleted", "deleted": True})
-    read = await request_db(_read)(user=user, response=response)
+        return JsonResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+    read = await request_db(_read)(user=user, response=response_id)
     if read is None:
         return _response_not_found()
     run, events = read
@@ -376,12 +376,12 @@ async def retrieve(request, response: str):
 
 
 @require_http_methods(["POST"])
-async def cancel(request, response: str):
+async def cancel(request, response_id: str):
     """POST /v1/responses/<id>/cancel."""
     user = await request_user(request)
     if user is None:
         return _not_signed_in()
-    read = await request_db(_read)(user=user, response=response)
+    read = await request_db(_read)(user=user, response=response_id)
     if read is None:
         return _response_not_found()
     run, events = read
@@ -390,7 +390,7 @@ async def cancel(request, response: str):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CANCEL_WAIT_SECONDS
         while loop.time() < deadline:
-            run, events = await request_db(_read)(user=user, response=response) or (run, events)
+            run, events = await request_db(_read)(user=user, response=response_id) or (run, events)
             if run.status != Run.Status.RUNNING and any(e["type"] == "complete" for e in events):
                 break
             await asyncio.sleep(0.1)
@@ -414,12 +414,12 @@ def _input_of(*, user, response: str) -> list[dict[str, Any]] | None:
 
 
 @require_http_methods(["GET"])
-async def list_input_items(request, response: str):
+async def list_input_items(request, response_id: str):
     """GET /v1/responses/<id>/input_items?order=&limit=&after=."""
     user = await request_user(request)
     if user is None:
         return _not_signed_in()
-    items = await request_db(_input_of)(user=user, response=response)
+    items = await request_db(_input_of)(user=user, response=response_id)
     if items is None:
         return _response_not_found()
     order = request.GET.get("order", "desc")

@@ -94,7 +94,7 @@ RESPONSES_ROUTES: dict[str, dict[str, dict]] = {
             tags=["openai"],
         )
     },
-    "v1/responses/<str:response>": {
+    "v1/responses/<str:response_id>": {
         "get": operation(
             "Responses API: a response as the log has it now, or its events (from `starting_after`)",
             {"200": RESPONSE_OR_EVENTS, "404": NOT_FOUND},
@@ -114,7 +114,7 @@ RESPONSES_ROUTES: dict[str, dict[str, dict]] = {
             tags=["openai"],
         ),
     },
-    "v1/responses/<str:response>/cancel": {
+    "v1/responses/<str:response_id>/cancel": {
         "post": operation(
             "Responses API: cancel a response in progress (waits up to 10 s for its end)",
             {
@@ -127,7 +127,7 @@ RESPONSES_ROUTES: dict[str, dict[str, dict]] = {
             tags=["openai"],
         )
     },
-    "v1/responses/<str:response>/input_items": {
+    "v1/responses/<str:response_id>/input_items": {
         "get": operation(
             "Responses API: the input of a response, as recorded",
             {
