@@ -92,7 +92,10 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
         elif message.parent_seq is not None:
             out.append(
                 _with_door(
-                    user_message_payload(message.content, parent_seq=seq, attachments=message.attachments), message
+                    user_message_payload(
+                        message.content, parent_seq=seq, attachments=message.attachments, history=message.history
+                    ),
+                    message,
                 )
             )
         else:

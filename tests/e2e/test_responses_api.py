@@ -109,6 +109,20 @@ def test_previous_response_id_continues_that_conversation(user, replies, e2e_llm
         "First.",
         "resp second",
     ]
+    # The messages before the last are its history, after the earlier response's turn.
+    replies.set("resp third", text_reply("Third."))
+    client.responses.create(
+        model="default",
+        input=[{"role": "assistant", "content": "An aside."}, {"role": "user", "content": "resp third"}],
+        previous_response_id=first.parse().id,
+    )
+    messages = next(b for b in reversed(e2e_llm.requests) if b["messages"][-1].get("content") == "resp third")
+    assert [m.get("content") for m in messages["messages"] if m["role"] != "system"] == [
+        "resp first",
+        "First.",
+        "An aside.",
+        "resp third",
+    ]  # a branch from the first response: the second is not in its memory
     client.close()
 
 
