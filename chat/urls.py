@@ -4,7 +4,7 @@ from django.views.generic import RedirectView
 
 from chat.doors.api import account_api, api, api_budgets, api_tokens, runs_api, schedules_api
 from chat.doors.api import files as files_api
-from chat.doors.openai import openai_api
+from chat.doors.openai import openai_api, responses_api
 from chat.doors.openapi import openapi
 from chat.doors.pages import pages, schedules, shares, theme
 from chat.doors.sse import streams
@@ -66,6 +66,10 @@ urlpatterns = [
     path("s/<str:token>/copy/", shares.shared_copy, name="shared-copy"),
     path("v1/models", openai_api.models, name="v1-models"),
     path("v1/chat/completions", openai_api.chat_completions, name="v1-chat-completions"),
+    path("v1/responses", responses_api.create, name="v1-responses"),
+    path("v1/responses/<str:response_id>", responses_api.retrieve, name="v1-response"),
+    path("v1/responses/<str:response_id>/cancel", responses_api.cancel, name="v1-response-cancel"),
+    path("v1/responses/<str:response_id>/input_items", responses_api.list_input_items, name="v1-response-input-items"),
     path("inspect/", inspect_views.run_list, name="inspect-runs"),
     path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
     path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),

@@ -56,7 +56,7 @@ from .tools import (
     ToolSource,
 )
 from .trace import CANCELLED, ModelCallObserver, attempt_record, notify
-from .turns import ModelRequest, ModelTurn, Usage
+from .turns import ModelRequest, ModelTurn, Usage, with_system
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class Agent:
         tools: ToolRegistry | None = None,
         tool_sources: Sequence[ToolSource] = (),
         system_prompt: str | None = None,
+        instructions: str | None = None,
         max_iterations: int = 10,
         max_retries: int = 3,
         retry_interval: float = 10.0,
@@ -115,6 +116,8 @@ class Agent:
         self.tools = tools or ToolRegistry()
         self.tool_sources = list(tool_sources)
         self.system_prompt = system_prompt
+        # A system message of this run alone, right after the system prompt (never instead of it).
+        self.instructions = instructions
         self.max_iterations = max_iterations
         self.max_retries = max_retries
         self.retry_interval = retry_interval
@@ -262,9 +265,7 @@ class AgentRun:
 
     async def _loop(self) -> tuple[str, ErrorEvent | None]:
         agent = self.agent
-        history = list(self._input)
-        if agent.system_prompt and not (history and history[0].get("role") == "system"):
-            history.insert(0, {"role": "system", "content": agent.system_prompt})
+        history = with_system(self._input, agent.system_prompt, agent.instructions)
         state = AgentState(messages=list(history), context=self._context, tool_records=self.result.tool_records)
         if agent.tool_sources:
             self._tools = self._tool_round.tools = agent.tools.extended(await self._source_tools())

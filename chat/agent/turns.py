@@ -100,3 +100,18 @@ class ModelTurn:
         if self.tool_calls:
             message["tool_calls"] = [call.to_message() for call in self.tool_calls]
         return message
+
+
+def with_system(
+    messages: list[dict[str, Any]], system_prompt: str | None, instructions: str | None
+) -> list[dict[str, Any]]:
+    """A run's first messages: the agent's system prompt first (unless the input brings its own),
+    then the run's own `instructions` as a system message of their own (never instead of it)."""
+    history = list(messages)
+    if system_prompt and not (history and history[0].get("role") == "system"):
+        history.insert(0, {"role": "system", "content": system_prompt})
+    if instructions:
+        history.insert(
+            1 if history and history[0].get("role") == "system" else 0, {"role": "system", "content": instructions}
+        )
+    return history

@@ -31,6 +31,8 @@ APPROVAL_PATTERN = re.compile(r"[A-Za-z0-9_\-*?\[\]!]+")
 SERVER_SECRETS = frozenset(
     {"SECRET_KEY", "SECRET_KEY_FILE", "DATABASE_URL", "REDIS_URL", "EMAIL_HOST_PASSWORD", "METRICS_TOKEN"}
 )
+# The user_message's `via` of a run the Responses API started (docs/protocol.md, "Responses API").
+RESPONSES_VIA = "responses"
 # Bounds of the model options and limits (the admin form refuses values outside them).
 RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
@@ -71,6 +73,8 @@ class AgentConfig:
     context_tokens: int = 32000
     # Its runs may summarize older turns; an OpenAI-compatible call's only trim (its client resends them).
     compacts: bool = True
+    # The run's own system message, after the system prompt (a Responses API request's `instructions`).
+    instructions: str | None = None
 
     @property
     def is_demo(self) -> bool:
@@ -177,10 +181,21 @@ def config_for(profile: AgentProfile | None) -> AgentConfig:
     return profile_config(profile) if profile is not None else default_config()
 
 
-def start_config(profile: AgentProfile | None, *, source: str, options: ModelOptions | None) -> AgentConfig:
+def start_config(
+    profile: AgentProfile | None,
+    *,
+    source: str,
+    options: ModelOptions | None,
+    via: str | None = None,
+    instructions: str | None = None,
+) -> AgentConfig:
     """The configuration of a run as it starts: its profile's (the environment's for None), for its
-    conversation's source, with its request's options when it set any."""
+    conversation's source, with its request's options when it set any. A run the Responses API
+    started is unattended whatever conversation it continues, with its request's instructions."""
     config = for_source(config_for(profile), source=source)
+    if via == RESPONSES_VIA:
+        # Its client sends the conversation once (previous_response_id), not with every call: it compacts.
+        config = replace(config, unattended=True, compacts=True, instructions=instructions)
     return with_request_options(config, options) if options is not None else config
 
 

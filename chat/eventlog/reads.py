@@ -41,6 +41,18 @@ def events_after(
     return frames_of(rows)
 
 
+def run_door(*, run_id) -> dict[str, Any]:
+    """The user_message of a run as its door recorded it: `via` and `request` ({} when none)."""
+    payload = Event.objects.filter(run_id=run_id, type="user_message").order_by("seq").values_list("payload", flat=True)
+    first = payload.first() or {}
+    return {"via": first.get("via"), "request": first.get("request") or {}}
+
+
+def run_events(*, conversation_id, run_id) -> list[EventFrame]:
+    """Every event of one run, in order."""
+    return frames_of(Event.objects.filter(conversation_id=conversation_id, run_id=run_id).order_by("seq"))
+
+
 # The columns of a frame, read as the database driver gives them and decoded in frames_of rather
 # than by the fields' converters, row by row: the payload as JSON text (models.RAW_PAYLOAD);
 # `created_at` as text, shared by a whole batch and parsed once for it (on PostgreSQL Django's

@@ -89,15 +89,20 @@ def start_turns(starts: list[RunStart]) -> list[dict[str, Any] | Exception]:
             )
             if message.queue_id is not None:
                 payload["queueId"] = message.queue_id
-            if message.schedule_id is not None:
-                payload["scheduleId"], payload["via"] = str(message.schedule_id), "schedule"
-            out.append(payload)
+            out.append(_with_door(payload, message))
             continue
         named_payload = found.get((key, seq))
         if named_payload is None:
             out.append(NotAUserMessage(f"seq {seq} is not a user_message of this conversation"))
         elif message.parent_seq is not None:
-            out.append(user_message_payload(message.content, parent_seq=seq, attachments=message.attachments))
+            out.append(
+                _with_door(
+                    user_message_payload(
+                        message.content, parent_seq=seq, attachments=message.attachments, history=message.history
+                    ),
+                    message,
+                )
+            )
         else:
             # An edit or regenerate takes the place of the named message: it follows the same
             # turn, with the same files attached.
@@ -130,6 +135,18 @@ def user_message_payload(
     if history:
         message["history"] = list(history)
     return message
+
+
+def _with_door(payload: dict[str, Any], message) -> dict[str, Any]:
+    """The door that started the run, when not a person's (docs/protocol.md, "Schedules" and
+    "Responses API"): `via`, and what it was asked besides the message."""
+    if message.schedule_id is not None:
+        payload["scheduleId"], payload["via"] = str(message.schedule_id), "schedule"
+    if message.via is not None:
+        payload["via"] = message.via
+    if message.request is not None:
+        payload["request"] = message.request
+    return payload
 
 
 def _parent_of(conversation_key, seq: int, payload: dict[str, Any]) -> int | None:

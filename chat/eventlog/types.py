@@ -103,6 +103,10 @@ class Message:
     schedule_id: Any = None
     # The API token that sent it (its run counts against that token's budget); None: a session.
     api_token_id: int | None = None
+    # The door that started the run and what it was asked besides the message (the user_message's
+    # `via` and `request`, docs/protocol.md, "Responses API").
+    via: str | None = None
+    request: dict[str, Any] | None = None
 
     @property
     def named_seq(self) -> int | None:

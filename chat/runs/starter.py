@@ -92,7 +92,11 @@ def start_with_memory(
         key = run.conversation_id
         messages = memories[key] if key in memories else first_turn(frames)
         config = profiles.start_config(
-            run.agent, source=start.message.conversation.source, options=start.message.options
+            run.agent,
+            source=start.message.conversation.source,
+            options=start.message.options,
+            via=start.message.via,
+            instructions=(start.message.request or {}).get("instructions"),
         )
         out.append((run, frames, messages, config))
     return out

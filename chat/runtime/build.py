@@ -167,6 +167,7 @@ def build_agent(
         tools=build_registry(names, timeouts=tool_timeouts()),
         tool_sources=[*sources, *([delegation.source] if delegation is not None else [])],
         system_prompt=system_prompt(names, base=config.system_prompt, skills=config.skills),
+        instructions=config.instructions,
         max_iterations=config.max_iterations,
         max_retries=config.max_retries,
         retry_interval=config.retry_interval,

@@ -75,7 +75,13 @@ class HeadStarts:
             return False
         if budgets_may_apply():  # a budget's refusal calls no model, not even ahead of the decision
             return False
-        config = profiles.start_config(None, source=conversation.source, options=message.options)
+        config = profiles.start_config(
+            None,
+            source=conversation.source,
+            options=message.options,
+            via=message.via,
+            instructions=(message.request or {}).get("instructions"),
+        )
         turn = user_message_payload(
             message.content, parent_seq=None, attachments=message.attachments, history=message.history
         )

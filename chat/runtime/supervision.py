@@ -44,7 +44,7 @@ from chat.eventlog import followups, memory
 from chat.eventlog.compactions import Memory, first_turn
 from chat.eventlog.families import Waiting, family_interrupt
 from chat.eventlog.frames import EventFrame
-from chat.eventlog.reads import stale_runs
+from chat.eventlog.reads import run_door, stale_runs
 from chat.eventlog.takeover import run_interrupt, runs_heartbeat
 from chat.eventlog.types import Interruption
 from chat.models import Conversation, Run
@@ -328,7 +328,14 @@ def _take_over(*, run: Run, stale_before, worker: str) -> list[Resumable]:
             else:  # its system prompt and the task, then what it did
                 messages = first_turn(memory.events_of([resumed.pk])[resumed.pk][1])
             source = Conversation.objects.filter(pk=resumed.conversation_id).values_list("source", flat=True)
-            config = profiles.for_source(profiles.config_for(resumed.agent), source=source.first() or "")
+            door = run_door(run_id=resumed.pk)  # a Responses run resumes unattended, with its instructions
+            config = profiles.start_config(
+                resumed.agent,
+                source=source.first() or "",
+                options=None,
+                via=door["via"],
+                instructions=door["request"].get("instructions"),
+            )
             out.append((interruption, messages, config, taken.waits))
         return out
 

@@ -520,6 +520,19 @@ async def test_system_prompt_and_model_options_reach_the_model(fake_llm, chat_mo
     assert fake_llm.requests[-1]["messages"][0] == {"role": "system", "content": "Own."}
 
 
+async def test_instructions_follow_the_system_prompt_never_replace_it(fake_llm, chat_model):
+    agent = Agent(chat_model, system_prompt="Be brief.", instructions="Answer in French.", retry_interval=0)
+    await agent.invoke("q")
+    assert fake_llm.requests[-1]["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "q"},
+    ]
+    bare = Agent(chat_model, instructions="Answer in French.", retry_interval=0)
+    await bare.invoke("q")
+    assert fake_llm.requests[-1]["messages"][0] == {"role": "system", "content": "Answer in French."}
+
+
 async def test_usage_summed_over_rounds(fake_llm, make_agent):
     fake_llm.load("usage_two_rounds")
     run = make_agent().stream("1+2")

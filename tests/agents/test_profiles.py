@@ -478,3 +478,15 @@ def test_a_profile_saved_without_tools_says_it_has_none(key_set, admin_client):
     warnings = [str(m) for m in toolless.context["messages"] if m.level_tag == "warning"]
     assert warnings == ["“Plain” has no tools: its model will answer without calling any."]
     assert AgentProfile.objects.get(slug="plain").tools == []
+
+
+def test_a_responses_run_is_unattended_with_its_instructions_whatever_its_conversation(settings):
+    page = profiles.start_config(None, source="", options=None)
+    assert not page.unattended and page.instructions is None
+    responses = profiles.start_config(
+        None, source="", options=None, via=profiles.RESPONSES_VIA, instructions="Answer in French."
+    )
+    assert responses.unattended and responses.instructions == "Answer in French."
+    assert responses.compacts  # the server keeps its conversation: it may compact
+    other = profiles.start_config(None, source="", options=None, via="agui", instructions="ignored")
+    assert not other.unattended and other.instructions is None

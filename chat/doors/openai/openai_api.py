@@ -84,14 +84,14 @@ class CheckedCall:
     images: dict[str, openai_images.Decoded]
 
 
-def _checked(request) -> CheckedCall:
+def checked_call(request) -> CheckedCall:
     """Read and check the request; BadRequest, BodyTooLarge, ValueError (not JSON) or ProtocolError
     (the last message refused as a `message` frame's content would be). Decodes: run it in a thread."""
     call = shapes.completion_request(json_body(request, raw=limited_body(request, limit=body_limit())))
     return CheckedCall(call, message_content({"content": call.content}), openai_images.decoded_images(call))
 
 
-def _new_conversation(*, user, checked: CheckedCall) -> tuple[Conversation, dict[str, dict[str, Any]]] | None:
+def new_conversation(*, user, checked: CheckedCall) -> tuple[Conversation, dict[str, dict[str, Any]]] | None:
     """The call's conversation with the request's images in its workspace, and the attachment each
     became (by URL); None when the user may not use that agent. BadRequest when the upload service
     refuses an image (the workspace quota): the conversation is deleted again."""
@@ -111,7 +111,7 @@ def _new_conversation(*, user, checked: CheckedCall) -> tuple[Conversation, dict
         ) from None
 
 
-def _discard(conversation: Conversation) -> None:
+def discard(conversation: Conversation) -> None:
     """A conversation whose run was refused (no run was made) goes again: a refused request leaves
     nothing behind. Best effort: the database may have gone since."""
     try:
@@ -128,7 +128,7 @@ async def chat_completions(request):
     if user is None:
         return _not_signed_in()
     try:
-        checked = await asyncio.to_thread(_checked, request)
+        checked = await asyncio.to_thread(checked_call, request)
     except BodyTooLarge as exc:
         message = (
             f"The request is larger than {exc.limit} bytes: its messages and at most one image at the "
@@ -144,7 +144,7 @@ async def chat_completions(request):
     call = checked.call
     token = getattr(request, "api_token", None)
     try:
-        made = await request_db(_new_conversation)(user=user, checked=checked)
+        made = await request_db(new_conversation)(user=user, checked=checked)
         if made is None:
             return shapes.openai_error(
                 404, "model_not_found", f"The model {call.model!r} does not exist or you do not have access to it."
@@ -174,9 +174,9 @@ async def chat_completions(request):
                 first=True,  # its conversation was made for it
                 api_token_id=token.pk if token is not None else None,
             )
-            run = await _started(frames, asked)
+            run = await started(frames, asked)
         except ProtocolError:
-            await request_db(_discard)(conversation)
+            await request_db(discard)(conversation)
             raise
     except shapes.BadRequest as exc:
         return exc.response()
@@ -207,7 +207,7 @@ async def chat_completions(request):
     return response
 
 
-async def _started(frames: AsyncIterator[dict[str, Any] | bytes], asked: StartRun) -> Run:
+async def started(frames: AsyncIterator[dict[str, Any] | bytes], asked: StartRun) -> Run:
     """The run started once the stream of its new conversation has joined (its first step), so
     that every event of the run reaches the stream live, none read back from the database. A
     refused start, or any failure, leaves the stream's groups at once."""

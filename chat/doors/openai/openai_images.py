@@ -53,6 +53,30 @@ def decoded_images(call: CompletionRequest) -> dict[str, Decoded]:
     return out
 
 
+def clear_of(decoded: dict[str, Decoded], *, conversation_id) -> dict[str, Decoded]:
+    """The images named anew past the files the conversation's workspace already has (a request
+    continuing a conversation: image-1.png of an earlier turn stays that turn's)."""
+    taken = {entry["path"] for entry in uploads.files_list(conversation_id=conversation_id)}
+    out: dict[str, Decoded] = {}
+    number = 0
+    for url, image in decoded.items():
+        kind = image.path.rsplit(".", 1)[-1]
+        number += 1
+        while f"image-{number}.{kind}" in taken:
+            number += 1
+        out[url] = Decoded(f"image-{number}.{kind}", image.data)
+    return out
+
+
+def forget(*, conversation_id, attached: dict[str, dict[str, Any]]) -> None:
+    """Remove the images a refused request stored (a refusal leaves nothing behind)."""
+    for attachment in attached.values():
+        try:
+            uploads.file_remove(conversation_id=conversation_id, path=attachment["path"])
+        except uploads.FileRefused:
+            pass  # gone meanwhile
+
+
 def _data(image: ImageURL) -> bytes:
     scheme = image.url[:8].lower()
     if scheme.startswith(("http://", "https://")):

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 from chat.doors.openapi import openapi_routes
 from chat.doors.openapi.openapi_account import ACCOUNT_ROUTES
 from chat.doors.openapi.openapi_queue import QUEUE_ROUTES
+from chat.doors.openapi.openapi_responses import RESPONSES_ROUTES, RESPONSES_SCHEMAS
 from chat.doors.openapi.openapi_schedules import SCHEDULE_ROUTES, SCHEDULE_SCHEMAS
 from chat.doors.openapi.openapi_schemas import SCHEMAS, SECURITY_SCHEMES
 from chat.doors.openapi.openapi_usage import USAGE_ROUTES, USAGE_SCHEMAS
@@ -30,7 +31,14 @@ DOCUMENTED_PREFIXES = ("api/", "v1/")
 DOCUMENTED_ROUTES = frozenset({"healthz"})
 API_VERSION = "1.0.0"
 # What each route does, keyed by route: the two tables (the second, the whole account's).
-ROUTES = {**openapi_routes.ROUTES, **ACCOUNT_ROUTES, **QUEUE_ROUTES, **SCHEDULE_ROUTES, **USAGE_ROUTES}
+ROUTES = {
+    **openapi_routes.ROUTES,
+    **ACCOUNT_ROUTES,
+    **QUEUE_ROUTES,
+    **SCHEDULE_ROUTES,
+    **USAGE_ROUTES,
+    **RESPONSES_ROUTES,
+}
 
 # Ordered by class: a subclass (PathConverter is a StringConverter) must come before its base.
 CONVERTER_SCHEMAS: tuple[tuple[type, dict], ...] = (
@@ -112,7 +120,7 @@ def openapi_document(patterns) -> dict:
         "info": {"title": "agentsite", "version": API_VERSION, "description": DESCRIPTION},
         "paths": {openapi_path(route): path_item(route, pattern, known) for route, pattern, known in table},
         "components": {
-            "schemas": {**SCHEMAS, **SCHEDULE_SCHEMAS, **USAGE_SCHEMAS},
+            "schemas": {**SCHEMAS, **SCHEDULE_SCHEMAS, **USAGE_SCHEMAS, **RESPONSES_SCHEMAS},
             "securitySchemes": SECURITY_SCHEMES,
         },
     }

@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from django.http import StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.accounts import sockets
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.http.run_answers import not_found, not_signed_in, request_user, run_error
+from chat.doors.http.seated import SeatedResponse
 from chat.realtime.backlog import SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE
 from chat.realtime.follow import Stream
 from serving.loop_middleware import request_db
@@ -94,19 +94,6 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
-
-
-class SeatedResponse(StreamingHttpResponse):
-    """A stream that gives its place under the user's cap back when it ends, or when its response
-    is closed without having been read (the client went before the first chunk)."""
-
-    def __init__(self, content, seat: sockets.Seat, **kwargs) -> None:
-        super().__init__(content, **kwargs)
-        self.seat = seat
-
-    def close(self) -> None:
-        super().close()
-        self.seat.release()
 
 
 async def _until_done(stream: Stream, seat: sockets.Seat) -> AsyncIterator[bytes]:

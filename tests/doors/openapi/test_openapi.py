@@ -297,3 +297,14 @@ def test_an_answer_unlike_its_schema_is_caught():
     assert not validator.is_valid({**good, "surprise": 1})  # a new field must be documented
     assert not validator.is_valid({**good, "titleSource": "someone"})
     assert not validator.is_valid({**good, "pinned": "yes"})
+
+
+def test_the_responses_api_paths_are_listed():
+    paths = served_document()["paths"]
+    assert {
+        "/v1/responses",
+        "/v1/responses/{response_id}",
+        "/v1/responses/{response_id}/cancel",
+        "/v1/responses/{response_id}/input_items",
+    } <= set(paths)
+    assert set(paths["/v1/responses/{response_id}"]) >= {"get", "delete"}
