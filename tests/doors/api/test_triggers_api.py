@@ -116,6 +116,10 @@ def test_another_users_trigger_answers_as_a_missing_one(api, make_user):
     assert bob.get(BASE).json() == {"triggers": []}
     assert api.delete(f"{BASE}{made['id']}/").status_code == 204
     assert api.get(f"{BASE}{made['id']}/").status_code == 404
+    gone = Client().post(made["url"], "{}", content_type="application/json", headers={
+        "Authorization": f"Bearer {made['secret']}"
+    })  # fmt: skip
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "NOT_FOUND"  # its URL, at once
 
 
 def test_runs_lists_nothing_yet_and_checks_limit(api):
@@ -133,3 +137,19 @@ def test_the_per_user_limit(api, settings):
 
 def test_signed_out_is_401(client):
     assert client.get(BASE).status_code == 401
+
+
+def test_staff_see_and_disable_triggers_in_the_admin_without_secrets(api, admin_client):
+    made = post(api, {"prompt": "{{payload}}", "name": "Alerts"}).json()
+    stored = Trigger.objects.get(pk=made["id"])
+    listing = admin_client.get("/admin/chat/trigger/")
+    assert listing.status_code == 200 and b"Alerts" in listing.content
+    page = admin_client.get(f"/admin/chat/trigger/{made['id']}/change/")
+    assert page.status_code == 200
+    for hidden in (made["secret"], stored.secret_digest, stored.secret_sealed):
+        assert hidden.encode() not in listing.content + page.content
+    done = admin_client.post(
+        "/admin/chat/trigger/", {"action": "disable", "_selected_action": [made["id"]]}, follow=True
+    )
+    assert done.status_code == 200
+    assert Trigger.objects.get(pk=made["id"]).enabled is False
