@@ -159,3 +159,17 @@ async def test_disabled_deleted_and_an_inactive_owner_answer_404(make_user):
     gone = await call(trigger, secret=secret)
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "NOT_FOUND"
     assert not await Run.objects.aexists()
+
+
+async def test_a_busy_conversation_is_409_and_stores_nothing(make_user, registry, llm_settings):
+    llm_settings.script(text_reply("slow " * 40, piece=1, delay=0.05))
+    owner = await sync_to_async(make_user)("alice")
+    conversation = await Conversation.objects.acreate(owner=owner, title="mine")
+    trigger, secret = await make_trigger(owner, conversation=str(conversation.pk))
+    first = await call(trigger, secret=secret)
+    assert first.status_code == 202 and first.json()["conversationId"] == str(conversation.pk)
+    busy = await call(trigger, secret=secret)
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "RUN_IN_PROGRESS"
+    await settle(registry)
+    assert await Run.objects.acount() == 1 and await Conversation.objects.acount() == 1
+    assert (await Conversation.objects.aget()).source == ""  # the conversation keeps its own source
