@@ -302,6 +302,8 @@ AGENT_SCHEDULE_MIN_SECONDS = env_number("AGENT_SCHEDULE_MIN_SECONDS", "60")
 AGENT_MAX_SCHEDULES = env_number("AGENT_MAX_SCHEDULES", "20")
 AGENT_SCHEDULE_POLL_SECONDS = env_number("AGENT_SCHEDULE_POLL_SECONDS", "5", float)
 AGENT_SCHEDULE_CATCHUP = env_number("AGENT_SCHEDULE_CATCHUP", "3600")
+AGENT_MAX_TRIGGERS = env_number("AGENT_MAX_TRIGGERS", "20")
+AGENT_TRIGGER_RATE_LIMIT = env_number("AGENT_TRIGGER_RATE_LIMIT", "10")
 # Let a schedule's webhookUrl reach loopback, private, link-local and other non-public addresses.
 AGENT_WEBHOOK_ALLOW_PRIVATE = env_bool("AGENT_WEBHOOK_ALLOW_PRIVATE", False)
 # How deep sub-agent runs nest: a top-level run is depth 0, its child runs 1; 0 turns delegation

@@ -26,6 +26,7 @@ from chat.models import (
     Schedule,
     ShareLink,
     ToolRecord,
+    Trigger,
 )
 
 # The product's name, not Django's, on every admin page.
@@ -236,6 +237,24 @@ class ScheduleAdmin(ReadOnlyAdmin):
     def disable(self, request, queryset):
         count = queryset.update(enabled=False, next_run_at=None, updated_at=timezone.now())
         messages.success(request, f"{count} schedule(s) disabled.")
+
+
+@admin.register(Trigger)
+class TriggerAdmin(ReadOnlyAdmin):
+    """Every user's triggers (docs/protocol.md, "Triggers"), without their secrets: staff disable
+    them (the action; the URL answers 404 at once) or delete them; their runs and conversations stay."""
+
+    list_display = ("name", "owner", "enabled", "created_at", "last_run_at", "last_status")
+    list_filter = ("enabled", "last_status")
+    search_fields = ("name", "owner__username")
+    list_select_related = ("owner",)
+    exclude = ("secret_digest", "secret_sealed")
+    actions = ("disable",)
+
+    @admin.action(description="Disable the selected triggers")
+    def disable(self, request, queryset):
+        count = queryset.update(enabled=False, updated_at=timezone.now())
+        messages.success(request, f"{count} trigger(s) disabled.")
 
 
 @admin.register(ShareLink)

@@ -2,7 +2,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from chat.doors.api import account_api, api, api_budgets, api_tokens, runs_api, schedules_api
+from chat.doors.api import account_api, api, api_budgets, api_tokens, hooks, runs_api, schedules_api, triggers_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api, responses_api
 from chat.doors.openapi import openapi
@@ -52,6 +52,10 @@ urlpatterns = [
     path("api/schedules/", schedules_api.schedules, name="api-schedules"),
     path("api/schedules/<uuid:schedule_id>/", schedules_api.schedule, name="api-schedule"),
     path("api/schedules/<uuid:schedule_id>/runs/", schedules_api.schedule_run_list, name="api-schedule-runs"),
+    path("api/triggers/", triggers_api.triggers, name="api-triggers"),
+    path("api/triggers/<uuid:trigger_id>/", triggers_api.trigger, name="api-trigger"),
+    path("api/triggers/<uuid:trigger_id>/runs/", triggers_api.trigger_run_list, name="api-trigger-runs"),
+    path("hooks/<uuid:trigger_id>/", hooks.hook, name="hook"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
     path("api/budgets/", api_budgets.budgets, name="api-budgets"),

@@ -99,3 +99,16 @@ def _count(*keys: str) -> None:
                 cache.set(key, 1, timeout=window)
     except REDIS_AWAY:
         logger.warning("a failed token attempt is not counted: the cache does not answer")
+
+
+def address_locked(address: str) -> bool:
+    """Whether a trigger's hook refuses every call from the address (docs/protocol.md, "Triggers"):
+    its failed secrets and API tokens reached LOGIN_FAILURE_LIMIT in LOGIN_LOCKOUT_MINUTES."""
+    limit = settings.LOGIN_FAILURE_LIMIT
+    return limit > 0 and _failures(address, None)[0] >= limit
+
+
+def address_failed(address: str) -> None:
+    """A hook call from the address gave no valid secret: counted with its failed API tokens."""
+    if settings.LOGIN_FAILURE_LIMIT > 0:
+        _count(_address_key(address))

@@ -142,6 +142,8 @@ def _with_door(payload: dict[str, Any], message) -> dict[str, Any]:
     "Responses API"): `via`, and what it was asked besides the message."""
     if message.schedule_id is not None:
         payload["scheduleId"], payload["via"] = str(message.schedule_id), "schedule"
+    if message.trigger_id is not None:
+        payload["triggerId"], payload["via"] = str(message.trigger_id), "trigger"
     if message.via is not None:
         payload["via"] = message.via
     if message.request is not None:

@@ -101,6 +101,9 @@ class Message:
     # The schedule whose slot this starts (docs/protocol.md, "Schedules"): the Run's and the
     # user_message's `scheduleId`, and `via: "schedule"`.
     schedule_id: Any = None
+    # The trigger whose call starts this (docs/protocol.md, "Triggers"): the Run's and the
+    # user_message's `triggerId`, and `via: "trigger"`.
+    trigger_id: Any = None
     # The API token that sent it (its run counts against that token's budget); None: a session.
     api_token_id: int | None = None
     # The door that started the run and what it was asked besides the message (the user_message's

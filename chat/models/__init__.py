@@ -10,7 +10,15 @@ are named by string ("chat.Run"), so that none imports another.
 
 from chat.models.agents import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
 from chat.models.budgets import Budget
-from chat.models.conversations import API_SOURCE, SCHEDULE_SOURCE, Conversation, Feedback, SearchDocument, TitleSource
+from chat.models.conversations import (
+    API_SOURCE,
+    SCHEDULE_SOURCE,
+    TRIGGER_SOURCE,
+    Conversation,
+    Feedback,
+    SearchDocument,
+    TitleSource,
+)
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
 from chat.models.metrics import MetricTally, ProcessGauge
@@ -18,6 +26,7 @@ from chat.models.queue import QueuedMessage
 from chat.models.runs import RUNNING_RUN_CONSTRAINT, ModelCall, Run, RunMemory, ToolRecord
 from chat.models.schedules import Schedule
 from chat.models.sharing import ShareLink
+from chat.models.triggers import Trigger
 
 __all__ = [
     "API_SOURCE",
@@ -26,6 +35,7 @@ __all__ = [
     "RAW_PAYLOAD",
     "RUNNING_RUN_CONSTRAINT",
     "SCHEDULE_SOURCE",
+    "TRIGGER_SOURCE",
     "AccountSettings",
     "AgentProfile",
     "ApiToken",
@@ -47,6 +57,7 @@ __all__ = [
     "ShareLink",
     "TitleSource",
     "ToolRecord",
+    "Trigger",
     "UserSession",
     "Utf8JSONEncoder",
     "payload_of",

@@ -12,6 +12,8 @@ from django.utils import timezone
 API_SOURCE = "api"
 # Conversation.source of a conversation a schedule's fire started (docs/protocol.md, "Schedules").
 SCHEDULE_SOURCE = "schedule"
+# Conversation.source of a conversation a trigger's call started (docs/protocol.md, "Triggers").
+TRIGGER_SOURCE = "trigger"
 
 
 class TitleSource(models.TextChoices):
@@ -49,6 +51,10 @@ class Conversation(models.Model):
     # The schedule that started it (source "schedule"); null once that schedule is deleted.
     schedule = models.ForeignKey(
         "chat.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
+    # The trigger that started it (source "trigger"); null once that trigger is deleted.
+    trigger = models.ForeignKey(
+        "chat.Trigger", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
     )
 
     class Meta:

@@ -49,6 +49,8 @@ class Run(models.Model):
     imported = models.BooleanField(default=False)
     # The schedule that started it (docs/protocol.md, "Schedules"); kept null when the schedule is deleted.
     schedule = models.ForeignKey("chat.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    # The trigger that started it (docs/protocol.md, "Triggers"); kept null when the trigger is deleted.
+    trigger = models.ForeignKey("chat.Trigger", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     # A child run (docs/protocol.md, "Sub-agents"): the run whose delegate tool call started it, that
     # call's toolCallId, and how deep it nests (a top-level run: 0, no parent).
     parent = models.ForeignKey("chat.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="children")

@@ -100,6 +100,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             started_at=start.began_at or now,
             heartbeat_at=now,
             schedule_id=start.message.schedule_id,
+            trigger_id=start.message.trigger_id,
             reserved_tokens=reserved,
             api_token_id=start.message.api_token_id,
         )

@@ -5,4 +5,6 @@ runs start through the one front door (chat.runs.engine).
 - services.py creating, changing and reading a user's schedules
 - firing.py   claiming due slots (exactly once across processes) and starting their runs
 - poller.py   each server process's loop that fires due schedules
+- triggers.py creating, changing and reading a user's triggers (docs/protocol.md, "Triggers")
+- hooks.py    a trigger's call: its secret checked, the payload filled in, its run started
 """

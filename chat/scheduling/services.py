@@ -49,14 +49,14 @@ def _text(body: dict, field: str, max_length: int) -> str:
     return value
 
 
-def _prompt(body: dict) -> str:
+def prompt_checked(body: dict) -> str:
     prompt = _text(body, "prompt", settings.AGENT_MAX_MESSAGE_CHARS)
     if not prompt.strip():
         raise FieldRefused("prompt", "prompt must not be empty")
     return prompt
 
 
-def _name(body: dict) -> str:
+def name_checked(body: dict) -> str:
     name = _text(body, "name", 10 * NAME_MAX).strip()
     if not 1 <= len(name) <= NAME_MAX:
         raise FieldRefused("name", f"name must be 1 to {NAME_MAX} characters")
@@ -76,9 +76,9 @@ def _apply(schedule: Schedule, body: dict, *, user, now, creating: bool) -> str 
     """Check the body's fields and set them on `schedule` (not saved); a webhook secret made for a
     webhookUrl set where there was none (shown once)."""
     if creating or "prompt" in body:
-        schedule.prompt = _prompt(body)
+        schedule.prompt = prompt_checked(body)
     if "name" in body:
-        schedule.name = _name(body)
+        schedule.name = name_checked(body)
     elif creating:
         schedule.name = schedule.prompt.strip()[:NAME_FROM_PROMPT].strip()
     if "timezone" in body:
@@ -104,7 +104,7 @@ def _apply(schedule: Schedule, body: dict, *, user, now, creating: bool) -> str 
         except (ValueError, LookupError):
             raise FieldRefused("agent", "agent must be the slug of an agent you may use (GET /api/agents/)") from None
     if "conversation" in body:
-        schedule.conversation_id = _conversation(body["conversation"], user=user)
+        schedule.conversation_id = conversation_checked(body["conversation"], user=user)
     if "enabled" in body:
         if not isinstance(body["enabled"], bool):
             raise FieldRefused("enabled", "enabled must be true or false")
@@ -132,7 +132,7 @@ def _webhook(schedule: Schedule, body: dict) -> str | None:
     return value
 
 
-def _conversation(value, *, user) -> uuid.UUID | None:
+def conversation_checked(value, *, user) -> uuid.UUID | None:
     if value == "new":
         return None
     message = 'conversation must be "new" or the id of one of your conversations'

@@ -31,7 +31,12 @@ def _fernet() -> Fernet:
 def secret_new() -> tuple[str, str]:
     """A new secret: (its value, shown once; what is stored)."""
     value = SECRET_PREFIX + secrets.token_urlsafe(32)
-    return value, _fernet().encrypt(value.encode()).decode()
+    return value, secret_sealed(value)
+
+
+def secret_sealed(value: str) -> str:
+    """A secret as it is stored: encrypted with a key derived from SECRET_KEY (a trigger's too)."""
+    return _fernet().encrypt(value.encode()).decode()
 
 
 def secret_value(stored: str) -> str | None:

@@ -131,6 +131,7 @@ def conversation_json(conversation: Conversation, *, running: bool | None = None
         "running": bool(getattr(conversation, "running", False) if running is None else running),
         **({"source": conversation.source} if conversation.source else {}),
         **({"scheduleId": str(conversation.schedule_id)} if conversation.schedule_id else {}),
+        **({"triggerId": str(conversation.trigger_id)} if conversation.trigger_id else {}),
         "viewed_seq": conversation.viewed_seq,
     }
     if hasattr(conversation, "snippet"):  # a search hit

@@ -23,12 +23,13 @@ from chat.doors.openapi.openapi_queue import QUEUE_ROUTES
 from chat.doors.openapi.openapi_responses import RESPONSES_ROUTES, RESPONSES_SCHEMAS
 from chat.doors.openapi.openapi_schedules import SCHEDULE_ROUTES, SCHEDULE_SCHEMAS
 from chat.doors.openapi.openapi_schemas import SCHEMAS, SECURITY_SCHEMES
+from chat.doors.openapi.openapi_triggers import TRIGGER_ROUTES, TRIGGER_SCHEMAS
 from chat.doors.openapi.openapi_usage import USAGE_ROUTES, USAGE_SCHEMAS
 
 # Every route under these is part of the public API; `v1/` is where the versioned one will live.
 DOCUMENTED_PREFIXES = ("api/", "v1/")
-# Routes outside the prefixes that programs call too (load balancers probe /healthz).
-DOCUMENTED_ROUTES = frozenset({"healthz"})
+# Routes outside the prefixes that programs call too (load balancers probe /healthz; a trigger's hook).
+DOCUMENTED_ROUTES = frozenset({"healthz", "hooks/<uuid:trigger_id>/"})
 API_VERSION = "1.0.0"
 # What each route does, keyed by route: the two tables (the second, the whole account's).
 ROUTES = {
@@ -36,6 +37,7 @@ ROUTES = {
     **ACCOUNT_ROUTES,
     **QUEUE_ROUTES,
     **SCHEDULE_ROUTES,
+    **TRIGGER_ROUTES,
     **USAGE_ROUTES,
     **RESPONSES_ROUTES,
 }
@@ -120,7 +122,7 @@ def openapi_document(patterns) -> dict:
         "info": {"title": "agentsite", "version": API_VERSION, "description": DESCRIPTION},
         "paths": {openapi_path(route): path_item(route, pattern, known) for route, pattern, known in table},
         "components": {
-            "schemas": {**SCHEMAS, **SCHEDULE_SCHEMAS, **USAGE_SCHEMAS, **RESPONSES_SCHEMAS},
+            "schemas": {**SCHEMAS, **SCHEDULE_SCHEMAS, **TRIGGER_SCHEMAS, **USAGE_SCHEMAS, **RESPONSES_SCHEMAS},
             "securitySchemes": SECURITY_SCHEMES,
         },
     }

@@ -78,12 +78,13 @@ SCHEMAS: dict[str, dict] = {
             "viewed_seq": {"type": ["integer", "null"], "description": "The version its owner views; null: newest."},
             "snippet": {"type": "string", "description": "A search hit only: plain text around the match."},
             "source": {
-                "enum": ["api", "schedule"],
-                "description": "Started by the OpenAI-compatible endpoint, or a schedule.",
+                "enum": ["api", "schedule", "trigger"],
+                "description": "Started by the OpenAI-compatible endpoint, a schedule or a trigger.",
             },
             "scheduleId": {**UUID, "description": "The schedule that started it, while it exists."},
+            "triggerId": {**UUID, "description": "The trigger that started it, while it exists."},
         },
-        optional=("snippet", "source", "scheduleId"),
+        optional=("snippet", "source", "scheduleId", "triggerId"),
     ),
     "ConversationPage": _object(
         {
