@@ -15,6 +15,7 @@ from django.test import AsyncClient
 
 from chat.agent.compaction import SUMMARY_HEADING
 from chat.agent.estimate import estimate_usage
+from chat.eventlog.takeover import run_interrupt
 from chat.models import Event, Run
 from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
@@ -209,3 +210,12 @@ async def test_cancel_stops_a_compaction_run(roomy, registry, conversation):
     events = await sync_to_async(payloads)(answer.json()["runId"])
     assert [e["type"] for e in events] == ["error", "complete"]
     assert events[0]["code"] == "CANCELLED" and events[1]["status"] == "cancelled"
+
+
+def test_a_compaction_run_whose_process_died_is_closed_never_resumed(conversation):
+    run = Run.objects.create(conversation=conversation, user=conversation.owner, model="m", worker="runs.dead")
+    taken = run_interrupt(run_id=run.pk, message="gone", worker="runs.new", max_resumes=3)
+    assert taken is not None and not taken.resumed
+    assert [f["type"] for f in taken.frames] == ["error", "complete"]
+    run.refresh_from_db()
+    assert run.status == "interrupted"
