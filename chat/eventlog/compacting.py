@@ -52,3 +52,9 @@ def compaction_refusal(*, conversation_id: Any, run_id: Any, seq: int | None) ->
     if not older or older[-1].through_seq is None:
         return NothingToCompact(f"no turn beyond the newest {keep} that the summary in use does not cover")
     return None
+
+
+def turn_runs(*, run_ids: set[str]) -> set[str]:
+    """Those of the runs that have a user_message (all but compaction runs), as strings."""
+    rows = Event.objects.filter(run_id__in=run_ids, type="user_message").values_list("run_id", flat=True)
+    return {str(run_id) for run_id in rows}

@@ -219,3 +219,31 @@ def test_a_compaction_run_whose_process_died_is_closed_never_resumed(conversatio
     assert [f["type"] for f in taken.frames] == ["error", "complete"]
     run.refresh_from_db()
     assert run.status == "interrupted"
+
+
+async def test_until_complete_is_not_ended_by_a_compaction_run(roomy, registry, conversation):
+    from tests.asgi_http import RawStream
+    from tests.asgi_socket import session_cookie
+
+    fake = roomy
+    await turns(fake, registry, conversation, 4)
+    last = await Event.objects.filter(conversation=conversation).order_by("-seq").values_list("seq", flat=True).afirst()
+    key = await sync_to_async(session_cookie)(conversation.owner)
+    stream = RawStream(
+        f"/api/conversations/{conversation.pk}/stream/?until=complete&after={last}",
+        [(b"cookie", f"sessionid={key}".encode())],
+    )
+    await stream.open()
+    assert (await stream.chunk()).startswith(b"event: sync")
+    fake.script(answered("SUMMARY"), answered("answer4"))
+    http = await client(conversation.owner)
+    assert (await compact(http, conversation)).status_code == 202
+    await settled(registry)
+    await ask(registry, conversation, "alpha4")
+    body = b""
+    while (chunk := await stream.chunk()) is not None:
+        body += chunk
+    await stream.close()
+    kinds = [line.split(b": ", 1)[1] for line in body.split(b"\n") if line.startswith(b"event: ")]
+    assert kinds[:2] == [b"compaction", b"complete"]
+    assert kinds[2] == b"user_message" and kinds[-1] == b"complete"
