@@ -15,6 +15,8 @@ from django.test import AsyncClient
 
 from chat.agent.compaction import SUMMARY_HEADING
 from chat.agent.estimate import estimate_usage
+from chat.conversations.importing import ImportRefused, parse_import
+from chat.eventlog.reads import events_after
 from chat.eventlog.takeover import run_interrupt
 from chat.models import Event, Run
 from chat.runs.requests import StartRun
@@ -247,3 +249,27 @@ async def test_until_complete_is_not_ended_by_a_compaction_run(roomy, registry, 
     kinds = [line.split(b": ", 1)[1] for line in body.split(b"\n") if line.startswith(b"event: ")]
     assert kinds[:2] == [b"compaction", b"complete"]
     assert kinds[2] == b"user_message" and kinds[-1] == b"complete"
+
+
+async def test_import_accepts_a_compaction_run(roomy, registry, conversation):
+    fake = roomy
+    await turns(fake, registry, conversation, 4)
+    fake.script(answered("SUMMARY"))
+    http = await client(conversation.owner)
+    run_id = (await compact(http, conversation)).json()["runId"]
+    await settled(registry)
+    events = await sync_to_async(events_after)(conversation_id=conversation.pk)
+    document = {"conversation": {"title": "t"}, "events": events}
+    imported = parse_import(json.dumps(document).encode())
+    assert [e[1]["type"] for e in imported.runs[-1].events] == ["compaction", "complete"]
+    failed = [dict(e) for e in events]
+    at = next(i for i, e in enumerate(failed) if e["runId"] == run_id)
+    failed[at] = {"type": "error", "code": "COMPACTION_FAILED", "message": "m", "detail": "", **_frame(failed[at])}
+    parse_import(json.dumps({"conversation": {"title": "t"}, "events": failed}).encode())
+    failed[at]["code"] = "CANCELLED"
+    with pytest.raises(ImportRefused):
+        parse_import(json.dumps({"conversation": {"title": "t"}, "events": failed}).encode())
+
+
+def _frame(event: dict) -> dict:
+    return {k: event[k] for k in ("seq", "runId", "ts") if k in event}
