@@ -155,7 +155,7 @@ async def test_the_frame_compacts_the_branch_ending_at_seq(roomy, registry, conv
     await socket.close()
 
 
-async def test_refusals(roomy, registry, conversation, make_user):
+async def test_refusals(roomy, registry, conversation, make_user, settings):
     fake = roomy
     runs = await turns(fake, registry, conversation, 2)
     http = await client(conversation.owner)
@@ -178,6 +178,9 @@ async def test_refusals(roomy, registry, conversation, make_user):
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "RUN_IN_PROGRESS"
     await http.post(f"/api/conversations/{conversation.pk}/cancel/")
     await settled(registry)
+    settings.AGENT_MESSAGES_PER_MINUTE = await Run.objects.acount()  # a compaction run counts as any start
+    limited = await compact(http, conversation, {"seq": await sync_to_async(seq_of)(runs[1].pk, "user_message")})
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == "RATE_LIMITED"
 
 
 async def test_a_failed_compaction_fails_its_run_and_compacts_nothing(roomy, registry, conversation):
@@ -199,15 +202,23 @@ async def test_a_failed_compaction_fails_its_run_and_compacts_nothing(roomy, reg
 
 
 async def test_cancel_stops_a_compaction_run(roomy, registry, conversation):
+    from tests.asgi_socket import Socket
+
     fake = roomy
     await turns(fake, registry, conversation, 4)
     fake.script(text_reply("slow " * 80, piece=1, delay=0.05))
     http = await client(conversation.owner)
     answer = await compact(http, conversation)
     assert answer.status_code == 202
-    await asyncio.sleep(0.3)
-    cancelled = await http.post(f"/api/conversations/{conversation.pk}/cancel/")
-    assert cancelled.json()["cancelled"] is True
+    socket = Socket(conversation.owner, conversation.pk)
+    await socket.connect()
+    sync = (await socket.history())[-1]
+    assert sync["running"] is True  # the sync frame shows the compaction run
+    await asyncio.sleep(0.2)
+    await socket.send({"type": "cancel"})
+    frames = await socket.run_to_end()
+    assert frames[-1]["status"] == "cancelled" and frames[-1]["runId"] == answer.json()["runId"]
+    await socket.close()
     await settled(registry)
     events = await sync_to_async(payloads)(answer.json()["runId"])
     assert [e["type"] for e in events] == ["error", "complete"]
