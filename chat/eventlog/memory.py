@@ -161,7 +161,9 @@ def _memories(runs: Mapping[Any, Any], *, fill: bool, after: Mapping[Any, int]) 
         turns = [(run_id, checkpoints[run_id], seqs.get(run_id)) for run_id in reversed(chain)]
         out[conversation_id] = memory_of(turns, mine[conversation_id], own_events[conversation_id], held)
     if fallback:
-        for conversation_id, events in runs_memory_events(runs=fallback).items():
+        # A compaction run's branch is read from the log from the turn it ends at (`after`).
+        branch_of = {c: parents.get(c) or run_id if c in after else run_id for c, run_id in fallback.items()}
+        for conversation_id, events in runs_memory_events(runs=branch_of).items():
             out[conversation_id] = _from_log(events, run_id=fallback[conversation_id], held=held)
     return out
 

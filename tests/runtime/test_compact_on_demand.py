@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -15,7 +16,8 @@ from django.test import AsyncClient
 
 from chat.agent.compaction import SUMMARY_HEADING
 from chat.agent.estimate import estimate_usage
-from chat.conversations.importing import ImportRefused, parse_import
+from chat.conversations.importing import ImportRefused, conversation_import, parse_import
+from chat.eventlog.compacting import compaction_memory, compaction_refusal
 from chat.eventlog.reads import events_after
 from chat.eventlog.takeover import run_interrupt
 from chat.models import Event, Run
@@ -284,3 +286,34 @@ async def test_import_accepts_a_compaction_run(roomy, registry, conversation):
 
 def _frame(event: dict) -> dict:
     return {k: event[k] for k in ("seq", "runId", "ts") if k in event}
+
+
+def test_a_branch_read_from_the_log_compacts_too(make_user, settings):
+    """An imported run with two user_messages stops the checkpoint walk: the compaction run's
+    branch is then read from the log, from the turn it ends at."""
+    settings.AGENT_COMPACT_KEEP_TURNS = 2
+    frames: list[dict] = []
+
+    def add(run: str, kind: str, **fields) -> int:
+        frames.append({"seq": len(frames) + 1, "runId": run, "type": kind, **fields})
+        return len(frames)
+
+    first = add("r0", "user_message", content="q0", parentSeq=None)
+    add("r0", "text", content="a0")
+    add("r0", "complete", status="succeeded")
+    second = add("r1", "user_message", content="q1", parentSeq=first)
+    add("r1", "user_message", content="again", parentSeq=first)
+    add("r1", "text", content="a1")
+    add("r1", "complete", status="succeeded")
+    third = add("r2", "user_message", content="q2", parentSeq=second)
+    add("r2", "text", content="a2")
+    add("r2", "complete", status="succeeded")
+    add("r3", "user_message", content="q3", parentSeq=third)
+    add("r3", "text", content="a3")
+    add("r3", "complete", status="succeeded")
+    imported = conversation_import(
+        owner=make_user("alice"), imported=parse_import(json.dumps({"conversation": {}, "events": frames}).encode())
+    )
+    assert compaction_refusal(conversation_id=imported.pk, run_id=uuid.uuid4(), seq=None) is None
+    found = compaction_memory(conversation_id=imported.pk, run_id=uuid.uuid4(), seq=None)
+    assert len(found.layout.turns) >= 3 and "q3" in json.dumps(found.messages)
