@@ -13,6 +13,7 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
+from django.utils import timezone
 
 from chat.agent.compaction import SUMMARY_HEADING
 from chat.agent.estimate import estimate_usage
@@ -20,7 +21,7 @@ from chat.conversations.importing import ImportRefused, conversation_import, par
 from chat.eventlog.compacting import compaction_memory, compaction_refusal
 from chat.eventlog.reads import events_after
 from chat.eventlog.takeover import run_interrupt
-from chat.models import Event, Run
+from chat.models import Budget, Event, ModelCall, Run
 from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
 from tests.fakellm import text_reply
@@ -183,6 +184,13 @@ async def test_refusals(roomy, registry, conversation, make_user, settings):
     settings.AGENT_MESSAGES_PER_MINUTE = await Run.objects.acount()  # a compaction run counts as any start
     limited = await compact(http, conversation, {"seq": await sync_to_async(seq_of)(runs[1].pk, "user_message")})
     assert limited.status_code == 429 and limited.json()["error"]["code"] == "RATE_LIMITED"
+    settings.AGENT_MESSAGES_PER_MINUTE = 0
+    await Budget.objects.acreate(scope="user", user=conversation.owner, period="day", tokens=5)
+    await ModelCall.objects.acreate(run=runs[0], iteration=1, attempt=1, started_at=timezone.now(), total_tokens=5)
+    spent = await compact(http, conversation)
+    assert spent.status_code == 429 and spent.json()["error"]["code"] == "QUOTA_EXCEEDED"
+    assert spent["Retry-After"] and spent.json()["error"]["budget"]["scope"] == "user"
+    assert await Run.objects.filter(status="running").acount() == 0
 
 
 async def test_a_failed_compaction_fails_its_run_and_compacts_nothing(roomy, registry, conversation):
