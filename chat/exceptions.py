@@ -45,6 +45,10 @@ class ApprovalClosed(Exception):
     """An answer to an approval request that was answered, expired, or whose run ended."""
 
 
+class NothingToCompact(Exception):
+    """A compaction run asked for a branch with no turn to summarize beyond the ones it keeps."""
+
+
 class NotAUserMessage(ValueError):
     """A message, edit or regenerate named a seq that is not a user_message of its conversation."""
 

@@ -38,6 +38,7 @@ urlpatterns = [
     path("api/conversations/<uuid:conversation_id>/files/<path:path>", files_api.conversation_file, name="api-file"),
     path("api/conversations/<uuid:conversation_id>/messages/", runs_api.conversation_messages, name="api-messages"),
     path("api/conversations/<uuid:conversation_id>/cancel/", runs_api.conversation_cancel, name="api-cancel"),
+    path("api/conversations/<uuid:conversation_id>/compact/", runs_api.conversation_compact, name="api-compact"),
     path("api/conversations/<uuid:conversation_id>/queue/", runs_api.conversation_queue, name="api-queue"),
     path(
         "api/conversations/<uuid:conversation_id>/queue/<str:queue_id>/",

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from .estimate import estimate_usage
 from .events import AgentEvent, CompactionEvent, ErrorCode, ErrorEvent
-from .hooks import AgentState, ModelInterceptor, chain_model
+from .hooks import AgentState, ModelInterceptor, StopRun, chain_model
 from .llm import ChatModel
 from .model_errors import ModelCallError
 from .trace import CANCELLED, ModelCallObserver, attempt_record, notify
@@ -69,6 +69,7 @@ class Policy:
     max_messages: int = 80  # 0: no bound on the messages
     prompt: str = DEFAULT_PROMPT
     may_compact: bool = True  # False: trim only (a `/v1` call's run)
+    manual: bool = False  # a compaction run's: compact_now instead of the agent's model calls
 
     @property
     def limit(self) -> int:
@@ -173,6 +174,35 @@ class Compactor:
                 self._trim(history)
         finally:
             self._seen = len(history)
+
+    async def compact_now(
+        self,
+        history: list[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        state: AgentState,
+        agent: Caller,
+        emit: Emit,
+    ) -> ErrorEvent | None:
+        """A compaction run's one step (docs/protocol.md, "Compaction", on demand): the summary in
+        use and every earlier turn but the newest `keep_turns` summarized, whatever their size; the
+        event's `tokensAfter` is the memory a following message starts from. The error that
+        fails the run, or None."""
+        self._history, self._tools = history, list(tools)
+        turns = self.layout.turns
+        keep = max(self.policy.keep_turns, 0)
+        older = turns[: len(turns) - keep] if keep else turns
+        if not older or older[-1].through_seq is None:
+            return ErrorEvent(ErrorCode.COMPACTION_FAILED, "There is nothing to summarize.", "no turn to summarize")
+        before = self.size(history)
+        try:
+            summary = await self._summarize(history, len(older), state, agent)
+        except StopRun as stop:  # a budget used up before the compaction call
+            return stop.error
+        if summary is None:
+            return ErrorEvent(ErrorCode.COMPACTION_FAILED, "The conversation could not be summarized.", self._why)
+        self._replace(history, len(older), summary)
+        emit(replace(self._event(older, summary, before), trigger="manual"))
+        return None
 
     # -- where the parts of the history are ----------------------------------------------
     def _starts(self, history: list[dict[str, Any]]) -> tuple[int, int]:

@@ -291,6 +291,9 @@ class AgentRun:
         agent = self.agent
         call_model = chain_model(agent.model_interceptors, self._stream_model)
         tool_specs = self._tools.specs()
+        if agent.compactor is not None and agent.compactor.policy.manual:  # a compaction run
+            error = await agent.compactor.compact_now(history, tool_specs, state, agent, self._emit)
+            return (RunStatus.SUCCEEDED, None) if error is None else (RunStatus.FAILED, error)
         for iteration in range(1, agent.max_iterations + 1):
             state.iteration = self.result.iterations = iteration
             for steer in await steers_now(agent.steering):

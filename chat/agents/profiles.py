@@ -73,6 +73,8 @@ class AgentConfig:
     context_tokens: int = 32000
     # Its runs may summarize older turns; an OpenAI-compatible call's only trim (its client resends them).
     compacts: bool = True
+    # A compaction run's: it summarizes its branch now and makes no other model call.
+    compaction_run: bool = False
     # The run's own system message, after the system prompt (a Responses API request's `instructions`).
     instructions: str | None = None
 

@@ -359,21 +359,37 @@ def _parse_document(data: Any) -> Imported:
         raise ImportRefused("the last run has no complete event (a run left running)")
     for run in runs:
         _check_tool_calls(run)
+        _check_compaction_run(run)
     return Imported(title=title, runs=runs, loose=loose, **organized)
 
 
 def _run_begins(frame: dict[str, Any], where: str, *, by_id: dict[str, ImportedRun]) -> None:
-    """Check the first event of a run: a user_message; a child run's names a run still going on as
-    its parentRunId, a top-level run's follows the complete of every run before it."""
-    if frame["type"] != "user_message":
-        raise ImportRefused(f"{where}: a run must begin with user_message")
+    """Check the first event of a run: a user_message (a compaction run's, top-level, a
+    `compaction` or an `error`: _check_compaction_run); a child run's names a run still going on
+    as its parentRunId, a top-level run's follows the complete of every run before it."""
     parent = frame.get(CHILD_KEY)
+    if frame["type"] != "user_message" and (parent is not None or frame["type"] not in ("compaction", "error")):
+        raise ImportRefused(f"{where}: a run must begin with user_message")
     if parent is not None:
         if parent not in by_id or by_id[parent].status:
             raise ImportRefused(f"{where}: parentRunId names no run going on")
         return
     if any(not run.status for run in by_id.values()):
         raise ImportRefused(f"{where}: the run before it has no complete event (a run left running)")
+
+
+def _check_compaction_run(run: ImportedRun) -> None:
+    """A run without user_message is a compaction run (docs/protocol.md, "Compaction"): its
+    `compaction`, or its `error` COMPACTION_FAILED, then its `complete`."""
+    kinds = [payload["type"] for _, payload, _ in run.events]
+    if kinds[0] == "user_message":
+        return
+    first = run.events[0][1]
+    if kinds != [kinds[0], "complete"] or (kinds[0] == "error" and first.get("code") != "COMPACTION_FAILED"):
+        raise ImportRefused(
+            f"seq {run.events[0][0]}: a run without user_message holds a compaction or a COMPACTION_FAILED "
+            "error, then complete"
+        )
 
 
 def _organized(conversation: dict[str, Any]) -> dict[str, Any]:

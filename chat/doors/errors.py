@@ -33,6 +33,7 @@ RETRY_AFTER_SECONDS = 5
 _RUN_VIEWS = {
     runs_api.conversation_messages,
     runs_api.conversation_cancel,
+    runs_api.conversation_compact,
     runs_api.run_approval,
     runs_api.conversation_queue,
     runs_api.conversation_unqueue,

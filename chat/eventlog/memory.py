@@ -99,14 +99,15 @@ def read_bound() -> int:
     return 2 * max(settings.AGENT_COMPACT_MAX_MESSAGES, 80)
 
 
-def runs_memory(*, runs: Mapping[Any, Any]) -> dict[Any, Memory]:
+def runs_memory(*, runs: Mapping[Any, Any], after: Mapping[Any, int] | None = None) -> dict[Any, Memory]:
     """For running runs, {conversation_id: run_id}: the memory each one's model starts from, its
     branch's summary and earlier turns, then the run's own events so far. A handful of queries
-    for all of them."""
-    return _memories(runs, fill=True)
+    for all of them. `after` {conversation_id: seq}: those runs have no user_message (compaction
+    runs): their branch is the one whose newest turn is that of the user_message at `seq`."""
+    return _memories(runs, fill=True, after=after or {})
 
 
-def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, Memory]:
+def _memories(runs: Mapping[Any, Any], *, fill: bool, after: Mapping[Any, int]) -> dict[Any, Memory]:
     own = events_of(list(runs.values()))
     held = held_by_run(conversation_ids=list(runs))
     out: dict[Any, Memory] = {}
@@ -118,6 +119,8 @@ def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, Memory]:
         events = own_events[conversation_id] = own.get(_key(run_id), (conversation_id, []))[1]
         mine[conversation_id] = history.run_messages(events)
         heads = [e for e in events if e["type"] == "user_message"]
+        if conversation_id in after:  # as if a message followed the user_message at that seq
+            heads = [{"type": "user_message", "seq": after[conversation_id] + 1, "parentSeq": after[conversation_id]}]
         if not heads:  # its user_message is not stored (cannot be): its own events alone
             out[conversation_id] = memory_of((), mine[conversation_id], events, {})
         elif len(heads) > 1 or "parentSeq" not in heads[0]:
@@ -145,7 +148,7 @@ def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, Memory]:
     if missing and fill:
         for conversation_id in missing:
             checkpoints_fill(conversation_id=conversation_id)
-        out.update(_memories(missing, fill=False))
+        out.update(_memories(missing, fill=False, after=after))
     else:
         fallback.update(missing)
     checkpoints = dict(
@@ -158,7 +161,9 @@ def _memories(runs: Mapping[Any, Any], *, fill: bool) -> dict[Any, Memory]:
         turns = [(run_id, checkpoints[run_id], seqs.get(run_id)) for run_id in reversed(chain)]
         out[conversation_id] = memory_of(turns, mine[conversation_id], own_events[conversation_id], held)
     if fallback:
-        for conversation_id, events in runs_memory_events(runs=fallback).items():
+        # A compaction run's branch is read from the log from the turn it ends at (`after`).
+        branch_of = {c: parents.get(c) or run_id if c in after else run_id for c, run_id in fallback.items()}
+        for conversation_id, events in runs_memory_events(runs=branch_of).items():
             out[conversation_id] = _from_log(events, run_id=fallback[conversation_id], held=held)
     return out
 

@@ -153,7 +153,8 @@ def run_interrupt(
         # The dead worker's channel name is for operators (the log), not for the user's timeline.
         logger.info("run %s interrupted: its worker %s is gone", run_id, run.worker or "(released)")
         error = ErrorEvent(ErrorCode.INTERRUPTED, message).to_dict()
-        resumed = run.resumes < max_resumes
+        # A compaction run (no user_message, docs/protocol.md "Compaction") is closed, never resumed.
+        resumed = run.resumes < max_resumes and any(e["type"] == "user_message" for e in logged)
         if resumed:
             error["resumed"] = True
             answer = Answer()

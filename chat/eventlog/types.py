@@ -110,6 +110,9 @@ class Message:
     # `via` and `request`, docs/protocol.md, "Responses API").
     via: str | None = None
     request: dict[str, Any] | None = None
+    # A compaction run (docs/protocol.md, "Compaction", on demand), of the branch ending at the
+    # user_message `parent_seq` (None: the newest): no user_message is stored.
+    compact: bool = False
 
     @property
     def named_seq(self) -> int | None:

@@ -212,6 +212,14 @@ BUDGET_FAMILIES = {
 }
 
 
+def compaction_counted(*, trigger: str, outcome: str) -> None:
+    """agentsite_compactions_total{trigger, outcome} + 1 (auto or manual; ok or failed): counted as
+    a run of this server stores it, never for an imported one."""
+    key = series_key("agentsite_compactions_total", {"trigger": trigger, "outcome": outcome})
+    MetricTally.objects.get_or_create(series=key)
+    MetricTally.objects.filter(series=key).update(value=F("value") + 1)
+
+
 def budget_counted(*, kind: str, scope: str) -> None:
     """agentsite_budget_<kind>_total{scope} + 1 (scope: user, group, default, agent, token)."""
     key = series_key(f"agentsite_budget_{kind}_total", {"scope": scope})
@@ -230,6 +238,14 @@ class DatabaseCollector:
             yield _with_tallies(
                 CounterMetricFamily(f"agentsite_budget_{kind}", documentation, labels=["scope"]), tallies
             )
+        yield _with_tallies(
+            CounterMetricFamily(
+                "agentsite_compactions",
+                "Compactions of older turns, by trigger and outcome.",
+                labels=["trigger", "outcome"],
+            ),
+            tallies,
+        )
         yield websocket_family()
 
 

@@ -16,8 +16,9 @@ The credential holds for the stream's life: a revocation pushed to the user's gr
 (chat.accounts.revocation) ends it at once, and the session or token is re-checked every
 held_credentials.SESSION_RECHECK_SECONDS for a push that was lost. The conversation's deletion,
 pushed to its group (chat.realtime.deletion), ends it at once with an `error` frame NOT_FOUND.
-`until_complete` ends it after the first `complete` past `after` of a top-level run (a child
-run's, docs/protocol.md "Sub-agents", does not end it).
+`until_complete` ends it after the first `complete` past `after` of a top-level run that has a
+user_message (a child run's, docs/protocol.md "Sub-agents", and a compaction run's,
+"Compaction", do not end it).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from django.db import DatabaseError
 from chat.accounts import held_credentials
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import REVOKED, user_group
+from chat.eventlog.compacting import turn_runs
 from chat.eventlog.frames import CHILD_KEY, sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
 from chat.realtime.backlog import FELL_BEHIND, Backlog, give_up
@@ -86,6 +88,7 @@ class Stream:
         self.scope = scope or {}
         self.groups = (user_group(user.pk), conversation_group(conversation.pk))
         self._inbox = Backlog()
+        self._turns: set[str] = set()  # runs known to have a user_message (until_complete)
 
     def deliver(self, message: dict[str, Any]) -> None:
         """The hub's: a message of the stream's groups, read by `_live` in the order it came;
@@ -193,10 +196,29 @@ class Stream:
             out += await self._from_database(until=frames[0]["seq"] - 1)
             if frames[0]["seq"] > self.last_seq + 1:  # the gap could not be read: the next tick fills it
                 return out
+        await self._learn_turns(frames)
         for frame in frames:
             if frame["seq"] > self.last_seq and not self.done:
                 out.append(self._send(frame))
         return out
+
+    async def _learn_turns(self, frames: list[dict[str, Any]]) -> None:
+        """For until_complete: which runs whose `complete` is among `frames` have a user_message
+        (a compaction run's complete does not end the stream). Read only for runs not seen
+        starting; a database that does not answer counts them as turns (the stream ends)."""
+        if not self.until_complete:
+            return
+        self._turns |= {str(f.get("runId")) for f in frames if f["type"] == "user_message"}
+        unknown = {
+            str(f.get("runId"))
+            for f in frames
+            if f["type"] == "complete" and CHILD_KEY not in f and str(f.get("runId")) not in self._turns
+        }
+        if unknown:
+            try:
+                self._turns |= await request_db(turn_runs)(run_ids=unknown)
+            except DatabaseError:
+                self._turns |= unknown
 
     async def _from_database(self, until: int | None = None) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -205,6 +227,7 @@ class Stream:
                 frames = await request_db(events_after)(
                     conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
                 )
+                await self._learn_turns(frames)
                 out += [self._send(frame) for frame in frames if not self.done]
                 if len(frames) < EVENT_PAGE:
                     break
@@ -215,5 +238,5 @@ class Stream:
     def _send(self, frame: dict[str, Any]) -> dict[str, Any]:
         self.last_seq = frame["seq"]
         if self.until_complete and frame["type"] == "complete" and CHILD_KEY not in frame:  # a top-level run's
-            self.done = True
+            self.done = self.done or str(frame.get("runId")) in self._turns  # not a compaction run's
         return frame

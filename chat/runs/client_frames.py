@@ -14,7 +14,7 @@ from chat.agent.approval import APPROVED, DENIED, Decision
 from chat.agent.text import invalid_reason
 
 # The frames a client may send (docs/protocol.md, "Client frames").
-FRAME_TYPES = ("message", "edit", "regenerate", "cancel", "ping", "approve", "unqueue")
+FRAME_TYPES = ("message", "edit", "regenerate", "compact", "cancel", "ping", "approve", "unqueue")
 
 # The `approve` frame's decisions, and what the run records for each.
 ANSWERS = {"approve": APPROVED, "deny": DENIED}

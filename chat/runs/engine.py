@@ -12,6 +12,7 @@ from chat.exceptions import (
     ApprovalClosed,
     ConversationGone,
     NotAUserMessage,
+    NothingToCompact,
     NotQueued,
     QueueFull,
     QuotaBusy,
@@ -43,6 +44,10 @@ async def start(request: StartRun) -> tuple[Run, int]:
         raise ProtocolError("BAD_REQUEST", "That is not a message of this conversation.", str(exc)) from None
     except RunInProgress:
         raise ProtocolError("RUN_IN_PROGRESS", "A run is already in progress in this conversation.") from None
+    except NothingToCompact as exc:
+        raise ProtocolError(
+            "NOTHING_TO_COMPACT", "There is nothing to summarize: the kept turns are all there is.", str(exc)
+        ) from None
     except RateLimited as exc:
         raise ProtocolError("RATE_LIMITED", "Too many messages; wait a minute.", str(exc)) from None
     except QuotaBusy as exc:

@@ -107,6 +107,15 @@ async def start_request(
     )
 
 
+def compact_request(
+    frame: dict[str, Any], *, conversation: Conversation, user, api_token_id: int | None = None
+) -> StartRun:
+    """A `compact` frame (or the body of POST .../compact/) as the StartRun of a compaction run:
+    `seq`?, the user_message whose turn ends the branch to compact (docs/protocol.md, "Compaction")."""
+    seq = seq_field(frame, "seq", optional=True)
+    return StartRun(conversation, user, "", parent_seq=seq, compact=True, api_token_id=api_token_id)
+
+
 def cancel_request(frame: dict[str, Any], *, conversation_id) -> CancelRun:
     """A `cancel` frame (or the body of POST .../cancel/) as a CancelRun."""
     return CancelRun(conversation_id, clear_queue_field(frame))

@@ -8,6 +8,7 @@ begins while its start is stored, and keeps going only if the start is admitted 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -17,6 +18,7 @@ from chat.agent.perloop import PerLoop
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import memory
+from chat.eventlog.compacting import compaction_memory
 from chat.eventlog.compactions import Memory, first_turn
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.types import RunStart
@@ -69,7 +71,7 @@ class Starter:
             # The run is started: it gets its task even if the caller has gone meanwhile.
             run, frames, messages, config = result
             registry.adopt(run, memory=messages, announce=frames, config=config, begun=begun)
-            out.append((run, frames[0]["seq"]))
+            out.append((run, frames[0]["seq"] if frames else 0))  # a compaction run has no user_message
         return out
 
 
@@ -81,7 +83,7 @@ def start_with_memory(
     the configuration of its agent, from the profile the start read."""
     started = runs_start(starts=starts)
     runs = [result for result in started if not isinstance(result, Exception)]
-    older = {run.conversation_id: run.pk for run, frames in runs if frames[0].get("parentSeq") is not None}
+    older = {run.conversation_id: run.pk for run, frames in runs if frames and frames[0].get("parentSeq") is not None}
     memories = memory.runs_memory(runs=older) if older else {}
     out: list[tuple[Run, list[EventFrame], Memory, AgentConfig] | Exception] = []
     for start, result in zip(starts, started, strict=True):
@@ -90,7 +92,6 @@ def start_with_memory(
             continue
         run, frames = result
         key = run.conversation_id
-        messages = memories[key] if key in memories else first_turn(frames)
         config = profiles.start_config(
             run.agent,
             source=start.message.conversation.source,
@@ -98,6 +99,11 @@ def start_with_memory(
             via=start.message.via,
             instructions=(start.message.request or {}).get("instructions"),
         )
+        if start.message.compact:  # its branch's memory, read as its start checked it
+            messages = compaction_memory(conversation_id=key, run_id=run.pk, seq=start.message.parent_seq)
+            config = replace(config, compacts=True, compaction_run=True)
+        else:
+            messages = memories[key] if key in memories else first_turn(frames)
         out.append((run, frames, messages, config))
     return out
 

@@ -12,6 +12,7 @@ from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from chat.eventlog.append import batches_append, conversation_key
+from chat.eventlog.compacting import compaction_refusal
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.inserts import insert_objects
 from chat.eventlog.turns import first_message_title, first_turn_text, start_turns, with_agent
@@ -76,13 +77,21 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
     keys = {conversation_key(s.message.conversation.pk) for s in starts}
     turns = start_turns(starts)
     admission = admission_read(starts=starts, keys=keys, now=now)
-    accepted: list[tuple[int, Run, dict[str, Any]]] = []  # (index in starts, run, its user_message)
+    # (index in starts, run, its user_message; None for a compaction run's, which has none)
+    accepted: list[tuple[int, Run, dict[str, Any] | None]] = []
     for index, (start, turn) in enumerate(zip(starts, turns, strict=True)):
         key = conversation_key(start.message.conversation.pk)
-        if isinstance(turn, Exception):
+        run_id = start.run_id or uuid.uuid4()
+        head: dict[str, Any] | None = None
+        if start.message.compact:  # RUN_IN_PROGRESS and the admission first, then its branch
+            refusal = admission.refusal(start, key) or compaction_refusal(
+                conversation_id=key, run_id=run_id, seq=start.message.parent_seq
+            )
+        elif isinstance(turn, Exception):
             refused[index] = turn
             continue
-        refusal = admission.refusal(start, key)
+        else:
+            head, refusal = turn, admission.refusal(start, key)
         if refusal is not None:
             refused[index] = refusal
             if isinstance(refusal, QuotaExceeded) and refusal.budget is not None:
@@ -91,7 +100,7 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
         reserved = admission.reserve(start, key)
         profile = admission.profile(start, key)
         run = Run(
-            id=start.run_id or uuid.uuid4(),
+            id=run_id,
             conversation_id=key,
             user=start.message.user,
             agent=profile,
@@ -104,28 +113,30 @@ def _runs_start_group(starts: list[RunStart]) -> list[tuple[Run, list[EventFrame
             reserved_tokens=reserved,
             api_token_id=start.message.api_token_id,
         )
-        accepted.append((index, run, turn))
+        accepted.append((index, run, head))
     if not accepted:
         return [refused[index] for index in range(len(starts))]
     insert_objects([run for _, run, _ in accepted])
     # The new turn is the one to show (docs/protocol.md, "Versions: edits, regenerated answers and branches": the newest branch by default).
     Conversation.objects.filter(
-        pk__in={run.conversation_id for _, run, _ in accepted}, viewed_seq__isnull=False
+        pk__in={run.conversation_id for _, run, turn in accepted if turn is not None}, viewed_seq__isnull=False
     ).update(viewed_seq=None)
     titles = {
         run.conversation_id: first_message_title(first_turn_text(turn))
         for index, run, turn in accepted
-        if not starts[index].message.conversation.title
+        if turn is not None and not starts[index].message.conversation.title
     }
     if titles:
         Conversation.objects.filter(pk__in=titles, title="").update(
             title=Case(*(When(pk=key, then=Value(title)) for key, title in titles.items()))
         )
-    stored = batches_append(
-        [EventBatch(run.conversation_id, run.pk, [with_agent(turn, run)]) for _, run, turn in accepted]
-    )
-    started: dict[int, tuple[Run, list[EventFrame]]] = {}
-    for (index, run, _), frames in zip(accepted, stored, strict=True):
+    turns_of = [(index, run, turn) for index, run, turn in accepted if turn is not None]
+    batches = [EventBatch(run.conversation_id, run.pk, [with_agent(turn, run)]) for _, run, turn in turns_of]
+    stored = batches_append(batches) if batches else []
+    started: dict[int, tuple[Run, list[EventFrame]]] = {
+        index: (run, []) for index, run, turn in accepted if turn is None
+    }
+    for (index, run, _), frames in zip(turns_of, stored, strict=True):
         if frames is None:
             raise ConversationGone("a conversation was deleted")  # -> one by one
         started[index] = (run, frames)

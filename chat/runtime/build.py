@@ -205,6 +205,7 @@ def compactor(config: AgentConfig, layout: Layout) -> Compactor:
         max_messages=settings.AGENT_COMPACT_MAX_MESSAGES,
         prompt=settings.AGENT_COMPACT_PROMPT,
         may_compact=config.compacts,
+        manual=config.compaction_run,
     )
     return Compactor(policy, layout)
 

@@ -30,6 +30,7 @@ from chat.eventlog.takeover import run_interrupt
 from chat.eventlog.types import Interruption, RunOutcome
 from chat.exceptions import ConversationGone
 from chat.ops import tracing
+from chat.ops.metrics import compaction_counted
 from chat.runtime import build, delegates, titles
 from chat.runtime.budget_check import BudgetCheck
 from chat.runtime.doorbell import publish
@@ -171,6 +172,8 @@ async def execute(handle: RunHandle, *, memory: Memory, announce: list[EventFram
             data, outcome = event.to_dict(), _outcome(agent_run) if isinstance(event, CompleteEvent) else None
             if outcome is not None and agent_run.agent.compactor is not None:
                 data["context"] = agent_run.agent.compactor.gauge()  # what the next message starts from
+            if data["type"] == "compaction" or data.get("code") == ErrorCode.COMPACTION_FAILED:
+                await _compaction_counted(data, manual=handle.config.compaction_run)
             if trace is not None:
                 trace.observe(data, outcome, usage=agent_run.result.usage if outcome is not None else None)
             await sink.add(data, outcome=outcome)
@@ -221,6 +224,13 @@ async def _children_ended(handle: RunHandle, memory: list[dict]) -> None:
             if message.get("role") == "tool" and message.get("tool_call_id") == wait.tool_call_id:
                 message["content"] = result
     handle.waiting = []
+
+
+async def _compaction_counted(data: dict, *, manual: bool) -> None:
+    """agentsite_compactions_total{trigger, outcome} (docs/protocol.md, "Health and metrics")."""
+    outcome = "ok" if data["type"] == "compaction" else "failed"
+    count = database_sync_to_async(compaction_counted, thread_sensitive=False)
+    await count(trigger="manual" if manual else "auto", outcome=outcome)
 
 
 def refused_for_good(exc: BaseException) -> bool:

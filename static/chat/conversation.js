@@ -229,6 +229,9 @@ export class ConversationView {
     if (frame.type === "user_message" && frame.queueId) this.waiting.delete(frame.queueId);
     const runId = frame.runId || "unknown";
     let turn = this.turns.get(runId);
+    // A compaction run (docs/protocol.md, "Compaction") has no user_message: it is no turn; its
+    // summary is drawn after the turn it ends at (above).
+    if (!turn && frame.type !== "user_message") return;
     if (!turn) {
       turn = new Turn(runId, this.turnActions);
       this.turns.set(runId, turn);

@@ -65,6 +65,7 @@ function ingest(frames) {
     if (children.apply(frame, false)) continue;
     const runId = frame.runId || "unknown";
     let turn = turns.get(runId);
+    if (!turn && frame.type !== "user_message") continue; // a compaction run is no turn
     if (!turn) {
       turn = new Turn(runId, actions);
       turns.set(runId, turn);

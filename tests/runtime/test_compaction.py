@@ -13,7 +13,8 @@ from asgiref.sync import sync_to_async
 
 from chat.agent.compaction import SUMMARY_HEADING
 from chat.agent.estimate import estimate_usage
-from chat.models import Event, ModelCall, Run
+from chat.models import Event, MetricTally, ModelCall, Run
+from chat.ops.metrics import series_key
 from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
 from tests.fakellm import text_reply
@@ -52,6 +53,11 @@ async def ask(registry, conversation, content: str, **version) -> Run:
     run, _ = await start_run(StartRun(conversation=conversation, user=conversation.owner, content=content, **version))
     await registry.wait_idle()
     return run
+
+
+def tally(name: str, **labels) -> float:
+    """A counter of /metrics kept as it happens (chat.ops.metrics.MetricTally)."""
+    return MetricTally.objects.filter(series=series_key(name, labels)).values_list("value", flat=True).first() or 0
 
 
 def payloads(run_id) -> list[dict]:
@@ -112,6 +118,7 @@ async def test_older_turns_are_summarized_and_the_next_request_holds_the_summary
     assert calls == [("compaction", 307), ("agent", 203)]
     assert events[-1]["usage"] == {"promptTokens": 500, "completionTokens": 10, "totalTokens": 510}
     assert events[-1]["context"]["limit"] == 600 and 0 < events[-1]["context"]["tokens"] <= 600
+    assert await sync_to_async(tally)("agentsite_compactions_total", trigger="auto", outcome="ok") == 1
 
     # The next run starts from the summary; full again, it summarizes the summary and turn 1,
     # never turn 0 again.
@@ -155,6 +162,7 @@ async def test_a_failed_compaction_trims_and_the_run_goes_on(small_context, regi
     assert "alpha0" not in sent(agent_call) and "alpha2" in sent(agent_call)  # the oldest turn trimmed
     assert size(agent_call) <= LIMIT
     assert (await sync_to_async(Run.objects.get)(pk=run.pk)).status == "succeeded"
+    assert await sync_to_async(tally)("agentsite_compactions_total", trigger="auto", outcome="failed") == 1
 
 
 async def test_a_branch_that_left_before_the_summarized_turn_never_gets_the_summary(

@@ -31,7 +31,7 @@ def exported() -> str:
     through = add("r1", type="complete", status="succeeded", context={"tokens": 900, "limit": 32000})
     second = add("r2", type="user_message", content="How many days?", parentSeq=first)
     add("r2", type="text", content="Four or five.")
-    add("r2", type="complete", status="succeeded", context={"tokens": 1800, "limit": 32000})
+    second_done = add("r2", type="complete", status="succeeded", context={"tokens": 1800, "limit": 32000})
     add("r3", type="user_message", content="And the budget?", parentSeq=second)
     add(
         "r3",
@@ -46,6 +46,19 @@ def exported() -> str:
     )
     add("r3", type="text", content="About 150,000 yen.")
     add("r3", type="complete", status="succeeded", context={"tokens": 24000, "limit": 32000})
+    # A compaction asked for (docs/protocol.md, "Compaction", on demand): a run that is no turn.
+    add(
+        "r4",
+        type="compaction",
+        summary="Kyoto in May, four or five days.",
+        throughSeq=second_done,
+        previousSeq=None,
+        turns=2,
+        tokensBefore=1800,
+        tokensAfter=400,
+        trigger="manual",
+    )
+    add("r4", type="complete", status="succeeded")
     return json.dumps({"conversation": {"title": "Kyoto"}, "events": events})
 
 
@@ -63,7 +76,8 @@ def test_a_summary_row_after_the_summarized_turn_and_the_context_gauge(user_page
     expect(turns).to_have_count(3)
     row = turns.nth(0).locator(".compaction-row")
     expect(row).to_have_count(1)
-    expect(turns.nth(1).locator(".compaction-row")).to_have_count(0)
+    expect(turns.nth(1).locator(".compaction-row .compaction-count")).to_have_text(" · 2 turns")  # the manual one
+    expect(turns.nth(2).locator(".compaction-row")).to_have_count(0)
     expect(row.locator("summary")).to_have_text("Earlier conversation summarized · 1 turn")
     expect(row.locator(".compaction-summary")).to_be_hidden()
     row.locator("summary").click()

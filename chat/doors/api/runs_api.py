@@ -24,7 +24,7 @@ from chat.models import Run
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError, already_answered
 from chat.runs.queue import Queued, Steered, queue_rows
-from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
+from chat.runs.requests import Unqueue, approve_request, cancel_request, compact_request, start_request
 from serving.loop_middleware import request_db
 
 
@@ -113,6 +113,19 @@ async def conversation_cancel(request, conversation_id: uuid.UUID):
         cancel_request(_cancel_body(request), conversation_id=conversation.pk)
     )
     return JsonResponse({"cancelled": cancelled, "cleared": cleared}, status=202)
+
+
+@require_http_methods(["POST"])
+@_answering_refusals
+async def conversation_compact(request, conversation_id: uuid.UUID):
+    """A compaction run of the branch ending at the user_message `seq`? (docs/protocol.md,
+    "Compaction") → 202 {"runId"}; NOTHING_TO_COMPACT 409, BAD_REQUEST 400 for another seq."""
+    user, conversation = await _owned_conversation(request, conversation_id)
+    token = getattr(request, "api_token", None)
+    frame = _cancel_body(request)  # an empty body: the newest message's branch
+    asked = compact_request(frame, conversation=conversation, user=user, api_token_id=token.pk if token else None)
+    run, _ = await engine.start(asked)
+    return JsonResponse({"runId": str(run.pk)}, status=202)
 
 
 @require_http_methods(["GET"])

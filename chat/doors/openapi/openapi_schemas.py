@@ -287,6 +287,8 @@ SCHEMAS: dict[str, dict] = {
         ]
     },
     "CancelBody": _object({"clearQueue": {"type": ["boolean", "null"]}}, optional=("clearQueue",)),
+    "CompactBody": _object({"seq": {"type": ["integer", "null"], "minimum": 1}}, optional=("seq",)),
+    "CompactAnswer": _object({"runId": UUID}),
     "CancelAnswer": _object({"cancelled": {"type": "boolean"}, "cleared": {"type": "integer", "minimum": 0}}),
     "Queue": _object(
         {
@@ -409,6 +411,7 @@ REQUEST_BODIES = (
     "FeedbackSet",
     "MessageBody",
     "CancelBody",
+    "CompactBody",
     "ApprovalBody",
     "TokenCreate",
     "ShareCreate",

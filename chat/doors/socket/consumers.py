@@ -35,7 +35,7 @@ from chat.runs.client_frames import (
     parse_frame,
     queue_id_field,
 )
-from chat.runs.requests import Unqueue, approve_request, cancel_request, start_request
+from chat.runs.requests import Unqueue, approve_request, cancel_request, compact_request, start_request
 from chat.runtime.doorbell import conversation_group
 from chat.runtime.registry import get_registry
 
@@ -226,6 +226,12 @@ class ChatConsumer(HubConsumer):
                     api_token_id=self.credential.token_id,
                 )
                 await engine.send(asked)
+            elif kind == "compact":
+                await engine.start(
+                    compact_request(
+                        frame, conversation=self.conversation, user=self.user, api_token_id=self.credential.token_id
+                    )
+                )
             elif kind == "cancel":
                 await engine.cancel(cancel_request(frame, conversation_id=self.conversation.pk))
             elif kind == "unqueue":
