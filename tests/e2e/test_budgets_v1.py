@@ -132,3 +132,47 @@ async def test_a_streamed_v1_run_that_runs_out_ends_with_an_error_chunk(budget_s
     assert usage["today"]["totalTokens"] == 120
     await client.close()
     await owner.aclose()
+
+
+async def test_a_burst_through_v1_and_the_socket_at_once_admits_one_run(budget_server, replies):
+    """The reservation is the database's, whatever the door: four `/v1` calls and four socket
+    messages at once against a 20-token budget start one run, which passes it by its one call."""
+    owner, client = await sdk(budget_server)
+    budget(
+        budget_server,
+        f"Budget.objects.create(scope='user', user=User.objects.get(username={owner.username!r}), tokens=20)",
+    )
+    message = replies.set("a mixed burst", costing(text_reply("A costly answer.", piece=2, delay=0.1), 30))
+    sockets = []
+    for _ in range(BURST // 2):
+        sock = await owner.socket(await owner.create_conversation())
+        await sock.sync()
+        sockets.append(sock)
+
+    async def by_socket(sock) -> dict:
+        await sock.message(message)
+        return (
+            await sock.until(
+                lambda f: (
+                    f.get("type") in ("user_message", "error") and "seq" not in f or f.get("type") == "user_message"
+                )
+            )
+        )[-1]
+
+    outcomes = await asyncio.gather(
+        *(completion(client, message) for _ in range(BURST // 2)), *(by_socket(sock) for sock in sockets)
+    )
+    answered = [o for o in outcomes[: BURST // 2] if not isinstance(o, Exception)]
+    started = [o for o in outcomes[BURST // 2 :] if o["type"] == "user_message"]
+    assert len(answered) + len(started) == 1, outcomes
+    assert all(refused(o) for o in outcomes[: BURST // 2] if isinstance(o, Exception)), outcomes
+    assert all(o["code"] == "QUOTA_EXCEEDED" for o in outcomes[BURST // 2 :] if o["type"] == "error"), outcomes
+    for sock in sockets:
+        if started and sock.frames and any(f.get("type") == "user_message" for f in sock.frames):
+            await sock.until_complete()
+        await sock.close()
+    await asyncio.sleep(0.5)  # a run started through a socket settles its usage with its complete
+    usage = (await owner.api("GET", "/api/usage/?days=1")).json()
+    assert usage["today"]["totalTokens"] == 30  # past 20 by the one run's one model call
+    await client.close()
+    await owner.aclose()
