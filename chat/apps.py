@@ -16,7 +16,8 @@ class ChatConfig(AppConfig):
         from chat.accounts.revocation import connect_signals
         from chat.conversations import workspaces  # noqa: F401 - removes a deleted conversation's workspace
         from chat.doors.socket import origins  # noqa: F401 - registers the origin checks
-        from chat.ops import metrics  # noqa: F401 - keeps the series of deleted conversations' runs
+        from chat.ops import metrics
         from chat.runs import queue  # noqa: F401 - a stored `complete` starts the next waiting message
 
+        metrics.connect_signals()  # keeps the series of deleted conversations' runs
         connect_signals()

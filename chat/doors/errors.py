@@ -1,6 +1,6 @@
 """The answers Django gives when no view does: no URL pattern matches (404), a body it cannot parse
 (400), a session request without its CSRF token (403), and the server failing under a request
-(500). Under `/api/` and `/v1/` they come in the API's error shapes (a program reads JSON there,
+(500). Under `/api/`, `/hooks/` and `/v1/` they come in the API's error shapes (a program reads JSON there,
 and the OpenAPI document promises it: docs/protocol.md, "OpenAPI"); a page that does not exist
 and the server failing get the site's own pages with a way home (templates/404.html, 500.html),
 the 400 and CSRF refusals of a form Django's.
@@ -29,6 +29,7 @@ from chat.doors.openai.openai_shapes import openai_error
 from chat.runtime.execution import DATABASE_OUTAGES
 
 API_PREFIX, OPENAI_PREFIX, SHARE_PREFIX = "/api/", "/v1/", "/s/"
+HOOKS_PREFIX = "/hooks/"  # a trigger's URL answers other programs in the API's shape (docs/protocol.md, "Triggers")
 RETRY_AFTER_SECONDS = 5
 _RUN_VIEWS = {
     runs_api.conversation_messages,
@@ -43,7 +44,7 @@ _RUN_VIEWS = {
 def _answer(request, status: int, code: str, message: str):
     if request.path.startswith(OPENAI_PREFIX):
         return openai_error(status, code, message)
-    if request.path.startswith(API_PREFIX):
+    if request.path.startswith((API_PREFIX, HOOKS_PREFIX)):
         return json_error(status, code, message)
     return None
 

@@ -39,7 +39,6 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum
 from django.db.models.signals import pre_delete
-from django.dispatch import receiver
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -294,7 +293,13 @@ def retire(*, runs: QuerySet[Run], records: QuerySet[ToolRecord], calls: QuerySe
                 MetricTally.objects.filter(series=key).update(value=F("value") + sample.value)
 
 
-@receiver(pre_delete, sender=Conversation, dispatch_uid="chat.ops.metrics.retire_before_delete")
+def connect_signals() -> None:
+    """Connected by chat.apps after chat.realtime.deletion's receiver, whatever imported this module
+    first: what the tallies keep of a deleted conversation's running run is the `cancelled` that
+    one stores (a receiver connected at import ran first once a runtime module imported this one)."""
+    pre_delete.connect(_retire_conversation, sender=Conversation, dispatch_uid="chat.ops.metrics.retire_before_delete")
+
+
 def _retire_conversation(sender, instance: Conversation, **kwargs) -> None:
     # A receiver, not a step in the delete service: a user's deletion cascades to their
     # conversations without the service, and Django sends pre_delete for those too.

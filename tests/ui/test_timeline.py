@@ -132,7 +132,7 @@ def test_message_thinking_tool_answer_and_fold(user_page, replies, shot):
     # While it runs: the composer stays open, Send waits with its reason, Stop offered, sidebar mark.
     expect(page.locator("#message-input")).to_be_editable()
     expect(page.locator("#send-button")).to_be_disabled()
-    expect(page.locator("#composer-reason")).to_contain_text("An answer is in progress")
+    expect(page.locator("#composer-reason")).to_contain_text("Enter queues your message for after this answer")
     expect(page.locator("#stop-button")).to_be_visible()
     expect(page.locator(".conv-item.active.running")).to_have_count(1)
     tool = turn.locator("li.tl-tool")
