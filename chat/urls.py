@@ -2,9 +2,9 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
+from chat.doors.agui import agui_api
 from chat.doors.api import account_api, api, api_budgets, api_tokens, hooks, runs_api, schedules_api, triggers_api
 from chat.doors.api import files as files_api
-from chat.doors.agui import agui_api
 from chat.doors.openai import openai_api, responses_api
 from chat.doors.openapi import openapi
 from chat.doors.pages import pages, schedules, shares, theme

@@ -53,7 +53,11 @@ def test_text_reasoning_usage_and_the_conversation_it_makes(user, replies):
     assert kinds[:3] == ["RUN_STARTED", "REASONING_START", "REASONING_MESSAGE_START"]
     assert kinds[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
     started, finished = events[0], events[-1]
-    assert (started["threadId"], started["runId"], started["protocolVersion"]) == (body["threadId"], body["runId"], "1.0")
+    assert (started["threadId"], started["runId"], started["protocolVersion"]) == (
+        body["threadId"],
+        body["runId"],
+        "1.0",
+    )
     assert finished["outcome"] == {"type": "success"} and finished["runId"] == body["runId"]
     (usage,) = finished["usage"]
     assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"] and usage["model"]
