@@ -125,6 +125,15 @@ def _messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return messages
 
 
+def _accepted(body: Mapping[str, Any]) -> None:
+    """The fields read and ignored must still have their types (`tools`: the agent runs its own)."""
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise bad("tools must be a list (it is ignored: the agent runs its own tools).", "wrong type: tools")
+    for name in ("parentRunId", "protocolVersion"):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise bad(f"{name} must be a string.", f"wrong type: {name}")
+
+
 def agui_request(body: Any) -> AguiRequest:
     """The RunAgentInput of a run, checked: a message to start the thread's run with, or the
     answers to its interrupts (`resume`)."""
@@ -132,13 +141,15 @@ def agui_request(body: Any) -> AguiRequest:
         raise bad("The body must be a RunAgentInput JSON object.", "not an object")
     thread_id, run_id = _id(body, "threadId"), _id(body, "runId")
     messages, context, resume = _messages(body), _context(body), _resume(body)
+    _accepted(body)
     if resume:
         return AguiRequest(thread_id, run_id, context=context, resume=resume)
     if not messages or messages[-1].get("role") != "user":
         raise bad("The last message must be the user's (or give resume).", "no user message last")
     last = messages[-1]
     content = message_content({"content": _text(last, f"messages[{len(messages) - 1}]")})
-    message_id = last.get("id") if isinstance(last.get("id"), str) and last.get("id") else None
+    given_id = last.get("id")
+    message_id = given_id if isinstance(given_id, str) and 0 < len(given_id) <= MAX_ID_CHARS else None
     history = []
     for number, message in enumerate(messages[:-1]):
         role = HISTORY_ROLES.get(message.get("role", ""))
