@@ -5,8 +5,11 @@ with `connect`; ownership and authentication."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
+from tests.crafted_images import plain_png
 from tests.fakellm import text_reply, tool_call_reply
 
 from .agui_stream import check_order, of_type, post_stream, run_input, text_of, validated
@@ -290,3 +293,28 @@ def test_capabilities_and_a_session_run(user, replies):
         assert answer.status_code == 200
         body = answer.read().decode()
     assert '"type":"RUN_FINISHED"' in body and "Session." in body
+
+
+def test_an_image_part_becomes_a_file_of_the_thread(user, replies):
+    headers = bearer(user)
+    png = plain_png(4, 3)
+    part = {
+        "type": "image",
+        "source": {"type": "data", "value": base64.b64encode(png).decode(), "mimeType": "image/png"},
+    }
+    body = run_input(
+        None, messages=[{"id": "p1", "role": "user", "content": [{"type": "text", "text": "agui picture"}, part]}]
+    )
+    answered, status, events = run(user, body, headers)
+    assert status == 200 and events[-1]["outcome"] == {"type": "success"}, events
+    conversation = answered["X-Agentsite-Conversation"]
+    assert user.events(conversation)[0]["attachments"][0]["path"] == "image-1.png"
+    files = user.http.get(f"/api/conversations/{conversation}/files/").json()["files"]
+    assert [(f["path"], f["size"]) for f in files] == [("image-1.png", len(png))]
+    # A URL source is refused, and so is data that is no image: nothing is made.
+    for source in ({"type": "url", "value": "https://example.com/a.png"}, {"type": "data", "value": "bm9wZQ=="}):
+        refused = run_input(
+            None, messages=[{"id": "p2", "role": "user", "content": [{"type": "image", "source": source}]}]
+        )
+        _, status, error = run(user, refused, headers)
+        assert (status, error["error"]["code"]) == (400, "BAD_REQUEST")

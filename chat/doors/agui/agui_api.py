@@ -22,6 +22,8 @@ from django.views.decorators.http import require_http_methods
 
 from chat.accounts import sockets
 from chat.agents.profiles import AGUI_VIA
+from chat.conversations.uploads import FileRefused
+from chat.doors.agui import agui_images
 from chat.doors.agui import agui_threads as threads
 from chat.doors.agui.agui_capabilities import capabilities
 from chat.doors.agui.agui_render import AguiRender, agui_run_id
@@ -190,6 +192,7 @@ async def _run(request, user, slug: str, asked: AguiRequest, seat: sockets.Seat)
         if found is None:
             raise ProtocolError("BAD_REQUEST", "This thread has no interrupt to resume.", "unknown thread")
         return await _resume(request, user, found, asked, seat)
+    pictures = await asyncio.to_thread(agui_images.decoded, asked.images)  # all checked before anything is made
     new = found is None
     conversation = found
     if conversation is None:
@@ -201,26 +204,39 @@ async def _run(request, user, slug: str, asked: AguiRequest, seat: sockets.Seat)
     token = getattr(request, "api_token", None)
     stream = _stream(request, user, conversation, after=conversation.last_seq, new=new)
     frames = stream.frames()
-    start = StartRun(
-        conversation,
-        user,
-        asked.content,
-        history=asked.history if new else (),
-        first=new,
-        via=AGUI_VIA,
-        request=asked.recorded(),
-        api_token_id=token.pk if token is not None else None,
-    )
+    attachments: tuple[dict[str, Any], ...] = ()
     try:
         first = await anext(frames)  # joined: every event of the run comes live
+        attachments = await request_db(_stored)(conversation_id=conversation.pk, pictures=pictures)
+        start = StartRun(
+            conversation,
+            user,
+            asked.content,
+            attachments=attachments,
+            history=asked.history if new else (),
+            first=new,
+            via=AGUI_VIA,
+            request=asked.recorded(),
+            api_token_id=token.pk if token is not None else None,
+        )
         run, _ = await engine.start(start)
     except BaseException:
         await frames.aclose()
         if new:
-            await request_db(threads.discard)(conversation)
+            await request_db(threads.discard)(conversation)  # its workspace with it
+        elif attachments:
+            await request_db(agui_images.forget)(conversation_id=conversation.pk, attachments=attachments)
         raise
     render = AguiRender(run_id=run.pk, thread_id=asked.thread_id, agui_run_id=asked.run_id, model=slug)
     return _answer(stream, frames, render, [render.started(), *render.add(first)], seat, conversation, run.pk)
+
+
+def _stored(*, conversation_id, pictures: list[agui_images.Picture]) -> tuple[dict[str, Any], ...]:
+    try:
+        return agui_images.stored(conversation_id=conversation_id, pictures=pictures)
+    except FileRefused as exc:
+        code = "TOO_LARGE" if exc.status == 413 else "BAD_REQUEST"
+        raise ProtocolError(code, f"The images were refused: {exc.message}.", "image refused") from None
 
 
 async def _resume(request, user, conversation: Conversation, asked: AguiRequest, seat: sockets.Seat):

@@ -30,6 +30,7 @@ class AguiRequest:
     thread_id: str
     run_id: str
     content: str = ""  # the last user message's text: the run's user_message
+    images: tuple[str, ...] = ()  # its image parts' base64 data (chat.doors.agui.agui_images)
     message_id: str | None = None
     history: tuple[dict[str, Any], ...] = ()  # the messages before it, for a new thread
     context: tuple[dict[str, str], ...] = ()
@@ -56,19 +57,30 @@ def _id(body: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _text(message: Mapping[str, Any], where: str) -> str:
-    """A message's text: its content string, or its text parts joined."""
+def _parts(message: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...]]:
+    """A message's text (its content string, or its text parts joined) and its images' data."""
     content = message.get("content")
     if content is None or isinstance(content, str):
-        return content or ""
+        return content or "", ()
     if not isinstance(content, list):
         raise bad("A message's content must be a string or a list of parts.", f"wrong type: {where}.content")
-    texts = []
+    texts, pictures = [], []
     for number, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise bad("Only text parts are taken in a message's content.", f"wrong part: {where}.content[{number}]")
-        texts.append(part["text"])
-    return "".join(texts)
+        at = f"{where}.content[{number}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "image":
+            source = part.get("source")
+            if not isinstance(source, dict) or source.get("type") != "data" or not isinstance(source.get("value"), str):
+                raise bad(
+                    "An image part needs a data source (base64): this server fetches no URL for a client.",
+                    f"wrong part: {at}",
+                )
+            pictures.append(source["value"])
+        else:
+            raise bad("A message's parts must be text or image parts.", f"wrong part: {at}")
+    return "".join(texts), tuple(pictures)
 
 
 def _context(body: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
@@ -147,7 +159,8 @@ def agui_request(body: Any) -> AguiRequest:
     if not messages or messages[-1].get("role") != "user":
         raise bad("The last message must be the user's (or give resume).", "no user message last")
     last = messages[-1]
-    content = message_content({"content": _text(last, f"messages[{len(messages) - 1}]")})
+    text, pictures = _parts(last, f"messages[{len(messages) - 1}]")
+    content = message_content({"content": text}, with_files=bool(pictures))  # images alone are a message
     given_id = last.get("id")
     message_id = given_id if isinstance(given_id, str) and 0 < len(given_id) <= MAX_ID_CHARS else None
     history = []
@@ -155,11 +168,17 @@ def agui_request(body: Any) -> AguiRequest:
         role = HISTORY_ROLES.get(message.get("role", ""))
         if role is None:  # tool results, reasoning and activity are the client's own display
             continue
-        text = _text(message, f"messages[{number}]")
+        text, _ = _parts(message, f"messages[{number}]")  # an earlier message's images are not kept
         if text.strip():
             history.append({"role": role, "content": text})
     return AguiRequest(
-        thread_id, run_id, content=content, message_id=message_id, history=tuple(history), context=context
+        thread_id,
+        run_id,
+        content=content,
+        images=pictures,
+        message_id=message_id,
+        history=tuple(history),
+        context=context,
     )
 
 
