@@ -6,14 +6,16 @@ with `connect`; ownership and authentication."""
 from __future__ import annotations
 
 import base64
+import json
 
+import httpx
 import pytest
 
 from tests.crafted_images import plain_png
 from tests.fakellm import text_reply, tool_call_reply
 
 from .agui_stream import check_order, of_type, post_stream, run_input, text_of, validated
-from .harness import SyncUser, answer_text, slow_text_reply
+from .harness import SyncUser, answer_text, shell, slow_text_reply
 
 pytestmark = pytest.mark.services
 
@@ -318,3 +320,36 @@ def test_an_image_part_becomes_a_file_of_the_thread(user, replies):
         )
         _, status, error = run(user, refused, headers)
         assert (status, error["error"]["code"]) == (400, "BAD_REQUEST")
+
+
+def test_a_stream_whose_conversation_is_deleted_ends_with_run_error(user, replies):
+    headers = bearer(user)
+    replies.set("agui doomed", slow_text_reply(answer_text(100, "dm"), chunks=100, delay=0.05))
+    events: list[dict] = []
+    with httpx.stream(
+        "POST", f"{user.server.base}/api/agui/default/", json=run_input("agui doomed"), headers=headers, timeout=30
+    ) as live:
+        conversation = live.headers["X-Agentsite-Conversation"]
+        for line in live.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+                if len(events) == 4:
+                    gone = httpx.delete(f"{user.server.base}/api/conversations/{conversation}/", headers=headers)
+                    assert gone.status_code == 204
+    validated(events)
+    assert (events[-1]["type"], events[-1]["code"]) == ("RUN_ERROR", "NOT_FOUND")
+    connect = {"threadId": events[0]["threadId"], "runId": "r", "messages": []}
+    assert post_stream(user.server.base, "/api/agui/default/connect/", connect, headers)[1] == 404
+
+
+def test_the_inspector_tags_an_agui_run(user, replies):
+    replies.set("agui inspected", text_reply("Seen."))
+    answered, _, _ = run(user, run_input("agui inspected"), bearer(user))
+    shell(
+        user.server,
+        f"from django.contrib.auth.models import User; User.objects.filter(username='{user.username}').update(is_staff=True)",
+    )
+    listed = user.http.get("/inspect/")
+    assert listed.status_code == 200 and ">AG-UI</span>" in listed.text
+    page = user.http.get(f"/inspect/runs/{answered['X-Agentsite-Run']}/")
+    assert "Started by an AG-UI front-end" in page.text
