@@ -221,7 +221,11 @@ def test_connect_gives_the_snapshot_then_exactly_the_rest(user, replies):
     if events[-1]["type"] == "RUN_FINISHED" and len(events) == 3:  # it ended meanwhile
         assert so_far[0]["content"] == answer
     else:
-        assert events[2] == {**cut[1], "timestamp": events[2]["timestamp"]} or events[2]["messageId"] == message_id
+        assert (events[2]["type"], events[2]["messageId"], events[2]["role"]) == (
+            "TEXT_MESSAGE_START",
+            message_id,
+            "assistant",
+        )
         check_order(events)
         assert (so_far[0]["content"] if so_far else "") + text_of(events) == answer
     # An ended thread: the snapshot, then its RUN_FINISHED.
@@ -293,8 +297,8 @@ def test_capabilities_and_a_session_run(user, replies):
         "POST", "/api/agui/default/", json=run_input("agui session"), headers=user.unsafe_headers
     ) as answer:
         assert answer.status_code == 200
-        body = answer.read().decode()
-    assert '"type":"RUN_FINISHED"' in body and "Session." in body
+        events = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+    assert events[-1]["type"] == "RUN_FINISHED" and text_of(events) == "Session."
 
 
 def test_an_image_part_becomes_a_file_of_the_thread(user, replies):
@@ -353,3 +357,21 @@ def test_the_inspector_tags_an_agui_run(user, replies):
     assert listed.status_code == 200 and ">AG-UI</span>" in listed.text
     page = user.http.get(f"/inspect/runs/{answered['X-Agentsite-Run']}/")
     assert "Started by an AG-UI front-end" in page.text
+
+
+def test_a_stream_whose_token_is_revoked_ends_with_run_error(user, replies):
+    made = user.http.post("/api/tokens/", json={"name": "doomed"}, headers=user.unsafe_headers).json()
+    headers = {"Authorization": f"Bearer {made['token']}"}
+    replies.set("agui revoked", slow_text_reply(answer_text(100, "rv"), chunks=100, delay=0.05))
+    events: list[dict] = []
+    with httpx.stream(
+        "POST", f"{user.server.base}/api/agui/default/", json=run_input("agui revoked"), headers=headers, timeout=30
+    ) as live:
+        for line in live.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+                if len(events) == 4:
+                    gone = user.http.delete(f"/api/tokens/{made['id']}/", headers=user.unsafe_headers)
+                    assert gone.status_code == 204
+    validated(events)
+    assert (events[-1]["type"], events[-1]["code"]) == ("RUN_ERROR", "NOT_AUTHENTICATED")

@@ -228,7 +228,7 @@ async def _run(request, user, slug: str, asked: AguiRequest, seat: sockets.Seat)
             await request_db(agui_images.forget)(conversation_id=conversation.pk, attachments=attachments)
         raise
     render = AguiRender(run_id=run.pk, thread_id=asked.thread_id, agui_run_id=asked.run_id, model=slug)
-    return _answer(stream, frames, render, [render.started(), *render.add(first)], seat, conversation, run.pk)
+    return _answer(stream, frames, render, [render.started(), *_followed(render, first)], seat, conversation, run.pk)
 
 
 def _stored(*, conversation_id, pictures: list[agui_images.Picture]) -> tuple[dict[str, Any], ...]:
@@ -265,7 +265,7 @@ async def _resume(request, user, conversation: Conversation, asked: AguiRequest,
         render.add(frame)
     for _, interrupt_id, _ in target.calls:
         render.asked.pop(interrupt_id, None)  # answered now: their results come live
-    events = [render.started(agui_run_id=asked.run_id), *render.add(first)]
+    events = [render.started(agui_run_id=asked.run_id), *_followed(render, first)]
     return _answer(stream, frames, render, events, seat, conversation, target.run_id)
 
 
@@ -281,9 +281,11 @@ async def _connect(request, user, slug: str, thread_id: str, seat: sockets.Seat)
     render = AguiRender(
         run_id=run_id, thread_id=thread_id, agui_run_id=agui_run_id(state.user_message, run_id), model=model
     )
-    ended: list[dict[str, Any]] = []
+    ended: list[dict[str, Any]] = []  # its RUN_FINISHED or RUN_ERROR, once it ended
     for frame in state.run:
-        ended = render.add(frame)[-1:]
+        made = render.add(frame)
+        if render.finished and not ended:
+            ended = made[-1:]
     events = [render.started(), {"type": "MESSAGES_SNAPSHOT", "messages": snapshot_messages(state.branch)}]
     if state.run_id is None:
         events.append(render.finished_event({"type": "success"}))
@@ -294,6 +296,11 @@ async def _connect(request, user, slug: str, thread_id: str, seat: sockets.Seat)
         return _answer(None, None, render, [*events, *render.interrupt()], seat, found, run_id)
     stream = _stream(request, user, found, after=state.last_seq)
     return _answer(stream, stream.frames(), render, [*events, *render.reopen()], seat, found, run_id)
+
+
+def _followed(render: AguiRender, frame: dict[str, Any] | bytes) -> list[dict[str, Any]]:
+    """The events of the stream's first step (its `sync`, or events read back), a keep-alive none."""
+    return [] if isinstance(frame, bytes) else render.add(frame)
 
 
 def _sse(event: dict[str, Any]) -> bytes:
