@@ -34,7 +34,7 @@ from google.protobuf.struct_pb2 import Value
 from chat.agent.answer import Answer
 from tests.fakellm import text_reply, tool_call_reply
 
-from .a2a_client import Agent, answer_of, request, streamed_answer, token_of
+from .a2a_client import Agent, answer_of, streamed_answer, token_of
 from .harness import Client, answer_text, shell, slow_text_reply
 
 pytestmark = pytest.mark.services
