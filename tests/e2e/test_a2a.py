@@ -56,7 +56,8 @@ def a2a_server(databases, make_server):
         "AgentProfile.objects.create(slug='secret', name='Secret', model='secret-1')\n"
         "print('ok')",
     )
-    return server
+    yield server
+    assert "Traceback" not in server.log(tail=None), server.log()
 
 
 @pytest.fixture

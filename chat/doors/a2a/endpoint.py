@@ -107,8 +107,9 @@ async def _sse(items: AsyncGenerator[dict[str, Any]], context: ServerCallContext
             pending = None
             yield _event(item, error="error" in item)
     finally:
-        if pending is not None:
+        if pending is not None:  # the client went: the step under way ends before the stream closes
             pending.cancel()
+            await asyncio.wait((pending,))
         await items.aclose()
 
 

@@ -7,6 +7,7 @@ input); a client that goes away stops only its follower, never the run."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,8 +97,9 @@ class Follower:
 
     async def to_rest(self) -> None:
         """Follow without sending: to the run's end or its next approval request."""
-        async for _ in self.events():
-            pass
+        async with aclosing(self.events()) as events:
+            async for _ in events:
+                pass
 
     async def aclose(self) -> None:
         await self._frames.aclose()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
@@ -208,8 +209,9 @@ class RunsRequestHandler(RequestHandler):
         follower = await self._begun(params, context, streamed=True)
         if params.message.task_id:  # an answer goes on from the task as it was
             yield follower.render.task()
-        async for event in follower.events():
-            yield event
+        async with aclosing(follower.events()) as events:
+            async for event in events:
+                yield event
 
     @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
@@ -256,9 +258,7 @@ class RunsRequestHandler(RequestHandler):
         try:
             await engine.cancel(CancelRun(run.conversation_id))
             async with asyncio.timeout(CANCEL_WAIT_SECONDS):
-                async for _ in follower.events():
-                    if render.finished:
-                        break
+                await follower.to_rest()  # to the run's complete
         except TimeoutError:
             pass  # answered as the log has it now
         finally:
@@ -276,8 +276,9 @@ class RunsRequestHandler(RequestHandler):
         follower = Follower(door, conversation, render, after=render.seen, new=False, streamed=True)
         await follower.join()
         yield render.task()
-        async for event in follower.events():
-            yield event
+        async with aclosing(follower.events()) as events:
+            async for event in events:
+                yield event
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
