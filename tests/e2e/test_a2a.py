@@ -278,3 +278,39 @@ async def test_no_token_is_401_and_anothers_agents_and_tasks_are_not_found(alice
     finally:
         for client in (mine, theirs, helper):
             await client.aclose()
+
+
+async def test_list_pages_and_a_chat_page_run_is_a_task(agent, alice, replies):
+    replies.set("a2a page", text_reply("Paged."))
+    [first] = await agent.send("a2a page")
+    context = first.task.context_id
+    for _ in range(2):
+        await agent.send("a2a page", context_id=context)
+    page = await agent.client.list_tasks(ListTasksRequest(context_id=context, page_size=2))
+    assert len(page.tasks) == 2 and page.next_page_token and page.total_size == 3
+    rest = await agent.client.list_tasks(
+        ListTasksRequest(context_id=context, page_size=2, page_token=page.next_page_token)
+    )
+    assert [t.id for t in rest.tasks] == [first.task.id] and not rest.next_page_token
+    assert not rest.tasks[0].artifacts  # without includeArtifacts
+    with pytest.raises(InvalidParamsError):
+        await agent.client.list_tasks(ListTasksRequest(page_token="nonsense"))
+    with pytest.raises(InvalidParamsError):
+        await agent.client.list_tasks(ListTasksRequest(page_size=101))
+    done = await agent.client.list_tasks(ListTasksRequest(context_id=context, status=TaskState.TASK_STATE_COMPLETED))
+    assert len(done.tasks) == 3
+    # A run started on the chat page (here its HTTP twin) is a task of the same agent.
+    replies.set("a2a from the page", text_reply("From the page."))
+    conversation = await alice.create_conversation("page")
+    r = await alice.api(
+        "POST", f"/api/conversations/{conversation}/messages/", json_body={"content": "a2a from the page"}
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    for _ in range(100):
+        listed = await agent.client.list_tasks(ListTasksRequest(context_id=conversation, include_artifacts=True))
+        if listed.tasks and listed.tasks[0].status.state == TaskState.TASK_STATE_COMPLETED:
+            break
+        await asyncio.sleep(0.1)
+    [task] = listed.tasks
+    assert answer_of(task) == "From the page." == (await stored(alice, task))[1]
+    assert task.history[0].message_id.startswith(conversation)

@@ -21,7 +21,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 from django.conf import settings
-from django.http import Http404, JsonResponse
+from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
 from chat.agents.selectors import agent_profiles_for_user
@@ -119,15 +119,16 @@ def _public_card_json(request) -> dict:
     return agent_card_to_dict(card(origin=origin_of(request), profile=None, skills=skills, public=True))
 
 
-def _a2a_on() -> None:
-    if not settings.AGENT_A2A:
-        raise Http404("A2A is not served here.")
+def not_served() -> JsonResponse:
+    """Every A2A route while AGENT_A2A is off."""
+    return JsonResponse({"error": "not_found", "message": "A2A is not served here."}, status=404)
 
 
 @require_http_methods(["GET"])
 async def public_card(request):
     """GET /.well-known/agent-card.json: no token needed."""
-    _a2a_on()
+    if not settings.AGENT_A2A:
+        return not_served()
     return JsonResponse(await request_db(_public_card_json)(request))
 
 
@@ -135,7 +136,8 @@ async def public_card(request):
 async def agent_card(request, slug: str):
     """GET /a2a/<slug>/.well-known/agent-card.json: a private agent's only with the token of a
     user who may use it (404 otherwise, as an unknown slug)."""
-    _a2a_on()
+    if not settings.AGENT_A2A:
+        return not_served()
     token = getattr(request, "api_token", None)
     user = await request_user(request) if token is not None else None
     found = await request_db(_agent_card_json)(request, slug, user)

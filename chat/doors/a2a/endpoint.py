@@ -28,7 +28,7 @@ from django.views.decorators.http import require_http_methods
 from chat import nesting
 from chat.accounts import sockets
 from chat.agents.selectors import agent_chosen
-from chat.doors.a2a.cards import origin_of
+from chat.doors.a2a.cards import not_served, origin_of
 from chat.doors.a2a.following import Door
 from chat.doors.a2a.handler import RunsRequestHandler
 from chat.doors.http.json_api import BodyTooLarge, limited_body
@@ -152,7 +152,7 @@ def _body_limit() -> int:
 async def endpoint(request, slug: str):
     """POST /a2a/<slug>/."""
     if not settings.AGENT_A2A:
-        return _refusal(404, "not_found", "A2A is not served here.")
+        return not_served()
     token = getattr(request, "api_token", None)
     user = await request_user(request) if token is not None else None
     if user is None:
