@@ -148,6 +148,15 @@ async def test_send_answers_the_completed_task_equal_to_the_stored_run(agent, al
     listed = await agent.client.list_tasks(ListTasksRequest(context_id=task.context_id, include_artifacts=True))
     assert [t.id for t in listed.tasks] == [second.task.id, task.id]  # newest first
     assert answer_of(listed.tasks[1]) == answer and listed.total_size == 2
+    # The inspector shows where the run came from: its conversation's source and its door.
+    shell(
+        alice.server,
+        f"from django.contrib.auth.models import User; print(User.objects.filter(username={alice.username!r}).update(is_staff=True))",
+    )
+    page = await alice.http.get(alice.url(f"/inspect/?conversation={task.context_id}"))
+    assert page.status_code == 200 and "tag-a2a" in page.text
+    page = await alice.http.get(alice.url(f"/inspect/runs/{task.id}/"))
+    assert page.status_code == 200 and "started by an A2A client" in page.text and "<dd>a2a</dd>" in page.text
 
 
 async def test_a_stream_sends_the_task_then_chunks_that_make_the_stored_answer(alice, replies):
