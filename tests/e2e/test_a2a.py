@@ -276,6 +276,10 @@ async def test_no_token_is_401_and_anothers_agents_and_tasks_are_not_found(alice
             await theirs.send("a2a intrude", context_id=task.context_id)
         assert len(await alice.events(task.context_id)) == len((await stored(alice, task))[0])
         assert (await theirs.client.list_tasks(ListTasksRequest())).tasks == []
+        with pytest.raises(UnsupportedOperationError):  # a taskId not waiting for input
+            await mine.send("hello", task_id=task.id)
+        extended = await theirs.client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        assert [skill.id for skill in extended.skills] == ["default", "helper"]  # not alice's `secret`
         with pytest.raises(InvalidParamsError):
             await mine.send(parts=[])
         with pytest.raises(ContentTypeNotSupportedError):

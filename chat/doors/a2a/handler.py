@@ -44,7 +44,7 @@ from chat.agents.profiles import A2A_VIA
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.doors.a2a import cards, reads
 from chat.doors.a2a.following import Door, Follower
-from chat.doors.a2a.messages import Asked, approval, asked
+from chat.doors.a2a.messages import Asked, approval, asked, no_decision
 from chat.doors.a2a.tasks import StreamEvent, TaskRender, rendered
 from chat.eventlog.turns import first_message_title
 from chat.models import A2A_SOURCE, Conversation, Run
@@ -169,7 +169,9 @@ class RunsRequestHandler(RequestHandler):
             raise InvalidParamsError(message="The contextId is not the task's.")
         if not render.waiting:
             raise UnsupportedOperationError(message="This task is not waiting for input.")
-        answer = request.decision or {}
+        if request.decision is None:
+            raise no_decision()
+        answer = request.decision
         named = answer.get("toolCallId")
         if named is None and len(render.open) > 1:
             raise InvalidParamsError(message="Several calls wait for approval: name the toolCallId.")

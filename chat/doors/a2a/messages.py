@@ -61,14 +61,8 @@ def asked(params: SendMessageRequest) -> Asked:
     if modes and TEXT not in modes:
         raise ContentTypeNotSupportedError(message="The answer is text/plain: acceptedOutputModes must name it.")
     common = {"context_id": message.context_id, "message_id": message.message_id}
-    if message.task_id:
-        decision = _decision(message)
-        if decision is None:
-            raise InvalidParamsError(
-                message='A message with a taskId answers its approval request: a data part {"decision": '
-                '"approve" | "deny"} or the text approve or deny.'
-            )
-        return Asked(task_id=message.task_id, decision=decision, **common)
+    if message.task_id:  # whether it holds a decision is checked once the task is known to wait
+        return Asked(task_id=message.task_id, decision=_decision(message), **common)
     texts = [part.text for part in message.parts if part.WhichOneof("content") == "text"]
     if not texts:
         raise InvalidParamsError(message="BAD_REQUEST: The message has no text part.")
@@ -77,6 +71,13 @@ def asked(params: SendMessageRequest) -> Asked:
     except ProtocolError as exc:
         raise invalid(exc) from None
     return Asked(content=content, **common)
+
+
+def no_decision() -> InvalidParamsError:
+    return InvalidParamsError(
+        message='A message with a taskId answers its approval request: a data part {"decision": '
+        '"approve" | "deny"} or the text approve or deny.'
+    )
 
 
 def approval(decision: dict, *, tool_call_id: str):
