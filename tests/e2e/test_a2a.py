@@ -327,3 +327,15 @@ async def test_list_pages_and_a_chat_page_run_is_a_task(agent, alice, replies):
     [task] = listed.tasks
     assert answer_of(task) == "From the page." == (await stored(alice, task))[1]
     assert task.history[0].message_id.startswith(conversation)
+
+
+async def test_a_retried_model_call_replaces_the_streamed_text_of_the_failed_attempt(streamer, alice, replies):
+    broken = {"chunks": [{"delta": {"content": "Broken half "}}, {"error": {"message": "overloaded"}}]}
+    replies.set("a2a retried", broken, text_reply("Whole answer."))
+    events = await streamer.send("a2a retried")
+    chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    assert "Broken half " in "".join(c.artifact.parts[0].text for c in chunks)  # the follower saw it
+    assert [c.append for c in chunks].count(False) == 2  # the first chunk, and the first of the retry
+    _, answer = await stored(alice, events[0].task)
+    assert streamed_answer(events) == answer == "Whole answer."
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
