@@ -16,6 +16,8 @@ AGUI_SOURCE = "agui"
 SCHEDULE_SOURCE = "schedule"
 # Conversation.source of a conversation a trigger's call started (docs/protocol.md, "Triggers").
 TRIGGER_SOURCE = "trigger"
+# Conversation.source of a conversation an A2A SendMessage started (docs/protocol.md, "A2A agent").
+A2A_SOURCE = "a2a"
 
 
 class TitleSource(models.TextChoices):
