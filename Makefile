@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean
+.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider realmodel-server
+install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider agui-client realmodel-server
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
 # with the machine's gcc and cmake (about 7 minutes on 2 cores), once, into LLM_WHEELS (above),
@@ -93,6 +93,18 @@ oidc-provider: $(OIDC_PROVIDER)
 $(OIDC_PROVIDER): tests/oidc/package.json tests/oidc/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "the sign-in tests need npm (Node.js 20) to install oidc-provider"; exit 1; }
 	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# @ag-ui/client (the AG-UI reference client) from the npm registry: its HttpAgent consumes runs of the
+# AG-UI door in tests/e2e/test_agui_client.py and docs/agui.md's front-end example, installed from
+# tests/agui/package-lock.json into tests/agui/node_modules (git-ignored) when the lock changes.
+AGUI_CLIENT := tests/agui/node_modules/@ag-ui/client/package.json
+
+agui-client: $(AGUI_CLIENT)
+
+$(AGUI_CLIENT): tests/agui/package.json tests/agui/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the AG-UI tests need npm (Node.js 20) to install @ag-ui/client"; exit 1; }
+	cd tests/agui && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # Debian's bubblewrap: the bash tool's sandbox (without it the tool refuses to run).
@@ -166,4 +178,4 @@ bench-soak: install-test
 	$(PY) -m bench.soak --duration $(SOAK_SECONDS)
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules
+	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules tests/agui/node_modules

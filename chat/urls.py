@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 
 from chat.doors.a2a import cards as a2a_cards
 from chat.doors.a2a import endpoint as a2a_endpoint
+from chat.doors.agui import agui_api
 from chat.doors.api import account_api, api, api_budgets, api_tokens, hooks, runs_api, schedules_api, triggers_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api, responses_api
@@ -71,6 +72,8 @@ urlpatterns = [
     path("s/<str:token>/", shares.shared_page, name="shared"),
     path("s/<str:token>/events/", shares.shared_events, name="shared-events"),
     path("s/<str:token>/copy/", shares.shared_copy, name="shared-copy"),
+    path("api/agui/<str:slug>/", agui_api.agent, name="api-agui"),
+    path("api/agui/<str:slug>/connect/", agui_api.connect, name="api-agui-connect"),
     path("v1/models", openai_api.models, name="v1-models"),
     path("v1/chat/completions", openai_api.chat_completions, name="v1-chat-completions"),
     path("v1/responses", responses_api.create, name="v1-responses"),

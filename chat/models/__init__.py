@@ -12,6 +12,7 @@ from chat.models.agents import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProf
 from chat.models.budgets import Budget
 from chat.models.conversations import (
     A2A_SOURCE,
+    AGUI_SOURCE,
     API_SOURCE,
     SCHEDULE_SOURCE,
     TRIGGER_SOURCE,
@@ -31,6 +32,7 @@ from chat.models.triggers import Trigger
 
 __all__ = [
     "A2A_SOURCE",
+    "AGUI_SOURCE",
     "API_SOURCE",
     "DEFAULT_AGENT_NAME",
     "DEFAULT_AGENT_SLUG",
