@@ -2,9 +2,10 @@
 
 1. /healthz answers 200 over HTTPS, plain HTTP is redirected to HTTPS;
 2. a user signs up and a message over wss:// gets the offline demo model's answer;
-3. the app container serving a run is killed: the run finishes on the other replica (the
-   durable runs' resume), and the killed one, started again, is reached by nginx again;
-4. the data survives `down` and `up`: the user signs in again and finds the conversation.
+3. the data survives `down` and `up` (`--env` settings are added to the env file in between):
+   the user signs in again and finds the conversation;
+4. the app container serving a run is killed: the run finishes on the other replica (the
+   durable runs' resume), and the killed one, started again, is reached by nginx again.
 
 The certificate is the stack's own, read from its tls volume and trusted alone (no verify=False).
 Run with the project's venv: python deploy/container/stack_check.py --https-port ... --cafile ...
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import ssl
 import subprocess
@@ -51,8 +53,8 @@ class Stack:
             raise RuntimeError(f"{self.engine} {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout + done.stderr
 
-    def compose(self, *args: str) -> None:
-        subprocess.run([str(HERE / "compose.sh"), *args], check=True, timeout=900)
+    def compose(self, *args: str, **env: str) -> None:
+        subprocess.run([str(HERE / "compose.sh"), *args], check=True, timeout=900, env={**os.environ, **env})
 
 
 class Browser:
@@ -197,7 +199,8 @@ async def check_run_survives_its_replica(stack: Stack, user: Browser) -> str:
 
 async def wait_for_health(stack: Stack, service: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while stack.engine_run("healthcheck", "run", stack.container(service), check=False).strip() not in ("", "healthy"):
+    check = [stack.engine, "healthcheck", "run", stack.container(service)]
+    while subprocess.run(check, capture_output=True, timeout=60).returncode != 0:
         assert time.monotonic() < deadline, f"{service} is not healthy again"
         await asyncio.sleep(2)
 
@@ -213,9 +216,14 @@ async def check_both_replicas_serve(stack: Stack) -> None:
     step(f"nginx reaches both replicas again: {served}")
 
 
-async def check_data_survives(stack: Stack, user: Browser, conversations: list[str]) -> None:
+async def check_data_survives(stack: Stack, user: Browser, conversations: list[str], settings: list[str]) -> None:
     stack.compose("down")
     step("compose down (volumes kept)")
+    if settings:
+        env_file = Path(os.environ.get("AGENTSITE_ENV_FILE", ".env"))
+        with env_file.open("a") as env:
+            env.write("".join(f"{setting}\n" for setting in settings))
+        step(f"added to {env_file}: {', '.join(settings)}")
     stack.compose("up")
     again = Browser(stack, user.username)
     await again.login()
@@ -233,9 +241,10 @@ async def main(args: argparse.Namespace) -> None:
     user = Browser(stack, f"ci{uuid.uuid4().hex[:10]}")
     await user.signup()
     first = await check_message(user)
-    second = await check_run_survives_its_replica(stack, user)
+    await check_data_survives(stack, user, [first], args.env)
+    # The same session goes on: it lives in the database, signed by the same key.
+    await check_run_survives_its_replica(stack, user)
     await user.http.aclose()
-    await check_data_survives(stack, user, [first, second])
 
 
 if __name__ == "__main__":
@@ -246,5 +255,8 @@ if __name__ == "__main__":
     parser.add_argument("--cafile", required=True, help="the stack's certificate (its tls volume's tls.crt)")
     parser.add_argument("--project", default="agentsite")
     parser.add_argument("--engine", default="podman")
+    parser.add_argument(
+        "--env", action="append", default=[], help="KEY=VALUE added to the env file before the second up"
+    )
     asyncio.run(main(parser.parse_args()))
     sys.exit(0)
