@@ -63,9 +63,11 @@ VALUE_SETS: dict[str, dict] = {
 }
 
 
-def render(values: dict | None = None, *, release: str = "agentsite", namespace: str = "agentsite") -> list[dict]:
+def render(
+    values: dict | None = None, *, release: str = "agentsite", namespace: str = "agentsite", chart_dir: Path = CHART
+) -> list[dict]:
     """The manifests `helm install` would apply (hooks included), as dicts."""
-    chart = helm_python.Chart.load(CHART)
+    chart = helm_python.Chart.load(chart_dir)
     rendered = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
     documents = []
     for path, text in sorted(rendered.items()):

@@ -37,15 +37,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--values", "-f", action="append", default=[])
     args = parser.parse_args(argv)
-    if Path(args.chart).resolve() != (Path(__file__).resolve().parent / "agentsite"):
-        print(f"helm (offline): only deploy/helm/agentsite, not {args.chart}", file=sys.stderr)
+    chart_file = Path(args.chart) / "Chart.yaml"
+    if not chart_file.is_file() or yaml.safe_load(chart_file.read_text()).get("name") != "agentsite":
+        print(f"helm (offline): only the agentsite chart (deploy/helm/agentsite), not {args.chart}", file=sys.stderr)
         return 2
     values: dict = {}
     for path in args.values:
         values = deep_merge(values, yaml.safe_load(Path(path).read_text()) or {})
     for assignment in args.set:
         values = deep_merge(values, helm_python.parse_set_string(assignment))
-    documents = render(values, release=args.release, namespace=args.namespace)
+    documents = render(values, release=args.release, namespace=args.namespace, chart_dir=Path(args.chart))
     validate(documents)
     for document in documents:
         print(f"would apply {document['kind']}/{document['metadata']['name']} in {args.namespace}")
