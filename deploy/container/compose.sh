@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make compose-up` / `make compose-down` (PROTOCOL section 19): compose.yaml's stack with the
+# `make compose-up` / `make compose-down` (docs/deployment.md, "Three ways to run it"): compose.yaml's stack with the
 # env file AGENTSITE_ENV_FILE. `up` builds or makes what is missing (the app image; with
 # OFFLINE=1, or no registry, the local stand-ins for postgres, redis and nginx), starts the
 # stack and waits until it is healthy; it exits non-zero if that fails. `down` removes the

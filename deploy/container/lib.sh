@@ -1,5 +1,5 @@
 # Sourced by the scripts of deploy/container: the engine, its settings and the cache, as the
-# make targets' variables (PROTOCOL section 19) name them.
+# make targets' variables (docs/deployment.md, "Three ways to run it") name them.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -19,7 +19,7 @@ import yaml
 CHART = Path(__file__).resolve().parent / "agentsite"
 KUBERNETES = "1.30.0"
 
-# The defaults, and each of the values PROTOCOL section 19 lists, away from its default.
+# The defaults, and each of the values the chart documents (values.yaml), away from its default.
 VALUE_SETS: dict[str, dict] = {
     "defaults": {},
     "external services and an existing secret": {
