@@ -1,5 +1,5 @@
-"""The container image, the compose stack and the Helm chart, checked offline (docs/deployment.md, "Three ways to run it").
-deploy/container/ci-check builds and runs them for real; these are the properties a reader of the
+"""The container image, the compose stack and the Helm chart, checked offline (docs/deployment.md,
+"Three ways to run it"). deploy/container/ci-check builds and runs them for real; these are the properties a reader of the
 files can see: the image's user, healthcheck, labels and base argument, no secret anywhere, the
 stack's services and volumes, the chart rendered and valid for Kubernetes 1.30."""
 
