@@ -72,6 +72,8 @@ INSTALLED_APPS = [
 # loop, a thread only for what blocks (every one here must be able to run in async mode). Django's
 # deployment checks see them as Django's classes (chat.checks); see SILENCED_SYSTEM_CHECKS.
 MIDDLEWARE = [
+    # /healthz answered whatever the Host (Kubernetes' probes send the pod's address: serving/probe_host.py).
+    "serving.probe_host.ProbeAnyHostMiddleware",
     # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
     "serving.proxy.TrustedProxyMiddleware",
     "serving.loop_middleware.SecurityMiddleware",
