@@ -2,7 +2,17 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from chat.doors.api import account_api, api, api_budgets, api_tokens, hooks, runs_api, schedules_api, triggers_api
+from chat.doors.api import (
+    account_api,
+    api,
+    api_budgets,
+    api_tokens,
+    hooks,
+    notifications_api,
+    runs_api,
+    schedules_api,
+    triggers_api,
+)
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api, responses_api
 from chat.doors.openapi import openapi
@@ -57,6 +67,8 @@ urlpatterns = [
     path("api/triggers/<uuid:trigger_id>/", triggers_api.trigger, name="api-trigger"),
     path("api/triggers/<uuid:trigger_id>/runs/", triggers_api.trigger_run_list, name="api-trigger-runs"),
     path("hooks/<uuid:trigger_id>/", hooks.hook, name="hook"),
+    path("api/notifications/", notifications_api.notifications, name="api-notifications"),
+    path("api/notifications/read/", notifications_api.notifications_read, name="api-notifications-read"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
     path("api/budgets/", api_budgets.budgets, name="api-budgets"),
