@@ -300,7 +300,6 @@ class Client:
         )
         return Socket(ws)
 
-
     async def bell(self, *, server: Server | None = None) -> Socket:
         """The user's `/ws/notifications/` socket (docs/protocol.md, "Notifications")."""
         server = server or self.server

@@ -144,7 +144,12 @@ async def test_five_tries_at_most_then_the_owner_is_told(make_user, registry, ll
         await settled(registry)
     assert len(receiver.calls) == 5
     failed = await Notification.objects.aget(kind="schedule_failed")
-    assert (failed.code, failed.schedule_id, failed.run_id, failed.title) == ("WEBHOOK_FAILED", schedule.pk, run.pk, "Digest")
+    assert (failed.code, failed.schedule_id, failed.run_id, failed.title) == (
+        "WEBHOOK_FAILED",
+        schedule.pk,
+        run.pk,
+        "Digest",
+    )
 
 
 async def test_a_4xx_or_a_redirect_ends_the_delivery_at_once(make_user, registry, llm_settings, private_allowed):
