@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from chat.accounts.revocation import sessions_revoke
 from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Notification, Run, Schedule
 from chat.notifications import runs as notifying
@@ -188,3 +189,10 @@ async def test_a_foreign_origin_is_refused_at_the_handshake(make_user):
     bell = Bell(alice, origin="http://evil.example")
     connected, _ = await bell.connect()
     assert not connected
+
+
+async def test_the_bell_closes_4401_when_its_session_ends(make_user, registry):
+    alice = await sync_to_async(make_user)("alice")
+    bell = await bell_of(alice)
+    await sync_to_async(sessions_revoke)(user_id=alice.pk)
+    assert (await bell.comm.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
