@@ -88,7 +88,10 @@ NOTIFICATION_ROUTES: dict[str, dict[str, dict]] = {
     "api/notifications/": {
         "get": operation(
             "The user's notifications, newest first",
-            {"200": answer("A page of them, and the unread count.", "NotificationList"), "400": error("A bad query.")},
+            {
+                "200": answer("A page of them, and the unread count.", "NotificationList"),
+                "400": answer("A refused `limit` or `before` (`field` names it).", "FieldError"),
+            },
             parameters=[_UNREAD, LIMIT, BEFORE],
             tags=["notifications"],
         )
