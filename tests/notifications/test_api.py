@@ -117,7 +117,7 @@ def test_another_users_notifications_are_never_seen_nor_marked(api, alice, bob):
     [theirs] = made(bob)
     listed = api.get("/api/notifications/").json()
     assert [n["id"] for n in listed["notifications"]] == [mine.pk] and listed["unread"] == 1
-    r = post(api, "/api/notifications/read/", {"ids": [theirs.pk, 999999, "x", None]})
+    r = post(api, "/api/notifications/read/", {"ids": [theirs.pk, 999999, "x", -5, 10**30, "٣"]})
     assert r.status_code == 200 and r.json() == {"unread": 1}
     assert not Notification.objects.get(pk=theirs.pk).read
     r = post(api, "/api/notifications/read/", {"all": True})
@@ -133,7 +133,9 @@ def test_marking_read_by_ids(api, alice):
 
 
 @pytest.mark.parametrize(
-    "body", [{}, {"all": False}, {"ids": "1"}, {"ids": [1], "all": True}, {"all": "yes"}, {"other": 1}, [1]]
+    "body",
+    [{}, {"all": False}, {"ids": "1"}, {"ids": [1], "all": True}, {"all": "yes"}, {"other": 1}, [1], {"ids": [[1]]}]
+    + [{"ids": [True]}, {"ids": [None]}, {"ids": [1.5]}],
 )
 def test_another_body_is_refused(api, body):
     r = post(api, "/api/notifications/read/", body)

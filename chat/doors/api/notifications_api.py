@@ -48,6 +48,10 @@ def notifications(request):
     )
 
 
+# Notification ids are positive database keys: anything past this names none of them.
+ID_MAX = 2**63 - 1
+
+
 def _ids(body: dict) -> list[int] | None:
     """The ids to mark (None: all of them); ValueError for any other body."""
     if set(body) == {"all"} and body["all"] is True:
@@ -55,12 +59,11 @@ def _ids(body: dict) -> list[int] | None:
     ids = body.get("ids")
     if set(body) != {"ids"} or not isinstance(ids, list):
         raise ValueError('the body must be {"ids": [id, ...]} or {"all": true}')
+    if any(isinstance(i, bool) or not isinstance(i, int | str) for i in ids):
+        raise ValueError("ids must be the ids of notifications")
     # An id that names none of the user's notifications is passed over, whatever it looks like.
-    return [int(i) for i in ids if (isinstance(i, int) and not isinstance(i, bool)) or _is_digits(i)]
-
-
-def _is_digits(value) -> bool:
-    return isinstance(value, str) and _whole(value) is not None
+    numbers = [i if isinstance(i, int) else _whole(i) for i in ids]
+    return [n for n in numbers if n is not None and 0 < n <= ID_MAX]
 
 
 @require_http_methods(["POST"])
