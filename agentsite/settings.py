@@ -308,6 +308,10 @@ AGENT_MAX_TRIGGERS = env_number("AGENT_MAX_TRIGGERS", "20")
 AGENT_TRIGGER_RATE_LIMIT = env_number("AGENT_TRIGGER_RATE_LIMIT", "10")
 # Let a schedule's webhookUrl reach loopback, private, link-local and other non-public addresses.
 AGENT_WEBHOOK_ALLOW_PRIVATE = env_bool("AGENT_WEBHOOK_ALLOW_PRIVATE", False)
+# A webhook delivery's tries (docs/protocol.md, "Outgoing webhooks"): seconds each may take, and
+# seconds before the second, doubled before each further one.
+AGENT_WEBHOOK_TIMEOUT = env_number("AGENT_WEBHOOK_TIMEOUT", "10", float)
+AGENT_WEBHOOK_BACKOFF = env_number("AGENT_WEBHOOK_BACKOFF", "10", float)
 # How deep sub-agent runs nest: a top-level run is depth 0, its child runs 1; 0 turns delegation
 # off (docs/protocol.md, "Sub-agents").
 AGENT_MAX_DELEGATION_DEPTH = env_number("AGENT_MAX_DELEGATION_DEPTH", "2")

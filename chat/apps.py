@@ -16,8 +16,10 @@ class ChatConfig(AppConfig):
         from chat.accounts.revocation import connect_signals
         from chat.conversations import workspaces  # noqa: F401 - removes a deleted conversation's workspace
         from chat.doors.socket import origins  # noqa: F401 - registers the origin checks
+        from chat.notifications import runs  # noqa: F401 - a run's end or approval unwatched notifies its owner
         from chat.ops import metrics
         from chat.runs import queue  # noqa: F401 - a stored `complete` starts the next waiting message
+        from chat.scheduling import deliveries  # noqa: F401 - a schedule's run that ends calls its webhook
 
         metrics.connect_signals()  # keeps the series of deleted conversations' runs
         connect_signals()

@@ -208,6 +208,12 @@ JS_STRINGS = (
     gettext_noop("Archive"),
     gettext_noop("Could not change the conversation: %s"),
     gettext_noop("“%s” is back in the list."),
+    gettext_noop("Notifications"),
+    gettext_noop("Notifications, %s unread"),
+    gettext_noop("The answer is ready."),
+    gettext_noop("The run ended: %s"),
+    gettext_noop("The schedule could not run: %s"),
+    gettext_noop("Waiting for your approval to run %s"),
 )
 
 

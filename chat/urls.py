@@ -5,7 +5,17 @@ from django.views.generic import RedirectView
 from chat.doors.a2a import cards as a2a_cards
 from chat.doors.a2a import endpoint as a2a_endpoint
 from chat.doors.agui import agui_api
-from chat.doors.api import account_api, api, api_budgets, api_tokens, hooks, runs_api, schedules_api, triggers_api
+from chat.doors.api import (
+    account_api,
+    api,
+    api_budgets,
+    api_tokens,
+    hooks,
+    notifications_api,
+    runs_api,
+    schedules_api,
+    triggers_api,
+)
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api, responses_api
 from chat.doors.openapi import openapi
@@ -60,6 +70,8 @@ urlpatterns = [
     path("api/triggers/<uuid:trigger_id>/", triggers_api.trigger, name="api-trigger"),
     path("api/triggers/<uuid:trigger_id>/runs/", triggers_api.trigger_run_list, name="api-trigger-runs"),
     path("hooks/<uuid:trigger_id>/", hooks.hook, name="hook"),
+    path("api/notifications/", notifications_api.notifications, name="api-notifications"),
+    path("api/notifications/read/", notifications_api.notifications_read, name="api-notifications-read"),
     path("api/tokens/", api_tokens.tokens, name="api-tokens"),
     path("api/tokens/<int:token_id>/", api_tokens.token, name="api-token"),
     path("api/budgets/", api_budgets.budgets, name="api-budgets"),

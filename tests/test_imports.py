@@ -218,6 +218,7 @@ LAYERS = [
     {"chat/conversations"},  # what users write outside a run
     {"chat/runtime", "chat/sharing", "chat/inspector"},  # the run runtime; shared links; staff views
     {"chat/runs", "chat/realtime", "chat/checks.py"},  # the front door; live delivery
+    {"chat/notifications"},  # told to the owner: made as runs end, pushed live
     {"chat/doors/http"}  # what the HTTP doors share: bodies, error shapes, the signed-in user
     | {"chat/scheduling"},  # schedules, a door of its own that fires on the front door
     {"chat/doors/api", "chat/doors/socket", "chat/doors/sse", "chat/doors/openai", "chat/doors/a2a"}  # the doors, none

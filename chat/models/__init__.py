@@ -24,6 +24,7 @@ from chat.models.conversations import (
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
 from chat.models.metrics import MetricTally, ProcessGauge
+from chat.models.notifications import Notification
 from chat.models.queue import QueuedMessage
 from chat.models.runs import RUNNING_RUN_CONSTRAINT, ModelCall, Run, RunMemory, ToolRecord
 from chat.models.schedules import Schedule
@@ -50,6 +51,7 @@ __all__ = [
     "GroupLimits",
     "MetricTally",
     "ModelCall",
+    "Notification",
     "OidcIdentity",
     "ProcessGauge",
     "ProviderGroup",

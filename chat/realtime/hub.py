@@ -20,6 +20,12 @@ What a member keeps is its Backlog (chat.realtime.backlog): past AGENT_SEND_BACK
 its client has fallen too far behind (its sends wait on a client that does not read), and the
 member is closed as a slow consumer (`fall_behind`) rather than kept growing.
 
+Whether a conversation is watched (docs/protocol.md, "Notifications": a run that ends with no
+socket or stream of its conversation open on any process notifies its owner) is asked of the
+hubs themselves: `watched` looks at this process's members, then, on a layer shared by several
+processes, sends a WATCH_ASK to the conversation's group, which reaches only the processes with a
+member in it; the first WATCH_YES answers. No answer within WATCH_ANSWER_SECONDS: nobody watches.
+
 A socket's join always asks the layer too, even of a group the process is in already: the
 in-memory layer ends a membership after a day, and a join that waited on the layer is one the
 socket can read its history after (register-then-fetch). The group is left when its last
@@ -31,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import uuid
 from typing import Any, Protocol
 
 from channels.exceptions import StopConsumer
@@ -39,6 +46,7 @@ from channels.layers import get_channel_layer
 
 from chat.agent.perloop import PerLoop
 from chat.realtime.backlog import CLOSE_SLOW_CONSUMER, Backlog, give_up
+from chat.realtime.layers import InMemoryChannelLayer
 from chat.runtime import doorbell
 
 logger = logging.getLogger(__name__)
@@ -48,8 +56,14 @@ logger = logging.getLogger(__name__)
 CHANNEL_PREFIX = "sockets."
 _RETRY_SECONDS = 1.0
 
-# The closes of slow consumers under way (a task nobody holds may be collected before it ends).
+# The closes of slow consumers and the answers to WATCH_ASK under way (a task nobody holds may be
+# collected before it ends).
 _closing: set[asyncio.Task] = set()
+
+WATCH_ASK, WATCH_YES = "watch.ask", "watch.yes"
+# How long an asking process waits for another to say it watches: a round trip through Redis
+# takes milliseconds; a notification made by a late answer's absence is the only cost.
+WATCH_ANSWER_SECONDS = 1.0
 
 
 class Member(Protocol):
@@ -68,6 +82,7 @@ class Hub:
         self._counter = itertools.count(1)
         self._opening: asyncio.Future | None = None
         self._reader: asyncio.Task | None = None
+        self._asks: dict[str, asyncio.Future] = {}  # this process's WATCH_ASKs waiting for a yes
 
     async def join(self, group: str, member: Member) -> None:
         channel = await self._open()
@@ -138,7 +153,51 @@ class Hub:
                 continue
             self.route(message)
 
+    async def watched(self, group: str) -> bool:
+        """Whether any process has a member (a socket, a stream) in `group` now."""
+        if self.members.get(group):
+            return True
+        if isinstance(self.layer, InMemoryChannelLayer):
+            return False  # one process: its members are all there is
+        try:
+            channel = await self._open()
+            ask = uuid.uuid4().hex
+            future = self._asks[ask] = asyncio.get_running_loop().create_future()
+            try:
+                await self.layer.group_send(group, {"type": WATCH_ASK, "group": group, "reply": channel, "ask": ask})
+                await asyncio.wait_for(future, WATCH_ANSWER_SECONDS)
+            finally:
+                self._asks.pop(ask, None)
+        except TimeoutError:
+            return False
+        except Exception:  # the layer is away: nobody can be told watching
+            logger.warning("could not ask who watches %s", group, exc_info=True)
+            return False
+        return True
+
+    def _answer_watch(self, message: dict[str, Any]) -> None:
+        if not self.members.get(message.get("group", "")):
+            return  # left since: silence says so
+        task = asyncio.create_task(self._say_yes(message), name="socket-hub-watch")
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+    async def _say_yes(self, message: dict[str, Any]) -> None:
+        try:
+            await self.layer.send(message["reply"], {"type": WATCH_YES, "ask": message.get("ask")})
+        except Exception:  # the asker makes a notification it need not have: no more
+            logger.info("could not answer who watches %s", message.get("group"), exc_info=True)
+
     def route(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == WATCH_ASK:
+            self._answer_watch(message)
+            return
+        if kind == WATCH_YES:
+            future = self._asks.get(message.get("ask", ""))
+            if future is not None and not future.done():
+                future.set_result(True)
+            return
         number = message.get("socket")
         if number is not None:
             member = self._addresses.get(number)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from channels.layers import get_channel_layer
 
@@ -32,6 +33,18 @@ class Missed:
 
 _missed: PerLoop[Missed] = PerLoop(Missed)
 
+# What looks at stored frames as they are first published: notifications (chat.notifications.runs)
+# and schedules' webhooks (chat.scheduling.deliveries), above the runtime, which must not import
+# them: they register here at start-up (chat.apps). Each is called on the event loop, once per
+# publish (never for a ring again), and must only start its own work (a server task), never wait.
+Observer = Callable[[Any, list[EventFrame]], None]
+_observers: list[Observer] = []
+
+
+def observe(observer: Observer) -> None:
+    if observer not in _observers:
+        _observers.append(observer)
+
 
 def watch(callback: Callable[[], None]) -> None:
     """`callback` (a socket's catch-up) is called when the layer comes back."""
@@ -51,7 +64,7 @@ async def layer_back(*, was_down: bool) -> None:
     outage (when this process's subscriptions were down too), have every socket catch up."""
     missed = _missed.get()
     for conversation_id, frames in list(missed.frames.items()):
-        await publish(conversation_id, frames)
+        await _ring(conversation_id, frames)
     if was_down:
         for callback in list(missed.watchers):
             callback()
@@ -73,6 +86,15 @@ async def publish(conversation_id, frames: list[EventFrame]) -> None:
     a socket that has seen everything before them needs no query."""
     if not frames:
         return
+    for observer in _observers:
+        try:
+            observer(conversation_id, frames)
+        except Exception:  # an observer's fault never holds up the sockets
+            logger.exception("an observer of published frames failed")
+    await _ring(conversation_id, frames)
+
+
+async def _ring(conversation_id, frames: list[EventFrame]) -> None:
     key, group = str(conversation_id), conversation_group(conversation_id)
     try:
         # The group named: a process's sockets share one channel (chat.realtime.hub).

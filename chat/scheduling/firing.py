@@ -16,10 +16,13 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
-from chat.models import SCHEDULE_SOURCE, Conversation, Run, Schedule, TitleSource
+from chat.models import SCHEDULE_SOURCE, Conversation, Notification, Run, Schedule, TitleSource
+from chat.notifications.push import push_new
+from chat.notifications.services import notification_create, notification_json
 from chat.runs import engine
 from chat.runs.client_frames import ProtocolError
 from chat.runs.requests import StartRun
+from chat.scheduling.deliveries import delivery_start, refused_body
 from chat.scheduling.services import schedule_next
 from chat.scheduling.timing import newest_slot, zone
 
@@ -120,8 +123,9 @@ def _started(schedule: Schedule, run: Run) -> None:
     )
 
 
-def _refused(schedule: Schedule, code: str, *, made: Conversation | None) -> None:
-    """A slot whose start was refused: nothing of it stays (the conversation made for it goes)."""
+def _refused(schedule: Schedule, code: str, *, made: Conversation | None) -> Notification | None:
+    """A slot whose start was refused: nothing of it stays (the conversation made for it goes);
+    a refusal of the protocol's tells the owner (the notification made, None: another kind)."""
     if made is not None:
         made.delete()
     status = REFUSALS.get(code, Schedule.Status.INTERRUPTED)
@@ -129,15 +133,27 @@ def _refused(schedule: Schedule, code: str, *, made: Conversation | None) -> Non
     if status == Schedule.Status.NOT_FOUND:  # its conversation was deleted
         changes.update(enabled=False, next_run_at=None)
     Schedule.objects.filter(pk=schedule.pk).update(**changes)
-    if code in REFUSALS:
-        schedule_failed(schedule, code)
-
-
-def schedule_failed(schedule: Schedule, code: str) -> None:
-    """The owner is told a slot's start was refused: the `schedule_failed` notification (with
-    `code`) and the webhook's `schedule_failed` delivery (notifications and outgoing webhooks,
-    the rest of this section of the protocol) are to be sent from here; for now it is logged."""
+    if code not in REFUSALS:
+        return None
     logger.info("schedule %s: its slot's start was refused (%s)", schedule.pk, code)
+    return notification_create(
+        owner_id=schedule.owner_id,
+        kind=Notification.Kind.SCHEDULE_FAILED,
+        title=schedule.name,
+        schedule_id=schedule.pk,
+        code=code,
+    )
+
+
+async def schedule_failed(schedule: Schedule, code: str, *, made: Conversation | None) -> None:
+    """A slot's start was refused: stored as such, and the owner told, by a `schedule_failed`
+    notification pushed to their bells and by the webhook's `schedule_failed` delivery."""
+    notification = await database_sync_to_async(_refused)(schedule, code, made=made)
+    if notification is None:
+        return
+    await push_new(schedule.owner_id, notification_json(notification))
+    if schedule.webhook_url:
+        delivery_start(schedule, refused_body(schedule, REFUSALS[code]))
 
 
 async def schedule_fire(schedule: Schedule) -> Run | None:
@@ -148,12 +164,12 @@ async def schedule_fire(schedule: Schedule) -> Run | None:
         logger.warning("schedule %s: its slot is lost (database error)", schedule.pk, exc_info=True)
         return None
     if conversation is None:
-        await database_sync_to_async(_refused)(schedule, "NOT_FOUND", made=None)
+        await schedule_failed(schedule, "NOT_FOUND", made=None)
         return None
     try:
         run, _seq = await engine.start(StartRun(conversation, schedule.owner, schedule.prompt, schedule_id=schedule.pk))
     except ProtocolError as exc:
-        await database_sync_to_async(_refused)(schedule, exc.code, made=conversation if made else None)
+        await schedule_failed(schedule, exc.code, made=conversation if made else None)
         return None
     except Exception:  # the slot is lost (lastStatus `interrupted`); the other slots of the pass go on
         logger.exception("schedule %s: its slot is lost", schedule.pk)

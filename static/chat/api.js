@@ -113,6 +113,8 @@ export const api = {
   deleteAccount: (body) => request("POST", "/api/account/delete/", { body }),
   /** The user's own tokens today and this month (UTC): {today, month, models, dailyTokenQuota}. */
   usage: () => request("GET", "/api/usage/"),
+  notifications: (limit) => request("GET", `/api/notifications/?limit=${limit}`),
+  readNotifications: (body) => request("POST", "/api/notifications/read/", { body }),
   exportUrl: (id, format) => `/api/conversations/${id}/export/?format=${format}`,
   createConversation: (title, agent) =>
     request("POST", "/api/conversations/", { body: { ...(title ? { title } : {}), ...(agent ? { agent } : {}) } }),

@@ -4,6 +4,7 @@
 import { AgentPicker } from "./agents.js";
 import { spokenAnswer } from "./answer.js";
 import { api } from "./api.js";
+import { Bell } from "./bell.js";
 import { Composer } from "./composer.js";
 import { ConversationState, State } from "./conversation-state.js";
 import { ConversationView } from "./conversation.js";
@@ -53,6 +54,11 @@ const composer = new Composer(state, { startConversation, ensureConversation, on
 $("agent-select").addEventListener("change", () => composer.render());
 const exportMenu = setUpMenu($("export-toggle"), $("export-menu"));
 showConnection(state);
+new Bell({
+  onOpen: (id) => {
+    if (!state.view || state.view.id !== id) openConversation(id, { push: true });
+  },
+});
 setUpShareDialog($("share-open"), () => state.view);
 
 // --- sidebar -------------------------------------------------------------------------------

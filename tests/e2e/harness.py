@@ -300,6 +300,16 @@ class Client:
         )
         return Socket(ws)
 
+    async def bell(self, *, server: Server | None = None) -> Socket:
+        """The user's `/ws/notifications/` socket (docs/protocol.md, "Notifications")."""
+        server = server or self.server
+        ws = await connect(
+            f"{server.ws_base}/ws/notifications/",
+            additional_headers={"Origin": server.base, "Cookie": self.cookie_header},
+            open_timeout=10,
+        )
+        return Socket(ws)
+
 
 class SyncUser:
     """One user for a plain sync test (a sync SDK, schemathesis): signed up through the real form

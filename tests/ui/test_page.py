@@ -353,12 +353,14 @@ def test_an_invalid_conversation_id_in_the_url_is_ignored(user_page, bad):
     expect(page).to_have_url(re.compile(r"/$"))
     page.wait_for_load_state("networkidle")
     paths = [urlsplit(url).path for url in requested]
-    # Only the page's own requests: the conversation list, no conversation, no socket, no admin.
+    # Only the page's own requests: the conversation list and the bell, no conversation, no
+    # conversation's socket, no admin.
     assert not [
         p
         for p in paths
-        if p.startswith(("/ws/", "/admin")) or (p.startswith("/api/conversations/") and p != "/api/conversations/")
+        if p.startswith(("/ws/chat/", "/admin")) or (p.startswith("/api/conversations/") and p != "/api/conversations/")
     ], requested
+    assert "/ws/notifications/" in paths
     assert page.evaluate("window.agentsite.view") is None
 
 

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 from chat.doors.openapi import openapi_routes
 from chat.doors.openapi.openapi_account import ACCOUNT_ROUTES
 from chat.doors.openapi.openapi_agui import AGUI_ROUTES, AGUI_SCHEMAS
+from chat.doors.openapi.openapi_notifications import NOTIFICATION_ROUTES, NOTIFICATION_SCHEMAS
 from chat.doors.openapi.openapi_queue import QUEUE_ROUTES
 from chat.doors.openapi.openapi_responses import RESPONSES_ROUTES, RESPONSES_SCHEMAS
 from chat.doors.openapi.openapi_schedules import SCHEDULE_ROUTES, SCHEDULE_SCHEMAS
@@ -39,6 +40,7 @@ ROUTES = {
     **QUEUE_ROUTES,
     **SCHEDULE_ROUTES,
     **TRIGGER_ROUTES,
+    **NOTIFICATION_ROUTES,
     **USAGE_ROUTES,
     **RESPONSES_ROUTES,
     **AGUI_ROUTES,
@@ -128,6 +130,7 @@ def openapi_document(patterns) -> dict:
                 **SCHEMAS,
                 **SCHEDULE_SCHEMAS,
                 **TRIGGER_SCHEMAS,
+                **NOTIFICATION_SCHEMAS,
                 **USAGE_SCHEMAS,
                 **RESPONSES_SCHEMAS,
                 **AGUI_SCHEMAS,

@@ -1,4 +1,5 @@
-"""Where a WebSocket goes: `ws/chat/<uuid>/` to the chat consumer; any other path is refused.
+"""Where a WebSocket goes: `ws/chat/<uuid>/` to the chat consumer, `ws/notifications/` to the bell
+(chat.doors.socket.bell); any other path is refused.
 
 In place of Channels' URLRouter and `as_asgi()`: each is a coroutine awaiting the next, so their
 frames, and URLRouter's copy of the scope with the route added, lived as long as each socket
@@ -14,10 +15,12 @@ from __future__ import annotations
 from channels.security.websocket import WebsocketDenier
 from django.urls import path
 
+from chat.doors.socket.bell import BellConsumer
 from chat.doors.socket.consumers import ChatConsumer
 
 websocket_urlpatterns = [
     path("ws/chat/<uuid:conversation_id>/", ChatConsumer),
+    path("ws/notifications/", BellConsumer),
 ]
 
 
