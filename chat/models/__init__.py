@@ -12,6 +12,7 @@ from chat.models.agents import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProf
 from chat.models.budgets import Budget
 from chat.models.conversations import (
     API_SOURCE,
+    MCP_SOURCE,
     SCHEDULE_SOURCE,
     TRIGGER_SOURCE,
     Conversation,
@@ -21,6 +22,7 @@ from chat.models.conversations import (
 )
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
+from chat.models.mcp_sessions import McpCall, McpSession
 from chat.models.metrics import MetricTally, ProcessGauge
 from chat.models.queue import QueuedMessage
 from chat.models.runs import RUNNING_RUN_CONSTRAINT, ModelCall, Run, RunMemory, ToolRecord
@@ -32,6 +34,7 @@ __all__ = [
     "API_SOURCE",
     "DEFAULT_AGENT_NAME",
     "DEFAULT_AGENT_SLUG",
+    "MCP_SOURCE",
     "RAW_PAYLOAD",
     "RUNNING_RUN_CONSTRAINT",
     "SCHEDULE_SOURCE",
@@ -44,6 +47,8 @@ __all__ = [
     "Event",
     "Feedback",
     "GroupLimits",
+    "McpCall",
+    "McpSession",
     "MetricTally",
     "ModelCall",
     "OidcIdentity",

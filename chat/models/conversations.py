@@ -14,6 +14,8 @@ API_SOURCE = "api"
 SCHEDULE_SOURCE = "schedule"
 # Conversation.source of a conversation a trigger's call started (docs/protocol.md, "Triggers").
 TRIGGER_SOURCE = "trigger"
+# Conversation.source of a conversation the MCP server's tools/call started (docs/protocol.md, "MCP server").
+MCP_SOURCE = "mcp"
 
 
 class TitleSource(models.TextChoices):
