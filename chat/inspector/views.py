@@ -156,6 +156,8 @@ def run_page(request, run_id):
         "events_hidden": len(trace["events"]) - len(shown),
         "conversation_title": reads.conversation_title(run["conversationId"]),
         "conversation_source": reads.conversation_source(run["conversationId"]),
+        # The door that started the run (its user_message's `via`; none: the chat page or the socket).
+        "run_via": next((e.get("via") for e in trace["events"] if e["type"] == "user_message"), None),
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).
         "replay_events": sorted(trace["events"] + descendant_events, key=lambda event: event["seq"]),
         "js_strings": js_strings(),

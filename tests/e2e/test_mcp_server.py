@@ -134,7 +134,10 @@ def test_progress_comes_for_each_stored_event_and_a_second_call_continues(user, 
     second_user = next(e for e in events if e["runId"] == second.structured_content["runId"])
     assert second_user["via"] == "mcp" and second_user["content"] == f"mcp again {mode}"
     sent = next(b for b in reversed(e2e_llm.requests) if b["messages"][-1].get("content") == f"mcp again {mode}")
-    assert [m.get("content") for m in sent["messages"] if m["role"] == "user"] == [f"mcp tools {mode}", f"mcp again {mode}"]
+    assert [m.get("content") for m in sent["messages"] if m["role"] == "user"] == [
+        f"mcp tools {mode}",
+        f"mcp again {mode}",
+    ]
 
 
 @pytest.mark.parametrize("mode", [LEGACY, MODERN])
@@ -261,7 +264,9 @@ def test_tokens_sessions_and_http_rules(user, mcp_server):
     session = r.headers["Mcp-Session-Id"]
     assert len(session) >= 22
     versioned = {"MCP-Protocol-Version": "2025-06-18"}
-    unknown = post(mcp_server, {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "1999-01-01"}}, token=token)
+    unknown = post(
+        mcp_server, {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "1999-01-01"}}, token=token
+    )
     assert unknown.json()["result"]["protocolVersion"] == "2025-11-25"
     # Without the session: 400; with an unknown one or another token's: 404.
     assert post(mcp_server, LIST, token=token, headers=versioned).status_code == 400
@@ -271,7 +276,10 @@ def test_tokens_sessions_and_http_rules(user, mcp_server):
     other.close()
     assert post(mcp_server, LIST, token=theirs, headers={**versioned, "Mcp-Session-Id": session}).status_code == 404
     listed = post(mcp_server, LIST, token=token, headers={**versioned, "Mcp-Session-Id": session})
-    assert listed.status_code == 200 and [t["name"] for t in listed.json()["result"]["tools"]] == ["ask_default", "ask_helper"]
+    assert listed.status_code == 200 and [t["name"] for t in listed.json()["result"]["tools"]] == [
+        "ask_default",
+        "ask_helper",
+    ]
     # A notification is 202; GET is 405; not JSON 400 -32700; Origin of another site 403.
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert post(mcp_server, note, token=token, headers={**versioned, "Mcp-Session-Id": session}).status_code == 202

@@ -69,7 +69,9 @@ def test_a_session_initialized_on_one_process_is_served_by_the_other(servers, re
             assert listed.status_code == 200, listed.text
             assert [t["name"] for t in listed.json()["result"]["tools"]] == ["ask_default"]
             # Ended on B: unknown on A.
-            assert (await http.delete(f"{server_b.base}/mcp", headers=session_headers(token, session))).status_code == 204
+            assert (
+                await http.delete(f"{server_b.base}/mcp", headers=session_headers(token, session))
+            ).status_code == 204
             gone = await http.post(
                 f"{server_a.base}/mcp",
                 json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
