@@ -322,3 +322,70 @@ def test_a_call_its_client_cancelled_gets_no_result(user, replies):
     )
     events = user.events(conversation["id"])
     assert events[-1]["type"] == "complete" and events[-1]["status"] == "cancelled"
+
+
+@pytest.fixture(scope="module")
+def strict_server(databases, make_server):
+    return make_server(databases.new(), name="mcp-strict", AGENT_MESSAGES_PER_MINUTE="2", AGENT_MCP_SESSION_IDLE="2")
+
+
+def test_refused_starts_store_nothing_and_idle_sessions_end(strict_server, replies):
+    person = SyncUser(strict_server)
+    token = person.token("strict")
+    message = replies.set("mcp strict slow", slow_text_reply(answer_text(100), chunks=100, delay=0.05))
+
+    async def scenario():
+        out = {}
+        async with connected(person, token=token) as client:
+            async with anyio.create_task_group() as tasks:
+                first: dict = {}
+
+                async def slow():
+                    first["result"] = await client.call_tool("ask_default", {"message": message})
+
+                tasks.start_soon(slow)
+                conversation = None
+                with anyio.fail_after(30):
+                    while conversation is None:
+                        await anyio.sleep(0.1)
+                        listed = person.http.get("/api/conversations/").json()["conversations"]
+                        conversation = next((c["id"] for c in listed if c["title"] == message), None)
+                # The conversation runs: a second call on it is refused.
+                out["busy"] = await client.call_tool("ask_default", {"message": "more", "conversationId": conversation})
+            out["first"] = first["result"]
+            # Two messages a minute (a refused one not counted): the third is refused, on a new
+            # conversation made for nothing.
+            out["second"] = await client.call_tool("ask_default", {"message": "mcp strict second"})
+            out["limited"] = await client.call_tool("ask_default", {"message": "mcp strict third"})
+        async with httpx2.AsyncClient(timeout=30) as http:
+            session = await initialize(http, strict_server.base, token)
+            await anyio.sleep(3)
+            out["idle"] = await http.post(
+                f"{strict_server.base}/mcp",
+                json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Mcp-Session-Id": session,
+                    "MCP-Protocol-Version": "2025-11-25",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+        return out
+
+    out = asyncio.run(scenario())
+    assert out["busy"].is_error and out["busy"].content[0].text.startswith("RUN_IN_PROGRESS: ")
+    assert out["first"].structured_content["status"] == "succeeded"
+    assert out["limited"].is_error and out["limited"].content[0].text.startswith("RATE_LIMITED: ")
+    titles = [c["title"] for c in person.http.get("/api/conversations/").json()["conversations"]]
+    assert out["second"].structured_content["status"] == "succeeded"
+    assert sorted(titles) == sorted([message, "mcp strict second"])  # the refused call's was deleted again
+    assert out["idle"].status_code == 404 and out["idle"].json()["error"]["code"] == -32600
+    person.close()
+
+
+def test_the_server_can_be_turned_off(databases, make_server):
+    server = make_server(databases.new(), name="mcp-off", AGENT_MCP_SERVER="false")
+    person = SyncUser(server)
+    r = post(server, INITIALIZE, token=person.token("off"))
+    assert r.status_code == 404
+    person.close()

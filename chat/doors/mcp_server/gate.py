@@ -18,8 +18,10 @@ the SDK untouched but for the token."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+import anyio
 import mcp_types as types
 from django.conf import settings
 from django.db import DatabaseError
@@ -97,8 +99,12 @@ def _without_cancelled_result(scope, send):
     """The SDK's answer to a tools/call, with no result when its client cancelled it (calls.NO_RESULT):
     the event stream ends without it, a JSON answer becomes an empty 202."""
     held: list[dict] = []
+    ended = False
 
     async def sending(message):
+        nonlocal ended
+        if ended:  # what the SDK still writes after the answer was ended here
+            return
         if message["type"] == "http.response.start":
             if dict(message.get("headers", [])).get(b"content-type", b"").startswith(b"application/json"):
                 held.append(message)  # sent with its body, once it is known whether to send it
@@ -107,6 +113,7 @@ def _without_cancelled_result(scope, send):
             if held:
                 held.clear()
                 await send({"type": "http.response.start", "status": 202, "headers": []})
+            ended = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         if held:
@@ -215,7 +222,13 @@ class McpGate:
         meta = params.get("_meta") if isinstance(params, dict) else None
         progress = isinstance(meta, dict) and meta.get("progressToken") is not None
         manager = handler.events if progress else handler.json
-        await manager.handle_request(scope, replay, _without_cancelled_result(scope, send))
+        began = time.monotonic()
+        try:
+            await manager.handle_request(scope, replay, _without_cancelled_result(scope, send))
+        finally:
+            if sessions.touch_due(time.monotonic() - began):
+                with anyio.CancelScope(shield=True):
+                    await request_db(sessions.session_touch)(session=session)
 
     async def _cancel(self, session: str, params: Any) -> None:
         """The client's `notifications/cancelled` {"requestId"}: the run of that call of the session

@@ -21,6 +21,10 @@ from chat.models import ApiToken, McpCall, McpSession, Run
 TOUCH_EVERY = timedelta(minutes=1)
 
 
+def _idle() -> timedelta:
+    return timedelta(seconds=settings.AGENT_MCP_SESSION_IDLE)
+
+
 def digest_of(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
@@ -33,6 +37,8 @@ def request_key(request_id: Any) -> str:
 def session_open(*, token: ApiToken, protocol_version: str) -> str:
     """A new session of the token; its `Mcp-Session-Id` (256 random bits), whose digest alone is stored."""
     value = secrets.token_urlsafe(32)
+    # The sessions nobody will use again go here, with their calls (last_used_at is indexed).
+    McpSession.objects.filter(last_used_at__lt=timezone.now() - _idle()).delete()
     McpSession.objects.create(
         digest=digest_of(value), token=token, user_id=token.user_id, protocol_version=protocol_version[:16]
     )
@@ -51,12 +57,22 @@ def session_found(*, value: str, token: ApiToken) -> str | None:
     if session is None or session.token_id != token.pk:
         return None
     now = timezone.now()
-    if now - session.last_used_at > timedelta(seconds=settings.AGENT_MCP_SESSION_IDLE):
+    if now - session.last_used_at > _idle():
         session.delete()
         return None
-    if now - session.last_used_at >= TOUCH_EVERY:
+    if now - session.last_used_at >= min(TOUCH_EVERY, _idle() / 2):
         McpSession.objects.filter(pk=session.pk).update(last_used_at=now)
     return session.pk
+
+
+def touch_due(seconds: float) -> bool:
+    """Whether a request that took `seconds` should mark its session used again when it ends (a
+    long tools/call holds its session: it is not idle while the call works)."""
+    return seconds >= min(TOUCH_EVERY, _idle() / 2).total_seconds()
+
+
+def session_touch(*, session: str) -> None:
+    McpSession.objects.filter(pk=session).update(last_used_at=timezone.now())
 
 
 def session_end(*, value: str, token: ApiToken) -> bool:
