@@ -389,3 +389,18 @@ def test_the_server_can_be_turned_off(databases, make_server):
     r = post(server, INITIALIZE, token=person.token("off"))
     assert r.status_code == 404
     person.close()
+
+
+def test_a_failed_run_answers_its_last_error(user, replies):
+    replies.set("mcp fails", {"status": 400, "body": {"error": {"message": "the fake model refuses"}}})
+
+    async def scenario():
+        async with connected(user) as client:
+            return await client.call_tool("ask_default", {"message": "mcp fails"})
+
+    result = asyncio.run(scenario())
+    assert result.is_error is True and result.structured_content["status"] == "failed"
+    events = user.events(result.structured_content["conversationId"])
+    last_error = [e for e in events if e["type"] == "error"][-1]
+    assert result.content[0].text == f"{last_error['code']}: {last_error['message']}"
+    assert events[-1]["type"] == "complete" and events[-1]["status"] == "failed"
