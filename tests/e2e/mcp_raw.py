@@ -56,3 +56,21 @@ async def cancelled_call(*, call_base: str, cancel_base: str, token: str, sessio
                             r = await http.post(f"{cancel_base}/mcp", json=cancel, headers=headers)
                             assert r.status_code == 202, r.text
     return received
+
+
+async def dropped_call(*, base: str, token: str, session: str, message: str) -> dict[str, Any]:
+    """tools/call with a progress token whose connection is closed after its first notification
+    (no `notifications/cancelled`): that notification."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "ask_default", "arguments": {"message": message}, "_meta": {"progressToken": "p"}},
+    }
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http:
+        async with http.stream("POST", f"{base}/mcp", json=call, headers=session_headers(token, session)) as stream:
+            with anyio.fail_after(60):
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: "):
+                        return json.loads(line[6:])
+    raise AssertionError("the call's stream ended without a notification")

@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from tests.fakellm import text_reply, tool_call_reply
 
 from .harness import SyncUser, answer_text, shell, slow_text_reply
-from .mcp_raw import cancelled_call, initialize
+from .mcp_raw import cancelled_call, dropped_call, initialize
 
 pytestmark = pytest.mark.services
 
@@ -404,3 +404,26 @@ def test_a_failed_run_answers_its_last_error(user, replies):
     last_error = [e for e in events if e["type"] == "error"][-1]
     assert result.content[0].text == f"{last_error['code']}: {last_error['message']}"
     assert events[-1]["type"] == "complete" and events[-1]["status"] == "failed"
+
+
+def test_a_dropped_connection_does_not_cancel_a_handshake_era_run(user, replies):
+    message = replies.set("mcp dropped", slow_text_reply(answer_text(40), chunks=40, delay=0.05))
+    token = user.token("raw-drop")
+
+    async def scenario():
+        async with httpx2.AsyncClient(timeout=30) as http:
+            session = await initialize(http, user.server.base, token)
+        return await dropped_call(base=user.server.base, token=token, session=session, message=message)
+
+    first = asyncio.run(scenario())
+    assert first["method"] == "notifications/progress"
+    conversation = next(
+        c for c in user.http.get("/api/conversations/").json()["conversations"] if c["title"] == message
+    )
+    for _ in range(100):
+        events = user.events(conversation["id"])
+        if events[-1]["type"] == "complete":
+            break
+        asyncio.run(asyncio.sleep(0.1))
+    assert events[-1]["status"] == "succeeded"  # it finished, and stays in the conversation
+    assert "".join(e["content"] for e in events if e["type"] == "text") == answer_text(40)

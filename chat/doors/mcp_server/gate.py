@@ -18,6 +18,7 @@ the SDK untouched but for the token."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -38,6 +39,8 @@ from chat.runs import engine
 from chat.runs.requests import CancelRun
 from serving.loop_middleware import request_db
 from serving.proxy import socket_client_address
+
+logger = logging.getLogger(__name__)
 
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
@@ -228,7 +231,15 @@ class McpGate:
         finally:
             if sessions.touch_due(time.monotonic() - began):
                 with anyio.CancelScope(shield=True):
-                    await request_db(sessions.session_touch)(session=session)
+                    await self._touch(session)
+
+    async def _touch(self, session: str) -> None:
+        """Mark the session used at the end of a long request (its answer is sent: a failure here
+        has no one to tell, and the session is touched again by its next request)."""
+        try:
+            await request_db(sessions.session_touch)(session=session)
+        except DatabaseError:
+            logger.warning("could not mark an MCP session used", exc_info=True)
 
     async def _cancel(self, session: str, params: Any) -> None:
         """The client's `notifications/cancelled` {"requestId"}: the run of that call of the session
