@@ -32,7 +32,8 @@ class McpCall(models.Model):
 
     session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="calls")
     request_id = models.CharField(max_length=200)
-    run = models.ForeignKey("chat.Run", on_delete=models.CASCADE, related_name="+")
+    # None: the client's cancel came before the call's run was recorded (the call cancels it then).
+    run = models.ForeignKey("chat.Run", on_delete=models.CASCADE, related_name="+", null=True)
     # The client cancelled the call: its run ends cancelled, and the call gets no result.
     cancelled = models.BooleanField(default=False)
 

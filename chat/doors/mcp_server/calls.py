@@ -200,8 +200,10 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         raise
     run_id = str(run.pk)
     try:
-        if caller.session is not None:
-            await request_db(sessions.call_record)(session=caller.session, request_id=ctx.request_id, run_id=run.pk)
+        if caller.session is not None and await request_db(sessions.call_record)(
+            session=caller.session, request_id=ctx.request_id, run_id=run.pk
+        ):
+            await engine.cancel(CancelRun(conversation.pk))  # its client cancelled it before it was recorded
         followed = await _follow(ctx, frames, run_id=run_id, after=seq)
     except anyio.get_cancelled_exc_class():
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # its stream closed: the call is cancelled

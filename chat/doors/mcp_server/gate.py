@@ -193,21 +193,7 @@ class McpGate:
         replay = _replayed(body, after, receive)
         handler = await managers()
         if message.get("method") == "initialize":
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            asked = params.get("protocolVersion")
-            version = asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else HANDSHAKE_PROTOCOL_VERSIONS[-1]
-            opened = await request_db(sessions.session_open)(token=check.token, protocol_version=version)
-            scope[CALLER] = Caller(check.user, check.token, sessions.digest_of(opened))
-            status = {}
-
-            async def sending(reply):
-                if reply["type"] == "http.response.start":
-                    status["code"] = reply["status"]
-                await _with_session_header(send, opened)(reply)
-
-            await handler.json.handle_request(scope, replay, sending)
-            if status.get("code") != 200:
-                await request_db(sessions.session_forget)(value=opened)
+            await self._initialize(scope, replay, send, check, message.get("params"), handler)
             return
         if session_value is None:
             await _rpc_error(400, types.INVALID_REQUEST, "Bad Request: Missing session ID")(scope, receive, send)
@@ -232,6 +218,25 @@ class McpGate:
             if sessions.touch_due(time.monotonic() - began):
                 with anyio.CancelScope(shield=True):
                     await self._touch(session)
+
+    async def _initialize(self, scope, replay, send, check, params: Any, handler) -> None:
+        """The SDK answers `initialize` (its version, serverInfo, capabilities); a session is opened
+        for it, its id sent with a successful answer and forgotten again after any other."""
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        version = asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else HANDSHAKE_PROTOCOL_VERSIONS[-1]
+        opened = await request_db(sessions.session_open)(token=check.token, protocol_version=version)
+        scope[CALLER] = Caller(check.user, check.token, sessions.digest_of(opened))
+        status = {}
+        with_header = _with_session_header(send, opened)
+
+        async def sending(reply):
+            if reply["type"] == "http.response.start":
+                status["code"] = reply["status"]
+            await with_header(reply)
+
+        await handler.json.handle_request(scope, replay, sending)
+        if status.get("code") != 200:
+            await request_db(sessions.session_forget)(value=opened)
 
     async def _touch(self, session: str) -> None:
         """Mark the session used at the end of a long request (its answer is sent: a failure here

@@ -83,22 +83,32 @@ def session_end(*, value: str, token: ApiToken) -> bool:
     return True
 
 
-def call_record(*, session: str, request_id: Any, run_id) -> None:
-    """The run of a session's tools/call. A client reusing a request id while it runs: the newer call wins."""
+def call_record(*, session: str, request_id: Any, run_id) -> bool:
+    """The run of a session's tools/call; True when the client cancelled the call before (its
+    `notifications/cancelled` came first, maybe to another process): the caller cancels the run.
+    A client reusing a request id: the newer call takes the row."""
     key = request_key(request_id)
     try:
-        McpCall.objects.update_or_create(session_id=session, request_id=key, defaults={"run_id": run_id})
+        call, created = McpCall.objects.get_or_create(session_id=session, request_id=key, defaults={"run_id": run_id})
     except IntegrityError:  # the session ended meanwhile: nothing can cancel the call through it
-        pass
+        return False
+    if created:
+        return False
+    cancelled_first = call.cancelled and call.run_id is None
+    McpCall.objects.filter(pk=call.pk).update(run_id=run_id, cancelled=cancelled_first)
+    return cancelled_first
 
 
 def call_cancel(*, session: str, request_id: Any) -> Run | None:
-    """Mark the session's call cancelled by its client; its run when that still runs."""
-    call = McpCall.objects.filter(session_id=session, request_id=request_key(request_id)).select_related("run").first()
-    if call is None:
+    """Mark the session's call cancelled by its client; its run when that still runs (a call whose
+    run is not recorded yet is marked: call_record tells its handler)."""
+    call, created = McpCall.objects.select_related("run").get_or_create(
+        session_id=session, request_id=request_key(request_id), defaults={"cancelled": True}
+    )
+    if created:
         return None
     McpCall.objects.filter(pk=call.pk).update(cancelled=True)
-    return call.run if call.run.status == Run.Status.RUNNING else None
+    return call.run if call.run is not None and call.run.status == Run.Status.RUNNING else None
 
 
 def call_was_cancelled(*, session: str, request_id: Any, run_id) -> bool:

@@ -112,7 +112,21 @@ def test_a_call_is_found_by_its_session_and_request_id(make_user):
     assert sessions.call_was_cancelled(session=session, request_id=7, run_id=run.pk)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
     assert sessions.call_cancel(session=session, request_id=7) is None  # nothing left to cancel
-    assert McpCall.objects.count() == 1
+    assert McpCall.objects.count() == 2  # "7" kept as cancelled, for a call of that id still to be recorded
+    # The id again, for a new call: the row is the new run's, not cancelled.
+    assert sessions.call_record(session=session, request_id=7, run_id=run.pk) is False
+    assert not sessions.call_was_cancelled(session=session, request_id=7, run_id=run.pk)
+
+
+def test_a_cancel_that_comes_before_the_calls_run_is_recorded_is_kept_for_it(make_user):
+    alice = make_user("alice")
+    token, _ = token_create(user=alice, name="a")
+    session = sessions.digest_of(sessions.session_open(token=token, protocol_version="2025-11-25"))
+    assert sessions.call_cancel(session=session, request_id="early") is None
+    conversation = conversation_create(owner=alice, title="t")
+    run = Run.objects.create(conversation=conversation, user=alice, status=Run.Status.RUNNING, model="m")
+    assert sessions.call_record(session=session, request_id="early", run_id=run.pk) is True
+    assert sessions.call_was_cancelled(session=session, request_id="early", run_id=run.pk)
 
 
 def test_an_mcp_run_is_unattended_and_says_so():
