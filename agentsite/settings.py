@@ -72,6 +72,8 @@ INSTALLED_APPS = [
 # loop, a thread only for what blocks (every one here must be able to run in async mode). Django's
 # deployment checks see them as Django's classes (chat.checks); see SILENCED_SYSTEM_CHECKS.
 MIDDLEWARE = [
+    # /healthz answered whatever the Host (Kubernetes' probes send the pod's address: serving/probe_host.py).
+    "serving.probe_host.ProbeAnyHostMiddleware",
     # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
     "serving.proxy.TrustedProxyMiddleware",
     "serving.loop_middleware.SecurityMiddleware",
@@ -340,9 +342,8 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_m
 # and the seconds a server may take to start or to answer one call.
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
-# The server's name (the MCP serverInfo); whether /mcp, the MCP server of the agents, is served, and
-# the seconds an unused MCP session lives (docs/protocol.md, "MCP server").
-AGENT_SITE_NAME = os.environ.get("AGENT_SITE_NAME", "").strip() or "agentsite"
+# Whether /mcp, the MCP server of the agents, is served, and the seconds an unused MCP session
+# lives (docs/protocol.md, "MCP server"); its serverInfo name is AGENT_SITE_NAME (below).
 AGENT_MCP_SERVER = env_bool("AGENT_MCP_SERVER", True)
 AGENT_MCP_SESSION_IDLE = env_number("AGENT_MCP_SESSION_IDLE", "86400")
 # Tools (names or fnmatch patterns, e.g. "bash,github__*"; empty: none) whose calls wait for the
@@ -355,6 +356,10 @@ ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 AGENT_SHARING = env_bool("AGENT_SHARING", True)
 # Whether a conversation gets a short title from its agent's model after its first answer (chat/runtime/titles.py).
 AGENT_TITLES = env_bool("AGENT_TITLES", True)
+# The server's name in the public A2A agent card (and the MCP server's serverInfo).
+AGENT_SITE_NAME = os.environ.get("AGENT_SITE_NAME", "agentsite")
+# Whether the A2A agent cards and /a2a/ are served (chat/doors/a2a/); off: they answer 404.
+AGENT_A2A = env_bool("AGENT_A2A", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")
 # Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.ops.tracing); the SDK reads
