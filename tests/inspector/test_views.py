@@ -411,7 +411,7 @@ def test_a_run_of_another_door_shows_its_source_and_its_via(staff):
         payload={"type": "user_message", "content": "hi", "via": "mcp"},
     )
     listing = client_for(staff).get("/inspect/").content.decode()
-    assert 'class="tag tag-source"' in listing and ">mcp</span>" in listing
+    assert 'class="tag tag-api tag-mcp"' in listing and ">MCP</span>" in listing
     page = client_for(staff).get(f"/inspect/runs/{run.pk}/").content.decode()
-    assert "started through the <code>mcp</code> door" in page
-    assert "Started through the <code>mcp</code> door." in page
+    assert "started by an MCP client (<code>/mcp</code>)" in page
+    assert "<dt>Door</dt><dd>mcp</dd>" in page
