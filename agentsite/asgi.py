@@ -19,18 +19,23 @@ with startup.one_line_errors():  # a bad setting or database: one line and exit,
     if settings.CHECK_BEFORE_SERVING:
         startup.check_before_serving()
 
+from chat.doors.mcp_server.gate import McpGate  # noqa: E402
 from chat.doors.socket.origins import OriginValidator  # noqa: E402 - needs the app registry loaded
 from chat.doors.socket.routing import SocketRouter, websocket_urlpatterns  # noqa: E402
 from chat.runtime.lifecycle import RunRegistryStarter  # noqa: E402
 from chat.scheduling.poller import SchedulePollerStarter  # noqa: E402
 
 websocket_app = OriginValidator(SocketRouter(websocket_urlpatterns))
+mcp_app = McpGate()  # /mcp: the SDK's Streamable HTTP transport behind the project's gate, beside Django
+MCP_PATHS = ("/mcp", "/mcp/")
 
 
 def by_protocol(scope, receive, send):
     """Channels' ProtocolTypeRouter as a plain call: that one awaited the next application, so
     its frame lived as long as each socket; this hands back the next one's coroutine."""
     if scope["type"] == "http":
+        if scope["path"] in MCP_PATHS:
+            return mcp_app(scope, receive, send)
         return django_asgi_app(scope, receive, send)
     if scope["type"] == "websocket":
         return websocket_app(scope, receive, send)

@@ -346,6 +346,10 @@ AGENT_BASH_TMP_MB = env_number("AGENT_BASH_TMP_MB", str(tool_defaults.bash.tmp_m
 # and the seconds a server may take to start or to answer one call.
 AGENT_MCP_CONFIG = env_optional("AGENT_MCP_CONFIG")
 AGENT_MCP_TIMEOUT = env_number("AGENT_MCP_TIMEOUT", "30", float)
+# Whether /mcp, the MCP server of the agents, is served, and the seconds an unused MCP session
+# lives (docs/protocol.md, "MCP server"); its serverInfo name is AGENT_SITE_NAME (below).
+AGENT_MCP_SERVER = env_bool("AGENT_MCP_SERVER", True)
+AGENT_MCP_SESSION_IDLE = env_number("AGENT_MCP_SESSION_IDLE", "86400")
 # Tools (names or fnmatch patterns, e.g. "bash,github__*"; empty: none) whose calls wait for the
 # user's approval, and the seconds a request stays open before it expires as denied. An agent
 # profile's own list replaces the tools for that profile's runs.

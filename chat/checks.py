@@ -67,6 +67,7 @@ def check_agent_settings(app_configs, **kwargs):
         "AGENT_CONTEXT_TOKENS": (settings.AGENT_CONTEXT_TOKENS, 1),
         "AGENT_COMPACT_KEEP_TURNS": (settings.AGENT_COMPACT_KEEP_TURNS, 1),
         "AGENT_COMPACT_MAX_MESSAGES": (settings.AGENT_COMPACT_MAX_MESSAGES, 0),
+        "AGENT_MCP_SESSION_IDLE": (settings.AGENT_MCP_SESSION_IDLE, 1),
     }
     for name, (value, minimum) in numbers.items():
         if value < minimum:

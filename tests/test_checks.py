@@ -55,6 +55,7 @@ def test_model_missing_when_a_key_is_set(good):
         ("AGENT_STREAM_FLUSH_MS", -10, 0),
         ("AGENT_STREAM_FLUSH_MAX_MS", -1, 0),
         ("AGENT_MAX_RESUMES", -1, 0),
+        ("AGENT_MCP_SESSION_IDLE", 0, 1),
     ],
 )
 def test_bad_numbers(good, name, value, minimum):

@@ -67,11 +67,14 @@ class Unattended:
 
     REASON = "no one can approve tool calls made through the OpenAI-compatible endpoint"
 
+    def __init__(self, reason: str = REASON) -> None:
+        self.reason = reason  # the door's (docs/protocol.md: the MCP server's says MCP)
+
     def expect(self, tool_call_ids: Sequence[str]) -> dict[str, asyncio.Future[Decision]]:
         futures: dict[str, asyncio.Future[Decision]] = {}
         for call_id in tool_call_ids:
             future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-            future.set_result(Decision(DENIED, self.REASON))
+            future.set_result(Decision(DENIED, self.reason))
             futures[call_id] = future
         return futures
 

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from chat import mcp
 from chat.agent import ModelOptions
+from chat.agent.approval import Unattended
 from chat.agent.turns import TOOL_CHOICE_MODES
 from chat.models import API_SOURCE, DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
 from chat.tools import BUILTIN_TOOLS
@@ -37,6 +38,9 @@ RESPONSES_VIA = "responses"
 AGUI_VIA = "agui"
 # The user_message's `via` of a run an A2A SendMessage started (docs/protocol.md, "A2A agent").
 A2A_VIA = "a2a"
+# The user_message's `via` of a run the MCP server started (docs/protocol.md, "MCP server").
+MCP_VIA = "mcp"
+MCP_UNATTENDED = "no one can approve tool calls made through MCP"
 # Bounds of the model options and limits (the admin form refuses values outside them).
 RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
@@ -71,6 +75,8 @@ class AgentConfig:
     profile_id: int | None = None
     # A run nobody watches (the OpenAI-compatible endpoint's): approvals are denied at once.
     unattended: bool = False
+    # What its denied approvals say (the door nobody can approve through).
+    unattended_reason: str = Unattended.REASON
     # Its model accepts images: attached ones are sent as image_url parts (docs/protocol.md, "Images").
     vision: bool = False
     # The tokens its model reads at most: requests are compacted to fit (docs/protocol.md, "Compaction").
@@ -204,6 +210,8 @@ def start_config(
     if via == RESPONSES_VIA:
         # Its client sends the conversation once (previous_response_id), not with every call: it compacts.
         config = replace(config, unattended=True, compacts=True, instructions=instructions)
+    elif via == MCP_VIA:  # unattended whatever conversation it continues
+        config = replace(config, unattended=True, unattended_reason=MCP_UNATTENDED)
     elif via == AGUI_VIA:
         # A person watches an AG-UI run (approvals become interrupts), whatever conversation it
         # continues; the thread is kept on the server: it compacts. Its instructions: the request's context.

@@ -14,6 +14,7 @@ from chat.models.conversations import (
     A2A_SOURCE,
     AGUI_SOURCE,
     API_SOURCE,
+    MCP_SOURCE,
     SCHEDULE_SOURCE,
     TRIGGER_SOURCE,
     Conversation,
@@ -23,6 +24,7 @@ from chat.models.conversations import (
 )
 from chat.models.events import RAW_PAYLOAD, Event, Utf8JSONEncoder, payload_of
 from chat.models.identity import AccountSettings, ApiToken, GroupLimits, OidcIdentity, ProviderGroup, UserSession
+from chat.models.mcp_sessions import McpCall, McpSession
 from chat.models.metrics import MetricTally, ProcessGauge
 from chat.models.notifications import Notification
 from chat.models.queue import QueuedMessage
@@ -37,6 +39,7 @@ __all__ = [
     "API_SOURCE",
     "DEFAULT_AGENT_NAME",
     "DEFAULT_AGENT_SLUG",
+    "MCP_SOURCE",
     "RAW_PAYLOAD",
     "RUNNING_RUN_CONSTRAINT",
     "SCHEDULE_SOURCE",
@@ -49,6 +52,8 @@ __all__ = [
     "Event",
     "Feedback",
     "GroupLimits",
+    "McpCall",
+    "McpSession",
     "MetricTally",
     "ModelCall",
     "Notification",

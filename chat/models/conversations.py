@@ -18,6 +18,8 @@ SCHEDULE_SOURCE = "schedule"
 TRIGGER_SOURCE = "trigger"
 # Conversation.source of a conversation an A2A SendMessage started (docs/protocol.md, "A2A agent").
 A2A_SOURCE = "a2a"
+# Conversation.source of a conversation the MCP server's tools/call started (docs/protocol.md, "MCP server").
+MCP_SOURCE = "mcp"
 
 
 class TitleSource(models.TextChoices):

@@ -130,7 +130,7 @@ def approval_policy(config: AgentConfig, answers: Answers | None) -> ApprovalPol
     and for a profile that names none)."""
     patterns = config.approval_tools
     if config.unattended and patterns:
-        answers = Unattended()
+        answers = Unattended(config.unattended_reason)
     if answers is None or not patterns:
         return None
     return ApprovalPolicy(patterns=patterns, timeout=settings.AGENT_APPROVAL_TIMEOUT, answers=answers)

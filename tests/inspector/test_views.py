@@ -398,3 +398,20 @@ def test_staff_see_feedback_in_the_run_list_and_on_the_run_page(make_user, staff
     assert trace["run"]["feedback"]["rating"] == -1
     assert trace["run"]["feedback"]["comment"].endswith("wrong sum")
     assert client_for(staff).get(f"/api/runs/{unrated}/trace/").json()["run"]["feedback"] is None
+
+
+def test_a_run_of_another_door_shows_its_source_and_its_via(staff):
+    conversation = Conversation.objects.create(owner=staff, source="mcp")
+    run = Run.objects.create(conversation=conversation, user=staff, status="succeeded", model="m")
+    Event.objects.create(
+        conversation=conversation,
+        run=run,
+        seq=1,
+        type="user_message",
+        payload={"type": "user_message", "content": "hi", "via": "mcp"},
+    )
+    listing = client_for(staff).get("/inspect/").content.decode()
+    assert 'class="tag tag-api tag-mcp"' in listing and ">MCP</span>" in listing
+    page = client_for(staff).get(f"/inspect/runs/{run.pk}/").content.decode()
+    assert "started by an MCP client (<code>/mcp</code>)" in page
+    assert "<dt>Door</dt><dd>mcp</dd>" in page
