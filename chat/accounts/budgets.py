@@ -237,10 +237,25 @@ def _sum_calls(which: Q, cap: Cap, *, now: datetime, exclude_run: Any, per_user:
     return {user: n or 0 for user, n in calls.values("run__user").annotate(n=Sum(field)).values_list("run__user", "n")}
 
 
+def reserve_setting(value: Any) -> int | None:
+    """AGENT_RUN_TOKEN_RESERVE as a whole number of tokens above 0 (None: unset). ValueError names
+    what is wrong; only ASCII digits count, so "1.5", "1e3", "²" or "١٠" are refused rather than
+    read as something else (system check agentsite.E008)."""
+    if value is None:
+        return None
+    text = str(value).strip() if not isinstance(value, bool) else ""
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"must be a whole number of tokens, like 4096, not {value!r}")
+    if int(text) < 1:
+        raise ValueError(f"must be above 0, not {value!r}")
+    return int(text)
+
+
 def run_reserve(*, profile_max_tokens: int | None) -> int:
     """AGENT_RUN_TOKEN_RESERVE, else the run's max_tokens (its profile's, else AGENT_MAX_TOKENS), else 4096."""
-    if settings.AGENT_RUN_TOKEN_RESERVE is not None:
-        return int(settings.AGENT_RUN_TOKEN_RESERVE)
+    reserve = reserve_setting(settings.AGENT_RUN_TOKEN_RESERVE)
+    if reserve is not None:
+        return reserve
     return profile_max_tokens or int(settings.AGENT_MAX_TOKENS or 0) or 4096
 
 
