@@ -60,6 +60,12 @@ class RunFilterForm(forms.Form):
         choices=[("", "any"), ("rated", "rated"), ("up", "thumbs up"), ("down", "thumbs down")],
     )
     origin = forms.ChoiceField(required=False, choices=[("", "any"), ("live", "run here"), ("imported", "imported")])
+    source = forms.ChoiceField(
+        required=False,
+        label="started by",
+        choices=[("", "any"), ("chat", "the chat"), ("api", "the API"), ("schedule", "a schedule"),
+                 ("trigger", "a trigger")],
+    )  # fmt: skip
     sort = forms.ChoiceField(
         required=False,
         choices=[("-start", "newest"), ("start", "oldest"), ("-duration", "slowest"), ("duration", "fastest"),
@@ -88,6 +94,7 @@ class RunFilterForm(forms.Form):
             slower_than=data.get("slower_than"),
             feedback=data.get("feedback") or "",
             origin=data.get("origin") or "",
+            source=data.get("source") or "",
             sort=sort.lstrip("-"),
             descending=sort.startswith("-"),
         )
@@ -105,11 +112,14 @@ def run_list(request):
     page = paginator.get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(
-        request,
-        "inspect/runs.html",
-        {"form": form, "page": page, "query": query.urlencode(), "models": reads.model_names()},
-    )
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "models": reads.model_names(),
+        "conversation": reads.conversation_shown(filters.conversation) if filters.conversation else None,
+    }
+    return render(request, "inspect/runs.html", context)
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -156,6 +166,7 @@ def run_page(request, run_id):
         "events_hidden": len(trace["events"]) - len(shown),
         "conversation_title": reads.conversation_title(run["conversationId"]),
         "conversation_source": reads.conversation_source(run["conversationId"]),
+        **reads.run_starters(run["id"]),
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).
         "replay_events": sorted(trace["events"] + descendant_events, key=lambda event: event["seq"]),
         "js_strings": js_strings(),
