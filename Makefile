@@ -21,7 +21,8 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean
+.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean \
+	container-tools image compose-up compose-down test-containers
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +36,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider realmodel-server
+install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider agui-client realmodel-server
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
 # with the machine's gcc and cmake (about 7 minutes on 2 cores), once, into LLM_WHEELS (above),
@@ -93,6 +94,18 @@ oidc-provider: $(OIDC_PROVIDER)
 $(OIDC_PROVIDER): tests/oidc/package.json tests/oidc/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "the sign-in tests need npm (Node.js 20) to install oidc-provider"; exit 1; }
 	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# @ag-ui/client (the AG-UI reference client) from the npm registry: its HttpAgent consumes runs of the
+# AG-UI door in tests/e2e/test_agui_client.py and docs/agui.md's front-end example, installed from
+# tests/agui/package-lock.json into tests/agui/node_modules (git-ignored) when the lock changes.
+AGUI_CLIENT := tests/agui/node_modules/@ag-ui/client/package.json
+
+agui-client: $(AGUI_CLIENT)
+
+$(AGUI_CLIENT): tests/agui/package.json tests/agui/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the AG-UI tests need npm (Node.js 20) to install @ag-ui/client"; exit 1; }
+	cd tests/agui && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # Debian's bubblewrap: the bash tool's sandbox (without it the tool refuses to run).
@@ -165,5 +178,54 @@ SOAK_SECONDS ?= 3600
 bench-soak: install-test
 	$(PY) -m bench.soak --duration $(SOAK_SECONDS)
 
+# --- Containers: the image, the compose stack (docs/deployment.md; the scripts are deploy/container/) ---
+# Each variable may be given on the command line or in the environment; compose.yaml reads the same
+# names. Empty means the default: BASE_IMAGE the public python:3.11-slim-bookworm, or the local
+# Debian base (deploy/container/base.sh) when it cannot be pulled; COMPOSE `docker compose`, else
+# docker-compose, else podman-compose; CONTAINER_ENGINE podman if found, else docker.
+CONTAINER_ENGINE ?=
+IMAGE ?= localhost/agentsite:latest
+BASE_IMAGE ?=
+OFFLINE ?=
+BUILD_FLAGS ?=
+COMPOSE ?=
+COMPOSE_PROJECT_NAME ?= agentsite
+AGENTSITE_ENV_FILE ?= .env
+AGENTSITE_BIND ?= 127.0.0.1
+AGENTSITE_HTTPS_PORT ?= 8443
+AGENTSITE_HTTP_PORT ?= 8080
+AGENTSITE_HOST ?= localhost
+POSTGRES_IMAGE ?=
+REDIS_IMAGE ?=
+NGINX_IMAGE ?=
+export CONTAINER_ENGINE IMAGE BASE_IMAGE OFFLINE BUILD_FLAGS COMPOSE COMPOSE_PROJECT_NAME AGENTSITE_ENV_FILE \
+	AGENTSITE_BIND AGENTSITE_HTTPS_PORT AGENTSITE_HTTP_PORT AGENTSITE_HOST POSTGRES_IMAGE REDIS_IMAGE NGINX_IMAGE
+
+# Debian's podman and what it needs on a machine without systemd or a registry (iptables: without it
+# every container fails), mmdebstrap for the local base, and docker-compose (1.29, against `podman
+# system service`: podman-compose 1.0.3 ignores dependency conditions and env files). Without
+# recommends: docker-compose's would bring in another container daemon.
+CONTAINER_TOOLS := podman runc netavark aardvark-dns catatonit iptables mmdebstrap docker-compose
+container-tools:
+	@missing=$$(for p in $(CONTAINER_TOOLS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	[ -z "$$missing" ] || { \
+	  echo "installing Debian's $$missing for the container image and the compose stack"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
+
+image:
+	deploy/container/image.sh
+
+compose-up:
+	deploy/container/compose.sh up
+
+compose-down:
+	deploy/container/compose.sh down
+
+# The image built and sized, the compose stack up, used and torn down, the Helm chart rendered and
+# validated (deploy/container/ci-check); .ci/run runs it beside `make test`.
+test-containers: container-tools
+	deploy/container/ci-check
+
 clean:
-	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules
+	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules tests/agui/node_modules

@@ -72,6 +72,8 @@ INSTALLED_APPS = [
 # loop, a thread only for what blocks (every one here must be able to run in async mode). Django's
 # deployment checks see them as Django's classes (chat.checks); see SILENCED_SYSTEM_CHECKS.
 MIDDLEWARE = [
+    # /healthz answered whatever the Host (Kubernetes' probes send the pod's address: serving/probe_host.py).
+    "serving.probe_host.ProbeAnyHostMiddleware",
     # First: believes X-Forwarded-For/-Proto from TRUSTED_PROXIES only, before anything reads them.
     "serving.proxy.TrustedProxyMiddleware",
     "serving.loop_middleware.SecurityMiddleware",
@@ -350,6 +352,10 @@ ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
 AGENT_SHARING = env_bool("AGENT_SHARING", True)
 # Whether a conversation gets a short title from its agent's model after its first answer (chat/runtime/titles.py).
 AGENT_TITLES = env_bool("AGENT_TITLES", True)
+# The server's name in the public A2A agent card (and the MCP server's serverInfo).
+AGENT_SITE_NAME = os.environ.get("AGENT_SITE_NAME", "agentsite")
+# Whether the A2A agent cards and /a2a/ are served (chat/doors/a2a/); off: they answer 404.
+AGENT_A2A = env_bool("AGENT_A2A", True)
 # /metrics answers staff sessions, and scrapers sending `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_optional("METRICS_TOKEN")
 # Set: runs are exported as OpenTelemetry traces over OTLP/HTTP (chat.ops.tracing); the SDK reads

@@ -21,7 +21,12 @@ STACK_TITLES = {
     "pg-redis-2daphne": "PostgreSQL + Redis, 2 daphne",
     "pg-redis-2uvicorn": "PostgreSQL + Redis, 2 uvicorn",
 }
-DOOR_TITLES = {"websocket": "WebSocket", "v1": "`/v1` streaming", "sse": "SSE + `POST .../messages/`"}
+DOOR_TITLES = {
+    "websocket": "WebSocket",
+    "v1": "`/v1` streaming",
+    "sse": "SSE + `POST .../messages/`",
+    "agui": "AG-UI `POST /api/agui/<slug>/`",
+}
 SUITE_FIGURES = ("relay", "concurrency", "idle", "replay")  # a whole suite's run, not a part of one
 
 

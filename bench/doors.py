@@ -1,15 +1,17 @@
-"""Doors: first text of the same run through the three ways a client can start and follow it,
-side by side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Server-sent events",
-"OpenAI-compatible endpoint"):
+"""Doors: first text of the same run through the ways a client can start and follow it, side by
+side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Server-sent events",
+"OpenAI-compatible endpoint", "AG-UI"):
 
 - `websocket`: the chat page's socket, open and synced, then the `message` frame;
 - `v1`: `POST /v1/chat/completions` with `stream: true` (a bearer token), read chunk by chunk;
-- `sse`: `GET .../stream/?until=complete` open and synced, then `POST .../messages/`.
+- `sse`: `GET .../stream/?until=complete` open and synced, then `POST .../messages/`;
+- `agui`: `POST /api/agui/default/` with a RunAgentInput on the conversation as its thread (a
+  bearer token), read event by event.
 
 First text is from sending the message (the frame, the completion request, the POST) to the
 first piece of answer text arriving (a `text` frame, a chunk with `delta.content`, a `text`
-event); for the HTTP doors also when the request was answered (the completion's response
-headers, the POST's 202), which tells the HTTP request's own cost from the run's. Per level, as
+event, a TEXT_MESSAGE_CONTENT); for the HTTP doors also when the request was answered (the
+completion's or the AG-UI run's response headers, the POST's 202), which tells the HTTP request's own cost from the run's. Per level, as
 the concurrency bench measures the WebSocket: the stretch (from the first message sent to the
 last run's end, over the run's nominal length, tokens / rate: `stretch_nominal` there) and the
 servers' CPU per 1,000 tokens streamed, from the moment every client is ready to the last end.
@@ -36,7 +38,7 @@ from .procs import CpuMeter, server_cpu_per_1k
 # first text.
 TOKENS = 100
 RATE = 100
-DOORS = ("websocket", "v1", "sse")
+DOORS = ("websocket", "v1", "sse", "agui")
 
 
 class DoorRun(NamedTuple):
@@ -149,6 +151,36 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> DoorRu
     return DoorRun(first, problem, answered, sent, done)
 
 
+async def agui_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
+    headers = {"Authorization": f"Bearer {token}"}
+    message = {"id": secrets.token_hex(8), "role": "user", "content": clients.order(TOKENS, RATE)}
+    body = {"threadId": conversation, "runId": secrets.token_hex(8), "messages": [message]}
+    async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
+        (await http.get("/api/agui/default/")).raise_for_status()  # the connection is open before the clock starts
+        ready()
+        await go.wait()
+        sent, first, text, outcome = time.time(), None, "", ""
+        async with http.stream("POST", "/api/agui/default/", json=body) as response:
+            answered = time.time() - sent
+            if response.status_code != 200:
+                return DoorRun(None, f"HTTP {response.status_code}", answered, sent, None)
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                if event["type"] == "TEXT_MESSAGE_CONTENT":
+                    if first is None:
+                        first = time.time() - sent
+                    text += event["delta"]
+                elif event["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                    outcome = (event.get("outcome") or {}).get("type") or event.get("code", "")
+        done = time.time()
+    if outcome != "success":
+        return DoorRun(first, f"run ended {outcome or 'without RUN_FINISHED'}", answered, sent, done)
+    problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
+    return DoorRun(first, problem, answered, sent, done)
+
+
 async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict:
     """`count` clients of one door, all ready first, then all sent at once."""
     pairs = pool.take(count)
@@ -163,7 +195,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             meter.start()
             go.set()
 
-    run = {"websocket": websocket_run, "v1": v1_run, "sse": sse_run}[door]
+    run = {"websocket": websocket_run, "v1": v1_run, "sse": sse_run, "agui": agui_run}[door]
     results = await asyncio.gather(
         *(run(stack.base(i), cred, conv, ready, go) for i, (cred, (_, conv)) in enumerate(zip(credentials, pairs))),
         return_exceptions=True,
@@ -184,7 +216,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             "p95": round(percentile(firsts, 95), 1),
             "n": len(firsts),
         },
-        # The HTTP doors: the request's answer (v1: its headers; sse: the POST's 202), p50.
+        # The HTTP doors: the request's answer (v1, agui: its headers; sse: the POST's 202), p50.
         "answered_ms": round(percentile(answers, 50), 1) if answers else None,
         # From the first send to the last end, over one run's nominal length (tokens / rate).
         "stretch": round(wall / (TOKENS / RATE), 2) if wall is not None else None,

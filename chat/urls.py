@@ -2,6 +2,9 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
+from chat.doors.a2a import cards as a2a_cards
+from chat.doors.a2a import endpoint as a2a_endpoint
+from chat.doors.agui import agui_api
 from chat.doors.api import account_api, api, api_budgets, api_tokens, hooks, runs_api, schedules_api, triggers_api
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api, responses_api
@@ -72,12 +75,17 @@ urlpatterns = [
     path("s/<str:token>/", shares.shared_page, name="shared"),
     path("s/<str:token>/events/", shares.shared_events, name="shared-events"),
     path("s/<str:token>/copy/", shares.shared_copy, name="shared-copy"),
+    path("api/agui/<str:slug>/", agui_api.agent, name="api-agui"),
+    path("api/agui/<str:slug>/connect/", agui_api.connect, name="api-agui-connect"),
     path("v1/models", openai_api.models, name="v1-models"),
     path("v1/chat/completions", openai_api.chat_completions, name="v1-chat-completions"),
     path("v1/responses", responses_api.create, name="v1-responses"),
     path("v1/responses/<str:response_id>", responses_api.retrieve, name="v1-response"),
     path("v1/responses/<str:response_id>/cancel", responses_api.cancel, name="v1-response-cancel"),
     path("v1/responses/<str:response_id>/input_items", responses_api.list_input_items, name="v1-response-input-items"),
+    path(".well-known/agent-card.json", a2a_cards.public_card, name="a2a-card"),
+    path("a2a/<slug:slug>/", a2a_endpoint.endpoint, name="a2a-endpoint"),
+    path("a2a/<slug:slug>/.well-known/agent-card.json", a2a_cards.agent_card, name="a2a-agent-card"),
     path("inspect/", inspect_views.run_list, name="inspect-runs"),
     path("inspect/runs/<uuid:run_id>/", inspect_views.run_page, name="inspect-run"),
     path("inspect/dashboard/", inspect_views.dashboard, name="inspect-dashboard"),

@@ -1,6 +1,7 @@
-"""The documentation's examples work as written: every ```sh, ```bash and ```python block of
-docs/*.md runs, verbatim, against a real daphne on the offline demo model (as `make run` serves
-it) with a real user's API token in TOKEN (and a staff user's in STAFF_TOKEN) and the server's
+"""The documentation's examples work as written: every ```sh, ```bash, ```python and ```js block
+of docs/*.md runs, verbatim (a ```js block as a Node.js module, with the npm packages of
+tests/agui installed beside it, as a front-end's would be), against a real daphne on the offline
+demo model (as `make run` serves it) with a real user's API token in TOKEN (and a staff user's in STAFF_TOKEN) and the server's
 address in BASE, exits 0, and prints what the doc says it prints: the plain block after it,
 introduced by "printed", where `...` stands for anything within a line and, on a line of its own,
 for any lines, and any UUID for any UUID.
@@ -27,7 +28,7 @@ from tests.e2e.harness import Server, SyncUser, migrate, server_env, shell
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-RUNNABLE = {"sh", "bash", "python"}
+RUNNABLE = {"sh", "bash", "python", "js"}
 NO_RUN = "no-run"
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)(?P<attrs>[^\n`]*)$")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -146,6 +147,7 @@ def docs_server():
             work = folder / "work"
             work.mkdir()
             Image.new("RGB", (4032, 3024), (40, 120, 200)).save(work / "photo.jpg", quality=80)
+            (work / "node_modules").symlink_to(ROOT / "tests" / "agui" / "node_modules")  # `make agui-client`
             bin_dir = str(Path(sys.executable).parent)  # python3 and the openai SDK of this venv
             yield {
                 "env": {
@@ -167,11 +169,10 @@ def docs_server():
 
 @pytest.mark.parametrize("block", EXAMPLES, ids=[block.name for block in EXAMPLES])
 def test_the_example_runs_and_prints_what_the_doc_says(block, docs_server):
-    command = (
-        [sys.executable, "-c", block.body]
-        if block.lang == "python"
-        else ["bash", "-e", "-o", "pipefail", "-c", block.body]
-    )
+    command = {
+        "python": [sys.executable, "-c", block.body],
+        "js": ["node", "--input-type=module", "-e", block.body],
+    }.get(block.lang, ["bash", "-e", "-o", "pipefail", "-c", block.body])
     result = subprocess.run(
         command, env=docs_server["env"], cwd=docs_server["cwd"], capture_output=True, text=True, timeout=120
     )

@@ -220,7 +220,8 @@ LAYERS = [
     {"chat/runs", "chat/realtime", "chat/checks.py"},  # the front door; live delivery
     {"chat/doors/http"}  # what the HTTP doors share: bodies, error shapes, the signed-in user
     | {"chat/scheduling"},  # schedules, a door of its own that fires on the front door
-    {"chat/doors/api", "chat/doors/socket", "chat/doors/sse", "chat/doors/openai"}  # the doors, none
+    {"chat/doors/api", "chat/doors/socket", "chat/doors/sse", "chat/doors/openai", "chat/doors/a2a"}  # the doors, none
+    | {"chat/doors/agui"}
     | {"chat/doors/pages", "chat/doors/openapi", "chat/management/commands"},  # importing another; commands
     {"chat/doors", "chat/urls.py", "chat/apps.py", "chat/admin.py"},  # the wiring
 ]

@@ -1,6 +1,6 @@
-"""`Authorization: Bearer <token>` (chat.accounts.tokens) for programs: over HTTP on `/api/` only,
-where it replaces the session and CSRF (a script has no cookie to protect), and on the
-WebSocket handshake. A token never opens the admin, the inspector or a page: there the header
+"""`Authorization: Bearer <token>` (chat.accounts.tokens) for programs: over HTTP on `/api/`, `/v1/` and
+`/a2a/` only, where it replaces the session and CSRF (a script has no cookie to protect), and on
+the WebSocket handshake. A token never opens the admin, the inspector or a page: there the header
 is ignored and only a session signs in."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from chat.accounts.token_lockout import token_check
 from serving.loop_middleware import DualMiddleware, request_db
 from serving.proxy import client_address, socket_client_address
 
-BEARER_PATHS = ("/api/", "/v1/")
+BEARER_PATHS = ("/api/", "/v1/", "/a2a/")
 # Where refusals take OpenAI's error shape (docs/protocol.md, "OpenAI-compatible endpoint").
 OPENAI_PATHS = ("/v1/",)
 # There: (OpenAI's error type, code) by status.

@@ -33,6 +33,10 @@ SERVER_SECRETS = frozenset(
 )
 # The user_message's `via` of a run the Responses API started (docs/protocol.md, "Responses API").
 RESPONSES_VIA = "responses"
+# The user_message's `via` of a run the AG-UI door started (docs/protocol.md, "AG-UI").
+AGUI_VIA = "agui"
+# The user_message's `via` of a run an A2A SendMessage started (docs/protocol.md, "A2A agent").
+A2A_VIA = "a2a"
 # Bounds of the model options and limits (the admin form refuses values outside them).
 RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
@@ -193,12 +197,32 @@ def start_config(
 ) -> AgentConfig:
     """The configuration of a run as it starts: its profile's (the environment's for None), for its
     conversation's source, with its request's options when it set any. A run the Responses API
-    started is unattended whatever conversation it continues, with its request's instructions."""
+    started is unattended whatever conversation it continues, with its request's instructions; one
+    the AG-UI door started is attended whatever conversation it continues, with its context; one
+    A2A started is attended whatever conversation it continues."""
     config = for_source(config_for(profile), source=source)
     if via == RESPONSES_VIA:
         # Its client sends the conversation once (previous_response_id), not with every call: it compacts.
         config = replace(config, unattended=True, compacts=True, instructions=instructions)
+    elif via == AGUI_VIA:
+        # A person watches an AG-UI run (approvals become interrupts), whatever conversation it
+        # continues; the thread is kept on the server: it compacts. Its instructions: the request's context.
+        config = replace(config, unattended=False, compacts=True, instructions=instructions)
+    elif via == A2A_VIA:
+        # Its client answers approvals (input-required), even on a conversation /v1 made.
+        config = replace(config, unattended=False)
     return with_request_options(config, options) if options is not None else config
+
+
+def door_instructions(request: dict | None) -> str | None:
+    """The run's own system message from what its door was asked (the user_message's `request`):
+    a Responses API request's `instructions`, or an AG-UI request's `context` ("<description>:
+    <value>" per line); None when neither."""
+    asked = request or {}
+    if asked.get("instructions") is not None:
+        return asked["instructions"]
+    context = asked.get("context") or []
+    return "\n".join(f"{item['description']}: {item['value']}" for item in context) or None
 
 
 # -- what a profile's fields may hold -------------------------------------------------------

@@ -3,6 +3,8 @@ and archive, delete; and the feedback on a run. Keyword-only and typed; each is 
 
 from __future__ import annotations
 
+import uuid
+
 from django.utils import timezone
 
 from chat.agent.text import clean
@@ -29,13 +31,20 @@ def conversation_create(
     agent: AgentProfile | None = None,
     source: str = "",
     title_source: str = TitleSource.DEFAULT,
+    conversation_id: uuid.UUID | None = None,
 ) -> Conversation:
     """`agent`: a profile the owner may use (chat.agents.selectors.agent_chosen checked it); None:
     the default agent. `source`: Conversation.source ("api" for the OpenAI-compatible endpoint's).
     `title_source`: USER for a title the user gave; DEFAULT for one that stands in (the API's
-    first message), which the title generated after the first answer replaces."""
+    first message), which the title generated after the first answer replaces. `conversation_id`:
+    its id when the door derives it (an AG-UI thread's, docs/protocol.md "AG-UI"); else a new one."""
     return Conversation.objects.create(
-        owner=owner, title=clean(title.strip()[:TITLE_MAX]), agent=agent, source=source, title_source=title_source
+        **({"id": conversation_id} if conversation_id is not None else {}),
+        owner=owner,
+        title=clean(title.strip()[:TITLE_MAX]),
+        agent=agent,
+        source=source,
+        title_source=title_source,
     )
 
 

@@ -29,6 +29,7 @@ from chat.doors.openai.openai_shapes import openai_error
 from chat.runtime.execution import DATABASE_OUTAGES
 
 API_PREFIX, OPENAI_PREFIX, SHARE_PREFIX = "/api/", "/v1/", "/s/"
+A2A_PREFIX = "/a2a/"  # A2A clients read JSON too (docs/protocol.md, "A2A agent")
 HOOKS_PREFIX = "/hooks/"  # a trigger's URL answers other programs in the API's shape (docs/protocol.md, "Triggers")
 RETRY_AFTER_SECONDS = 5
 _RUN_VIEWS = {
@@ -44,7 +45,7 @@ _RUN_VIEWS = {
 def _answer(request, status: int, code: str, message: str):
     if request.path.startswith(OPENAI_PREFIX):
         return openai_error(status, code, message)
-    if request.path.startswith((API_PREFIX, HOOKS_PREFIX)):
+    if request.path.startswith((API_PREFIX, HOOKS_PREFIX, A2A_PREFIX)):
         return json_error(status, code, message)
     return None
 

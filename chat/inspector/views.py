@@ -21,6 +21,7 @@ from django.views.decorators.http import require_safe
 
 from chat import nesting
 from chat.accounts.budgets import every_budget_state
+from chat.eventlog.reads import run_door
 from chat.inspector import reads
 from chat.inspector.charts import horizontal_bars, stacked_columns, waterfall
 from chat.inspector.images import shown_images
@@ -63,8 +64,8 @@ class RunFilterForm(forms.Form):
     source = forms.ChoiceField(
         required=False,
         label="started by",
-        choices=[("", "any"), ("chat", "the chat"), ("api", "the API"), ("schedule", "a schedule"),
-                 ("trigger", "a trigger")],
+        choices=[("", "any"), ("chat", "the chat"), ("api", "the API"), ("agui", "AG-UI"), ("a2a", "A2A"),
+                 ("schedule", "a schedule"), ("trigger", "a trigger")],
     )  # fmt: skip
     sort = forms.ChoiceField(
         required=False,
@@ -167,6 +168,8 @@ def run_page(request, run_id):
         "conversation_title": reads.conversation_title(run["conversationId"]),
         "conversation_source": reads.conversation_source(run["conversationId"]),
         **reads.run_starters(run["id"]),
+        # The door that started it (its user_message's `via`: docs/protocol.md, "A2A agent"); none: the chat page.
+        "door": run_door(run_id=run_id)["via"],
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).
         "replay_events": sorted(trace["events"] + descendant_events, key=lambda event: event["seq"]),
         "js_strings": js_strings(),

@@ -11,6 +11,8 @@ are named by string ("chat.Run"), so that none imports another.
 from chat.models.agents import DEFAULT_AGENT_NAME, DEFAULT_AGENT_SLUG, AgentProfile
 from chat.models.budgets import Budget
 from chat.models.conversations import (
+    A2A_SOURCE,
+    AGUI_SOURCE,
     API_SOURCE,
     SCHEDULE_SOURCE,
     TRIGGER_SOURCE,
@@ -29,6 +31,8 @@ from chat.models.sharing import ShareLink
 from chat.models.triggers import Trigger
 
 __all__ = [
+    "A2A_SOURCE",
+    "AGUI_SOURCE",
     "API_SOURCE",
     "DEFAULT_AGENT_NAME",
     "DEFAULT_AGENT_SLUG",

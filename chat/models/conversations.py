@@ -10,10 +10,14 @@ from django.utils import timezone
 
 # Conversation.source of a conversation started by the OpenAI-compatible endpoint.
 API_SOURCE = "api"
+# Conversation.source of a conversation the AG-UI door started for a thread (docs/protocol.md, "AG-UI").
+AGUI_SOURCE = "agui"
 # Conversation.source of a conversation a schedule's fire started (docs/protocol.md, "Schedules").
 SCHEDULE_SOURCE = "schedule"
 # Conversation.source of a conversation a trigger's call started (docs/protocol.md, "Triggers").
 TRIGGER_SOURCE = "trigger"
+# Conversation.source of a conversation an A2A SendMessage started (docs/protocol.md, "A2A agent").
+A2A_SOURCE = "a2a"
 
 
 class TitleSource(models.TextChoices):

@@ -97,7 +97,7 @@ def start_with_memory(
             source=start.message.conversation.source,
             options=start.message.options,
             via=start.message.via,
-            instructions=(start.message.request or {}).get("instructions"),
+            instructions=profiles.door_instructions(start.message.request),
         )
         if start.message.compact:  # its branch's memory, read as its start checked it
             messages = compaction_memory(conversation_id=key, run_id=run.pk, seq=start.message.parent_seq)

@@ -80,7 +80,7 @@ class HeadStarts:
             source=conversation.source,
             options=message.options,
             via=message.via,
-            instructions=(message.request or {}).get("instructions"),
+            instructions=profiles.door_instructions(message.request),
         )
         turn = user_message_payload(
             message.content, parent_seq=None, attachments=message.attachments, history=message.history

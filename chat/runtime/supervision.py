@@ -334,7 +334,7 @@ def _take_over(*, run: Run, stale_before, worker: str) -> list[Resumable]:
                 source=source.first() or "",
                 options=None,
                 via=door["via"],
-                instructions=door["request"].get("instructions"),
+                instructions=profiles.door_instructions(door["request"]),
             )
             out.append((interruption, messages, config, taken.waits))
         return out

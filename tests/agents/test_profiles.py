@@ -17,7 +17,7 @@ from chat.agents import profiles
 from chat.agents.form import AgentProfileForm
 from chat.agents.selectors import agent_profiles_for_user
 from chat.conversations.services import conversation_create
-from chat.models import AgentProfile, Event, Run
+from chat.models import API_SOURCE, AgentProfile, Event, Run
 from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
 from chat.runtime import build as assistant
@@ -488,5 +488,18 @@ def test_a_responses_run_is_unattended_with_its_instructions_whatever_its_conver
     )
     assert responses.unattended and responses.instructions == "Answer in French."
     assert responses.compacts  # the server keeps its conversation: it may compact
-    other = profiles.start_config(None, source="", options=None, via="agui", instructions="ignored")
+    other = profiles.start_config(None, source="", options=None, via="schedule", instructions="ignored")
     assert not other.unattended and other.instructions is None
+
+
+def test_an_agui_run_is_attended_with_its_context_whatever_its_conversation():
+    context = {"context": [{"description": "Page", "value": "/pricing"}, {"description": "Plan", "value": "pro"}]}
+    instructions = profiles.door_instructions(context)
+    assert instructions == "Page: /pricing\nPlan: pro"
+    agui = profiles.start_config(
+        None, source=API_SOURCE, options=None, via=profiles.AGUI_VIA, instructions=instructions
+    )
+    assert not agui.unattended and agui.compacts and agui.instructions == instructions
+    assert profiles.start_config(None, source=API_SOURCE, options=None).unattended  # a /v1 conversation's own
+    assert profiles.door_instructions({"instructions": "Be brief."}) == "Be brief."
+    assert profiles.door_instructions({"threadId": "t"}) is None and profiles.door_instructions(None) is None

@@ -60,8 +60,11 @@ def target(databases, make_server) -> Target:
 
 
 def owned_half(case, target: Target) -> None:
-    """Replace a made-up conversation id by the user's own in about half of the cases (chosen by
-    the generated id itself, so a failing example replays the same)."""
+    """Replace a made-up conversation id by the user's own, and a made-up agent slug by the default
+    agent, in about half of the cases (chosen by the generated value itself, so a failing example
+    replays the same)."""
+    if "slug" in (case.path_parameters or {}) and str(case.path_parameters["slug"])[:1] in "01234567":
+        case.path_parameters["slug"] = "default"  # the AG-UI door's real agent, half of the time
     made_up = (case.path_parameters or {}).get("conversation_id")
     if made_up is None or any(part in case.path for part in KEEP_MADE_UP) or case.method.upper() == "DELETE":
         return

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 
 from chat.doors.openapi import openapi_routes
 from chat.doors.openapi.openapi_account import ACCOUNT_ROUTES
+from chat.doors.openapi.openapi_agui import AGUI_ROUTES, AGUI_SCHEMAS
 from chat.doors.openapi.openapi_queue import QUEUE_ROUTES
 from chat.doors.openapi.openapi_responses import RESPONSES_ROUTES, RESPONSES_SCHEMAS
 from chat.doors.openapi.openapi_schedules import SCHEDULE_ROUTES, SCHEDULE_SCHEMAS
@@ -40,6 +41,7 @@ ROUTES = {
     **TRIGGER_ROUTES,
     **USAGE_ROUTES,
     **RESPONSES_ROUTES,
+    **AGUI_ROUTES,
 }
 
 # Ordered by class: a subclass (PathConverter is a StringConverter) must come before its base.
@@ -122,7 +124,14 @@ def openapi_document(patterns) -> dict:
         "info": {"title": "agentsite", "version": API_VERSION, "description": DESCRIPTION},
         "paths": {openapi_path(route): path_item(route, pattern, known) for route, pattern, known in table},
         "components": {
-            "schemas": {**SCHEMAS, **SCHEDULE_SCHEMAS, **TRIGGER_SCHEMAS, **USAGE_SCHEMAS, **RESPONSES_SCHEMAS},
+            "schemas": {
+                **SCHEMAS,
+                **SCHEDULE_SCHEMAS,
+                **TRIGGER_SCHEMAS,
+                **USAGE_SCHEMAS,
+                **RESPONSES_SCHEMAS,
+                **AGUI_SCHEMAS,
+            },
             "securitySchemes": SECURITY_SCHEMES,
         },
     }

@@ -1,0 +1,1 @@
+"""The AG-UI door (docs/protocol.md, "AG-UI")."""
