@@ -5,6 +5,7 @@ python -m bench --quick         # smaller numbers, the SQLite stacks only (about
 python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
+python -m bench --only compaction   # opt-in: message -> model request at 1,000 turns compacted vs 10 turns
 python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs SSE vs AG-UI
 python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle sockets, beside the relay's
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from . import (
     bursts,
+    compaction,
     concurrency,
     doors,
     firsttext,
@@ -48,8 +50,9 @@ from .server import FakeModel, Stack
 
 MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "bursts", "model-tls")
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py,
-# bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py).
-OPT_IN = ("search", "growth", "idle10k")
+# bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py);
+# compaction's figures are a question of their own (bench/compaction.py).
+OPT_IN = ("search", "growth", "idle10k", "compaction")
 # Measured on servers of their own (or none), not on the stacks.
 STACKLESS = {"reference", "bursts", "model-tls"}
 STACKS = {
@@ -229,6 +232,9 @@ async def main() -> int:
             sockets = args.idle_sockets or (1000 if args.quick else idle_scale.SOCKETS)
             print(f"\n[idle10k] {sockets} idle sockets on one daphne", flush=True)
             results["idle10k"] = await idle_scale.measure(model, sockets=sockets, quick=args.quick)
+        if "compaction" in only:
+            databases = list(dict.fromkeys(STACKS[name]["database"] for name in names))
+            results["compaction"] = [await compaction.measure(model, database=db, quick=args.quick) for db in databases]
         if "growth" in only:
             databases = list(dict.fromkeys(STACKS[name]["database"] for name in names))
             parts = tuple(part for part in growth.PARTS if part in args.growth_parts.split(","))
@@ -251,6 +257,13 @@ async def main() -> int:
         )
         png = growth.RESULTS.with_name("growth-quick.png") if args.quick else plot.DOCS_PNG
         print(f"\nwritten to {growth_path}; plotted to {plot.growth(results['growth'], png)}")
+    if "compaction" in only:
+        print("\n".join(compaction.lines(results["compaction"])))
+        path = report.write(
+            {"compaction": results["compaction"], "run": results["run"]},
+            Path(args.out) if args.out else compaction.RESULTS,
+        )
+        print(f"\nwritten to {path}")
     if "idle10k" in only:
         print("\n".join(idle_scale.lines(results["idle10k"])))
         path = report.write(
@@ -260,7 +273,8 @@ async def main() -> int:
     if not results["stacks"] and not only & STACKLESS:  # opt-ins alone: keep the suite's latest.json as it is
         if args.out and "search" in only:
             report.write(results, Path(args.out))
-        return 1 if "error" in results.get("idle10k", {}) else 0
+        failed = "error" in results.get("idle10k", {}) or any("error" in r for r in results.get("compaction", []))
+        return 1 if failed else 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))
     if results["stacks"]:

@@ -332,7 +332,7 @@ def derive(conversation: str, repeats: int) -> dict:
     times, messages = [], []
     for _ in range(repeats + 1):  # the first one warms up the connection and the caches
         started = time.perf_counter()
-        messages = memory.runs_memory(runs={conversation_id: run_id})[conversation_id]
+        messages = memory.runs_memory(runs={conversation_id: run_id})[conversation_id].messages
         times.append(time.perf_counter() - started)
     return {"memory_ms": _ms(times[1:]), "messages": len(messages)}
 

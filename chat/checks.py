@@ -12,6 +12,7 @@ from django.core.checks.security import csrf as csrf_checks
 from django.core.checks.security import sessions as session_checks
 from django.test.utils import override_settings
 
+from chat.accounts.budgets import reserve_setting
 from chat.conversations.images import parse_box
 from chat.http_urls import http_url_problem
 from chat.mcp.config import read
@@ -95,11 +96,15 @@ def check_agent_settings(app_configs, **kwargs):
         ZoneInfo(settings.TIME_ZONE)
     except (ValueError, ZoneInfoNotFoundError):
         errors.append(checks.Error(f"TIME_ZONE: unknown zone {settings.TIME_ZONE!r}.", id="agentsite.E007"))
-    reserve = settings.AGENT_RUN_TOKEN_RESERVE
-    if reserve is not None and not (str(reserve).isdigit() and int(reserve) > 0):
+    try:
+        reserve_setting(settings.AGENT_RUN_TOKEN_RESERVE)
+    except ValueError as exc:
         errors.append(
             checks.Error(
-                f"AGENT_RUN_TOKEN_RESERVE must be a whole number above 0, not {reserve!r}.", id="agentsite.E008"
+                f"AGENT_RUN_TOKEN_RESERVE {exc}.",
+                hint="Tokens each run reserves against its budgets, e.g. AGENT_RUN_TOKEN_RESERVE=4096; "
+                "unset it to reserve the run's max_tokens.",
+                id="agentsite.E008",
             )
         )
     try:

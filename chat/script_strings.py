@@ -162,6 +162,8 @@ JS_STRINGS = (
     gettext_noop("Started through the OpenAI-compatible API"),
     gettext_noop("Scheduled"),
     gettext_noop("Started by a schedule"),
+    gettext_noop("Triggered"),
+    gettext_noop("Started by a trigger"),
     # files (static/chat/attachments.js, files-panel.js)
     gettext_noop("Uploading %s"),
     gettext_noop("Remove %s"),

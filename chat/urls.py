@@ -19,7 +19,7 @@ from chat.doors.api import (
 from chat.doors.api import files as files_api
 from chat.doors.openai import openai_api, responses_api
 from chat.doors.openapi import openapi
-from chat.doors.pages import pages, schedules, shares, theme
+from chat.doors.pages import pages, schedules, shares, theme, triggers
 from chat.doors.sse import streams
 from chat.inspector import views as inspect_views
 
@@ -35,6 +35,9 @@ urlpatterns = [
     path("schedules/", schedules.schedules_page, name="schedules"),
     path("schedules/<uuid:schedule_id>/toggle/", schedules.schedule_toggle, name="schedule-toggle"),
     path("schedules/<uuid:schedule_id>/delete/", schedules.schedule_delete, name="schedule-delete"),
+    path("schedules/triggers/", triggers.triggers_page, name="triggers"),
+    path("schedules/triggers/<uuid:trigger_id>/toggle/", triggers.trigger_toggle, name="trigger-toggle"),
+    path("schedules/triggers/<uuid:trigger_id>/delete/", triggers.trigger_delete, name="trigger-delete"),
     path("i18n/setlang/", pages.set_language, name="set_language"),
     # Browsers ask for it on every page that names no icon (the admin's): the app's icon.
     path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.accounts.budgets import reserve_setting, run_reserve
 from chat.checks import check_agent_settings, check_oidc
 
 
@@ -139,9 +140,21 @@ def test_the_time_zone_and_the_run_reserve_must_be_usable(good):
     [error] = check_agent_settings(None)
     assert error.id == "agentsite.E007" and "Mars/Olympus" in error.msg
     good.TIME_ZONE = "Asia/Kolkata"
-    for bad in ("0", "-5", "1.5", "lots"):
+    for bad in ("0", "-5", "1.5", "1e3", "lots", "²", "١٠", "00", True):
         good.AGENT_RUN_TOKEN_RESERVE = bad
         [error] = check_agent_settings(None)
-        assert error.id == "agentsite.E008"
-    good.AGENT_RUN_TOKEN_RESERVE = "2048"
-    assert check_agent_settings(None) == []
+        assert error.id == "agentsite.E008" and "AGENT_RUN_TOKEN_RESERVE" in error.msg and repr(bad) in error.msg
+        assert "4096" in error.hint
+    for fine in ("2048", 2048):
+        good.AGENT_RUN_TOKEN_RESERVE = fine
+        assert check_agent_settings(None) == []
+
+
+def test_the_run_reserve_is_read_as_checked(settings):
+    settings.AGENT_RUN_TOKEN_RESERVE = " 300 "
+    assert run_reserve(profile_max_tokens=50) == 300
+    settings.AGENT_RUN_TOKEN_RESERVE = None
+    assert run_reserve(profile_max_tokens=50) == 50
+    for bad in ("²", "1.5", "0"):
+        with pytest.raises(ValueError, match="whole number|above 0"):
+            reserve_setting(bad)

@@ -237,10 +237,25 @@ def _sum_calls(which: Q, cap: Cap, *, now: datetime, exclude_run: Any, per_user:
     return {user: n or 0 for user, n in calls.values("run__user").annotate(n=Sum(field)).values_list("run__user", "n")}
 
 
+def reserve_setting(value: Any) -> int | None:
+    """AGENT_RUN_TOKEN_RESERVE as a whole number of tokens above 0 (None: unset). ValueError names
+    what is wrong; only ASCII digits count, so "1.5", "1e3", "²" or "١٠" are refused rather than
+    read as something else (system check agentsite.E008)."""
+    if value is None:
+        return None
+    text = str(value).strip() if not isinstance(value, bool) else ""
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"must be a whole number of tokens, like 4096, not {value!r}")
+    if int(text) < 1:
+        raise ValueError(f"must be above 0, not {value!r}")
+    return int(text)
+
+
 def run_reserve(*, profile_max_tokens: int | None) -> int:
     """AGENT_RUN_TOKEN_RESERVE, else the run's max_tokens (its profile's, else AGENT_MAX_TOKENS), else 4096."""
-    if settings.AGENT_RUN_TOKEN_RESERVE is not None:
-        return int(settings.AGENT_RUN_TOKEN_RESERVE)
+    reserve = reserve_setting(settings.AGENT_RUN_TOKEN_RESERVE)
+    if reserve is not None:
+        return reserve
     return profile_max_tokens or int(settings.AGENT_MAX_TOKENS or 0) or 4096
 
 
@@ -280,8 +295,9 @@ def budget_stop(
     *, run_id: Any, user_id: Any, agent_id: int | None, own: tuple[str, int, int, int], since: datetime
 ) -> dict | None:
     """Before a model call of the run: BUDGET_EXHAUSTED's fields ({"budget", "retryAfter",
-    "resetsAt"}) for the first budget of the run whose used reached its limit (reservations
-    aside), None while every one has room. `own`: (model, prompt, completion, total tokens) the
+    "resetsAt"}) once a budget of the run has its used at its limit (reservations aside), None
+    while every one has room. Of several used up, the one that resets last is told: retryAfter is
+    until every one has room again (as an admission refusal's, chat.runs.admission). `own`: (model, prompt, completion, total tokens) the
     run has used in this process since `since` (when this process took it up), counted in place
     of its calls stored since then (which the sink may not have written yet); its calls from
     before, in a process that died, count as stored."""
@@ -294,6 +310,7 @@ def budget_stop(
     model, prompt, completion, total = own
     own_cost = cost(settings.AGENT_MODEL_PRICES, model=model, prompt_tokens=prompt, completion_tokens=completion)
     before = ModelCall.objects.filter(run_id=run_id, started_at__lt=since)
+    stops = []
     for cap in caps:
         start, _ = period_bounds(cap.period, now)
         earlier = before.filter(started_at__gte=start).aggregate(
@@ -302,9 +319,12 @@ def budget_stop(
         spent = used[cap.key] + (earlier["n"] or 0) + (total if cap.unit == "tokens" else own_cost or 0)
         if spent >= cap.limit:
             seconds, when = retry_after(cap, used=spent, now=now)
-            budget = budget_json(cap, used=spent, reserved=reserved[cap.key], now=now)
-            return {"budget": budget, "retryAfter": seconds, "resetsAt": iso_ms(when)}
-    return None
+            stops.append((when, seconds, cap, spent))
+    if not stops:
+        return None
+    when, seconds, cap, spent = max(stops, key=lambda stop: stop[0])
+    budget = budget_json(cap, used=spent, reserved=reserved[cap.key], now=now)
+    return {"budget": budget, "retryAfter": seconds, "resetsAt": iso_ms(when)}
 
 
 def every_budget_state(*, now: datetime) -> list[dict[str, Any]]:

@@ -86,14 +86,47 @@ def export_markdown(*, conversation, frames: list[dict[str, Any]]) -> str:
             runs.setdefault(frame["runId"], []).append(frame)
     heads = {events[0]["seq"]: events for events in runs.values() if events[0]["type"] == "user_message"}
     children, versions = tree([events[0] for events in heads.values()])
-    # A run without a user_message first (no log the server writes or imports) comes first.
+    summaries = _compactions(frames)
+    # A run without a user_message first: a compaction run (on demand), shown only by its summary
+    # row; any other (no log the server writes or imports) comes first.
     order = sorted(
-        (events for events in runs.values() if events[0]["type"] != "user_message"), key=lambda e: e[0]["seq"]
+        (
+            events
+            for events in runs.values()
+            if events[0]["type"] != "user_message" and not any(_compacting(frame) for frame in events)
+        ),
+        key=lambda e: e[0]["seq"],
     )
     order += [heads[seq] for seq in depth_first(children)]
     for events in order:
         _markdown_run(out, events, versions.get(events[0]["seq"]))
+        for frame in events:
+            out.extend(_summary_row(compaction) for compaction in summaries.pop(frame["seq"], []))
     return "\n".join(out) + "\n"
+
+
+def _compacting(frame: dict[str, Any]) -> bool:
+    return frame["type"] == "compaction" or (frame["type"] == "error" and frame["code"] == "COMPACTION_FAILED")
+
+
+def _compactions(frames: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The compactions by the seq they follow: the last event of the newest turn they summarized
+    (`throughSeq`), as the chat page draws them; their own seq if that event is not in the log."""
+    seqs = {frame["seq"] for frame in frames}
+    placed: dict[int, list[dict[str, Any]]] = {}
+    for frame in frames:
+        if frame["type"] == "compaction" and CHILD_KEY not in frame:
+            after = frame["throughSeq"] if frame.get("throughSeq") in seqs else frame["seq"]
+            placed.setdefault(after, []).append(frame)
+    return placed
+
+
+def _summary_row(compaction: dict[str, Any]) -> str:
+    """ "Earlier conversation summarized", folded, opening to the summary (as a thinking block is)."""
+    turns = compaction.get("turns") or 0
+    count = "1 turn" if turns == 1 else f"{turns} turns"
+    summary = str(compaction.get("summary", "")).strip()
+    return f"\n---\n\n<details><summary>Earlier conversation summarized ({count})</summary>\n\n{summary}\n\n</details>"
 
 
 def _headings(version: TurnVersion | None) -> tuple[str | None, str]:

@@ -45,6 +45,7 @@ class RunFilters:
     slower_than: float | None = None  # seconds
     feedback: str = ""  # "up", "down", "rated" (either) or "" (no filter)
     origin: str = ""  # "live" (runs of this server), "imported" (made by an import) or "" (both)
+    source: str = ""  # a conversation source ("chat" for ""), or "" (any)
     sort: str = "start"
     descending: bool = True
 
@@ -60,10 +61,11 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
     # Top-level runs: a child run (docs/protocol.md, "Sub-agents") is shown in its parent's trace.
     rows = (
         Run.objects.filter(parent__isnull=True)
-        .select_related("user", "feedback")
+        .select_related("user", "feedback", "schedule", "trigger")
         .annotate(
             duration=_duration(now),
-            source=F("conversation__source"),  # "api": started by the OpenAI-compatible endpoint
+            # "api": started by the OpenAI-compatible endpoint; "schedule", "trigger": by one of those
+            source=F("conversation__source"),
             retries=Count("model_calls", filter=Q(model_calls__attempt__gt=1), distinct=True),
             # Failures only: a call denied at approval, or expired, is not one (ToolRecord.outcome).
             tool_errors=Count("tool_records", filter=Q(tool_records__outcome=ERROR), distinct=True),
@@ -90,6 +92,8 @@ def runs(filters: RunFilters, *, now: datetime) -> QuerySet[Run]:
         rows = rows.filter(**FEEDBACK_FILTERS[filters.feedback])
     if filters.origin:
         rows = rows.filter(imported=filters.origin == "imported")
+    if filters.source:
+        rows = rows.filter(conversation__source="" if filters.source == "chat" else filters.source)
     if filters.slower_than is not None:
         rows = rows.filter(duration__gt=timedelta(seconds=filters.slower_than))
     field = SORTS[filters.sort]
@@ -135,8 +139,21 @@ def fold_deltas(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def conversation_source(conversation_id: str) -> str:
-    """Where a run's conversation was started ("api": the OpenAI-compatible endpoint; "" the chat)."""
+    """Where a run's conversation was started ("api": the OpenAI-compatible endpoint, "schedule",
+    "trigger": by one of those; "" the chat)."""
     return Conversation.objects.filter(pk=conversation_id).values_list("source", flat=True).first() or ""
+
+
+def conversation_shown(conversation_id: str) -> Conversation | None:
+    """The conversation the run list is filtered to, with what started it, for its heading."""
+    return Conversation.objects.filter(pk=conversation_id).select_related("owner", "schedule", "trigger").first()
+
+
+def run_starters(run_id: str) -> dict[str, Any]:
+    """The schedule and the trigger that started a run (None: none did, or it is deleted), for the
+    run page to name them."""
+    run = Run.objects.filter(pk=run_id).select_related("schedule__owner", "trigger__owner").first()
+    return {"schedule": run.schedule if run else None, "trigger": run.trigger if run else None}
 
 
 def conversation_title(conversation_id: str) -> str:

@@ -71,6 +71,7 @@ def run_trace(*, run_id) -> dict[str, Any] | None:
             "imported": run.imported,
             "source": run.conversation.source,
             "scheduleId": str(run.schedule_id) if run.schedule_id else None,
+            "triggerId": str(run.trigger_id) if run.trigger_id else None,
             "model": run.model,
             "startedAt": frame_time(run.started_at),
             "finishedAt": _time(run.finished_at),

@@ -61,6 +61,12 @@ class RunFilterForm(forms.Form):
         choices=[("", "any"), ("rated", "rated"), ("up", "thumbs up"), ("down", "thumbs down")],
     )
     origin = forms.ChoiceField(required=False, choices=[("", "any"), ("live", "run here"), ("imported", "imported")])
+    source = forms.ChoiceField(
+        required=False,
+        label="started by",
+        choices=[("", "any"), ("chat", "the chat"), ("api", "the API"), ("agui", "AG-UI"), ("a2a", "A2A"), ("mcp", "MCP"),
+                 ("schedule", "a schedule"), ("trigger", "a trigger")],
+    )  # fmt: skip
     sort = forms.ChoiceField(
         required=False,
         choices=[("-start", "newest"), ("start", "oldest"), ("-duration", "slowest"), ("duration", "fastest"),
@@ -89,6 +95,7 @@ class RunFilterForm(forms.Form):
             slower_than=data.get("slower_than"),
             feedback=data.get("feedback") or "",
             origin=data.get("origin") or "",
+            source=data.get("source") or "",
             sort=sort.lstrip("-"),
             descending=sort.startswith("-"),
         )
@@ -106,11 +113,14 @@ def run_list(request):
     page = paginator.get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(
-        request,
-        "inspect/runs.html",
-        {"form": form, "page": page, "query": query.urlencode(), "models": reads.model_names()},
-    )
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "models": reads.model_names(),
+        "conversation": reads.conversation_shown(filters.conversation) if filters.conversation else None,
+    }
+    return render(request, "inspect/runs.html", context)
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -157,6 +167,7 @@ def run_page(request, run_id):
         "events_hidden": len(trace["events"]) - len(shown),
         "conversation_title": reads.conversation_title(run["conversationId"]),
         "conversation_source": reads.conversation_source(run["conversationId"]),
+        **reads.run_starters(run["id"]),
         # The door that started it (its user_message's `via`: docs/protocol.md, "A2A agent"); none: the chat page.
         "door": run_door(run_id=run_id)["via"],
         # All of them: the replay draws the whole answer (the trace JSON would send them all too).

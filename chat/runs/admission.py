@@ -79,7 +79,7 @@ class Admission:
     def _refused(self, caps: list[Cap], kind: type[QuotaExceeded]) -> QuotaExceeded:
         """The refusal by `caps`: told of the one that frees last."""
         waits = [(retry_after(cap, used=self.used[cap.key], now=self.now), cap) for cap in caps]
-        (seconds, when), cap = max(waits, key=lambda wait: wait[0][0])
+        (seconds, when), cap = max(waits, key=lambda wait: wait[0][1])
         used, reserved = self.used[cap.key], self.reserved[cap.key]
         budget = budget_json(cap, used=used, reserved=reserved, now=self.now)
         period = "today" if cap.period == "day" else f"this {cap.period}"

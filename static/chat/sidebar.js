@@ -273,6 +273,9 @@ export class Sidebar {
       conversation.source === "schedule"
         ? h("span", { className: "conv-tag conv-tag-schedule", text: t("Scheduled"), title: t("Started by a schedule") })
         : null,
+      conversation.source === "trigger"
+        ? h("span", { className: "conv-tag conv-tag-trigger", text: t("Triggered"), title: t("Started by a trigger") })
+        : null,
       conversation.pinned ? h("span", { className: "visually-hidden", text: ` (${t("pinned")})` }) : null,
       h("span", { className: "running-dot", title: t("Running"), "aria-hidden": "true" }),
       h("span", { className: "visually-hidden running-label", text: ` (${t("running")})` }));

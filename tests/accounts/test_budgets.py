@@ -218,3 +218,23 @@ def test_a_queued_message_keeps_its_token_for_the_run_it_starts(make_user):
     start_next([conversation.pk], "w")
     started = Run.objects.filter(conversation=conversation, status="running").get()
     assert started.api_token_id == token.pk
+
+
+def test_of_several_budgets_used_up_the_refusal_tells_the_one_that_resets_last(make_user):
+    """retryAfter / resetsAt: until every refusing budget has room again, at admission and before
+    a model call alike (the day's budget listed first, so the first one found is not the answer)."""
+    alice = make_user("alice")
+    Budget.objects.create(scope="user", user=alice, period="day", tokens=10)
+    month = Budget.objects.create(scope="agent", agent=None, period="month", tokens=10)
+    run = spend(alice, 10)
+    now = timezone.now()
+    _, month_end = period_bounds("month", now)
+    expected = month_end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    with pytest.raises(QuotaExceeded) as refused:
+        start(alice)
+    assert refused.value.resets_at == expected == refused.value.budget["resetsAt"]
+    assert refused.value.budget["id"] == month.pk or period_bounds("day", now)[1] == month_end
+    assert refused.value.retry_after >= (month_end - timezone.now()).total_seconds() - 1
+    stop = budget_stop(run_id=run.pk, user_id=alice.pk, agent_id=None, own=("m", 0, 0, 0), since=timezone.now())
+    assert stop["resetsAt"] == expected == stop["budget"]["resetsAt"]
+    assert stop["retryAfter"] >= (month_end - timezone.now()).total_seconds() - 1

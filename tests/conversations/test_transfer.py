@@ -377,3 +377,49 @@ def test_markdown_marks_edited_messages_and_regenerated_answers(api, alice):
     places = [text.find(part) for part in expected]
     assert -1 not in places, [part for part, place in zip(expected, places) if place == -1]
     assert places == sorted(places)
+
+
+def test_markdown_shows_a_compaction_as_its_summary_row_after_the_turns_it_summarized(api, alice):
+    """As the chat page draws it: a folded "Earlier conversation summarized" after the newest turn
+    it summarized (throughSeq), the automatic one's run going on below it; a compaction run (on
+    demand, no user_message) shows only as its row."""
+    conversation = conversation_create(owner=alice, title="Long")
+    run_with(conversation, alice, "first question", [{"type": "text", "content": "First answer."}])
+    first_end = Event.objects.filter(conversation=conversation).order_by("-seq").values_list("seq", flat=True)[0]
+    compaction = {
+        "type": "compaction",
+        "summary": "The user asked a first question.",
+        "throughSeq": first_end,
+        "previousSeq": None,
+        "turns": 1,
+        "tokensBefore": 900,
+        "tokensAfter": 120,
+        "trigger": "auto",
+    }
+    run_with(conversation, alice, "second question", [compaction, {"type": "text", "content": "Second answer."}])
+    second_end = Event.objects.filter(conversation=conversation).order_by("-seq").values_list("seq", flat=True)[0]
+    manual = Run.objects.create(conversation=conversation, user=alice, model="m", status="running")
+    events_append(
+        conversation_id=conversation.pk,
+        run_id=manual.pk,
+        payloads=[
+            {**compaction, "summary": "Two questions so far.", "throughSeq": second_end, "turns": 2},
+            {"type": "complete", "status": "succeeded"},
+        ],
+        outcome=RunOutcome(status="succeeded"),
+    )
+    text = export(api, conversation, "markdown").content.decode()
+    row = "<details><summary>Earlier conversation summarized ({})</summary>\n\n{}\n\n</details>"
+    expected = [
+        "## You\n\nfirst question",
+        "First answer.",
+        row.format("1 turn", "The user asked a first question."),
+        "## You\n\nsecond question",
+        "Second answer.",
+        row.format("2 turns", "Two questions so far."),
+    ]
+    places = [text.find(part) for part in expected]
+    assert -1 not in places, [part for part, place in zip(expected, places) if place == -1]
+    assert places == sorted(places)
+    assert text.count("Earlier conversation summarized") == 2
+    assert text.rstrip().endswith("</details>")  # the compaction run shows nothing but its row
