@@ -6,7 +6,7 @@ python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
 python -m bench --only compaction   # opt-in: message -> model request at 1,000 turns compacted vs 10 turns
-python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs SSE vs AG-UI
+python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs /v1/responses vs SSE vs AG-UI
 python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle sockets, beside the relay's
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones

@@ -24,6 +24,7 @@ STACK_TITLES = {
 DOOR_TITLES = {
     "websocket": "WebSocket",
     "v1": "`/v1` streaming",
+    "responses": "`/v1/responses` streaming",
     "sse": "SSE + `POST .../messages/`",
     "agui": "AG-UI `POST /api/agui/<slug>/`",
 }
@@ -227,7 +228,7 @@ def render_bursts(source: dict) -> list[str]:
     return _table(head, rows)
 
 
-# -- doors: first text through the WebSocket, /v1 and SSE ----------------------------------------
+# -- doors: first text through the WebSocket, /v1, /v1/responses, SSE and AG-UI ----------------------------------------
 
 
 def take_doors(results: dict) -> dict | None:

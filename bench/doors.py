@@ -1,16 +1,17 @@
 """Doors: first text of the same run through the ways a client can start and follow it, side by
 side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Server-sent events",
-"OpenAI-compatible endpoint", "AG-UI"):
+"OpenAI-compatible endpoint", "Responses API", "AG-UI"):
 
 - `websocket`: the chat page's socket, open and synced, then the `message` frame;
 - `v1`: `POST /v1/chat/completions` with `stream: true` (a bearer token), read chunk by chunk;
 - `sse`: `GET .../stream/?until=complete` open and synced, then `POST .../messages/`;
+- `responses`: `POST /v1/responses` with `stream: true` (a bearer token), read event by event;
 - `agui`: `POST /api/agui/default/` with a RunAgentInput on the conversation as its thread (a
   bearer token), read event by event.
 
 First text is from sending the message (the frame, the completion request, the POST) to the
 first piece of answer text arriving (a `text` frame, a chunk with `delta.content`, a `text`
-event, a TEXT_MESSAGE_CONTENT); for the HTTP doors also when the request was answered (the
+event, a `response.output_text.delta`, a TEXT_MESSAGE_CONTENT); for the HTTP doors also when the request was answered (the
 completion's or the AG-UI run's response headers, the POST's 202), which tells the HTTP request's own cost from the run's. Per level, as
 the concurrency bench measures the WebSocket: the stretch (from the first message sent to the
 last run's end, over the run's nominal length, tokens / rate: `stretch_nominal` there) and the
@@ -38,7 +39,7 @@ from .procs import CpuMeter, server_cpu_per_1k
 # first text.
 TOKENS = 100
 RATE = 100
-DOORS = ("websocket", "v1", "sse", "agui")
+DOORS = ("websocket", "v1", "responses", "sse", "agui")
 
 
 class DoorRun(NamedTuple):
@@ -108,6 +109,36 @@ async def v1_run(base: str, token: str, conversation: str, ready, go) -> DoorRun
                     first = time.time() - sent
                 text += piece
         done = time.time()
+    problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
+    return DoorRun(first, problem, answered, sent, done)
+
+
+async def responses_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
+    """A response of its own (a conversation of its own, as /v1's): `conversation` is not used."""
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"model": "default", "stream": True, "input": clients.order(TOKENS, RATE)}
+    async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
+        (await http.get("/v1/models")).raise_for_status()  # the connection is open before the clock starts
+        ready()
+        await go.wait()
+        sent, first, text, status = time.time(), None, "", ""
+        async with http.stream("POST", "/v1/responses", json=body) as response:
+            answered = time.time() - sent
+            if response.status_code != 200:
+                return DoorRun(None, f"HTTP {response.status_code}", answered, sent, None)
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                if event["type"] == "response.output_text.delta":
+                    if first is None:
+                        first = time.time() - sent
+                    text += event["delta"]
+                elif event["type"] in ("response.completed", "response.failed", "response.incomplete"):
+                    status = event["type"]
+        done = time.time()
+    if status != "response.completed":
+        return DoorRun(first, f"run ended {status or 'without response.completed'}", answered, sent, done)
     problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
     return DoorRun(first, problem, answered, sent, done)
 
@@ -195,7 +226,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             meter.start()
             go.set()
 
-    run = {"websocket": websocket_run, "v1": v1_run, "sse": sse_run, "agui": agui_run}[door]
+    run = {"websocket": websocket_run, "v1": v1_run, "responses": responses_run, "sse": sse_run, "agui": agui_run}[door]
     results = await asyncio.gather(
         *(run(stack.base(i), cred, conv, ready, go) for i, (cred, (_, conv)) in enumerate(zip(credentials, pairs))),
         return_exceptions=True,
@@ -216,7 +247,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             "p95": round(percentile(firsts, 95), 1),
             "n": len(firsts),
         },
-        # The HTTP doors: the request's answer (v1, agui: its headers; sse: the POST's 202), p50.
+        # The HTTP doors: the request's answer (v1, responses, agui: its headers; sse: the POST's 202), p50.
         "answered_ms": round(percentile(answers, 50), 1) if answers else None,
         # From the first send to the last end, over one run's nominal length (tokens / rate).
         "stretch": round(wall / (TOKENS / RATE), 2) if wall is not None else None,
