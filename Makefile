@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean \
+.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean \
 	container-tools image compose-up compose-down test-containers
 
 $(VENV)/.installed: pyproject.toml
@@ -36,7 +36,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider agui-client realmodel-server
+install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
 # with the machine's gcc and cmake (about 7 minutes on 2 cores), once, into LLM_WHEELS (above),
@@ -106,6 +106,18 @@ agui-client: $(AGUI_CLIENT)
 $(AGUI_CLIENT): tests/agui/package.json tests/agui/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "the AG-UI tests need npm (Node.js 20) to install @ag-ui/client"; exit 1; }
 	cd tests/agui && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The official npm `openai` package, the JavaScript SDK's side of the Responses API door
+# (tests/e2e/test_responses_npm.py), installed from tests/openai_js/package-lock.json into
+# tests/openai_js/node_modules (git-ignored) when the lock changes.
+OPENAI_JS := tests/openai_js/node_modules/openai/package.json
+
+openai-js: $(OPENAI_JS)
+
+$(OPENAI_JS): tests/openai_js/package.json tests/openai_js/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the Responses API's npm tests need npm (Node.js 20) to install openai"; exit 1; }
+	cd tests/openai_js && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # Debian's bubblewrap: the bash tool's sandbox (without it the tool refuses to run).
@@ -228,4 +240,4 @@ test-containers: container-tools
 	deploy/container/ci-check
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules tests/agui/node_modules
+	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules tests/agui/node_modules tests/openai_js/node_modules
