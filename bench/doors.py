@@ -113,16 +113,19 @@ async def v1_run(base: str, token: str, conversation: str, ready, go) -> DoorRun
     return DoorRun(first, problem, answered, sent, done)
 
 
-async def responses_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
-    """A response of its own (a conversation of its own, as /v1's): `conversation` is not used."""
+async def typed_events_run(
+    base: str, token: str, warm: str, path: str, body: dict, ready, go, *, delta: str, ends: dict
+) -> DoorRun:
+    """A door answering with `data: <json>` events typed by `type` (the Responses API's, AG-UI's):
+    first text at the first `delta` event, whole when the end event `ends` names as a success
+    (`ends`: end event type -> its outcome, "" for success; AG-UI's outcome read from the event)."""
     headers = {"Authorization": f"Bearer {token}"}
-    body = {"model": "default", "stream": True, "input": clients.order(TOKENS, RATE)}
     async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
-        (await http.get("/v1/models")).raise_for_status()  # the connection is open before the clock starts
+        (await http.get(warm)).raise_for_status()  # the connection is open before the clock starts
         ready()
         await go.wait()
-        sent, first, text, status = time.time(), None, "", ""
-        async with http.stream("POST", "/v1/responses", json=body) as response:
+        sent, first, text, outcome = time.time(), None, "", "without an end event"
+        async with http.stream("POST", path, json=body) as response:
             answered = time.time() - sent
             if response.status_code != 200:
                 return DoorRun(None, f"HTTP {response.status_code}", answered, sent, None)
@@ -130,17 +133,30 @@ async def responses_run(base: str, token: str, conversation: str, ready, go) -> 
                 if not line.startswith("data: "):
                     continue
                 event = json.loads(line[6:])
-                if event["type"] == "response.output_text.delta":
+                if event["type"] == delta:
                     if first is None:
                         first = time.time() - sent
                     text += event["delta"]
-                elif event["type"] in ("response.completed", "response.failed", "response.incomplete"):
-                    status = event["type"]
+                elif event["type"] in ends:
+                    outcome = ends[event["type"]](event)
         done = time.time()
-    if status != "response.completed":
-        return DoorRun(first, f"run ended {status or 'without response.completed'}", answered, sent, done)
+    if outcome:
+        return DoorRun(first, f"run ended {outcome}", answered, sent, done)
     problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
     return DoorRun(first, problem, answered, sent, done)
+
+
+async def responses_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
+    """A response of its own (a conversation of its own, as /v1's): `conversation` is not used."""
+    body = {"model": "default", "stream": True, "input": clients.order(TOKENS, RATE)}
+    ends = {
+        "response.completed": lambda event: "",
+        "response.failed": lambda event: "failed",
+        "response.incomplete": lambda event: "incomplete",
+    }
+    return await typed_events_run(
+        base, token, "/v1/models", "/v1/responses", body, ready, go, delta="response.output_text.delta", ends=ends
+    )
 
 
 async def sse_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
@@ -183,33 +199,16 @@ async def sse_run(base: str, token: str, conversation: str, ready, go) -> DoorRu
 
 
 async def agui_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
-    headers = {"Authorization": f"Bearer {token}"}
     message = {"id": secrets.token_hex(8), "role": "user", "content": clients.order(TOKENS, RATE)}
     body = {"threadId": conversation, "runId": secrets.token_hex(8), "messages": [message]}
-    async with httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as http:
-        (await http.get("/api/agui/default/")).raise_for_status()  # the connection is open before the clock starts
-        ready()
-        await go.wait()
-        sent, first, text, outcome = time.time(), None, "", ""
-        async with http.stream("POST", "/api/agui/default/", json=body) as response:
-            answered = time.time() - sent
-            if response.status_code != 200:
-                return DoorRun(None, f"HTTP {response.status_code}", answered, sent, None)
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                event = json.loads(line[6:])
-                if event["type"] == "TEXT_MESSAGE_CONTENT":
-                    if first is None:
-                        first = time.time() - sent
-                    text += event["delta"]
-                elif event["type"] in ("RUN_FINISHED", "RUN_ERROR"):
-                    outcome = (event.get("outcome") or {}).get("type") or event.get("code", "")
-        done = time.time()
-    if outcome != "success":
-        return DoorRun(first, f"run ended {outcome or 'without RUN_FINISHED'}", answered, sent, done)
-    problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
-    return DoorRun(first, problem, answered, sent, done)
+
+    def finished(event: dict) -> str:
+        outcome = (event.get("outcome") or {}).get("type")
+        return "" if outcome == "success" else str(outcome)
+
+    ends = {"RUN_FINISHED": finished, "RUN_ERROR": lambda event: str(event.get("code", "RUN_ERROR"))}
+    path = "/api/agui/default/"
+    return await typed_events_run(base, token, path, path, body, ready, go, delta="TEXT_MESSAGE_CONTENT", ends=ends)
 
 
 async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict:
