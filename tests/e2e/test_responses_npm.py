@@ -1,7 +1,8 @@
 """The official npm `openai` package (tests/openai_js, installed by `make openai-js` from its
-package-lock.json) against the Responses API door of a real daphne (docs/protocol.md, "Responses
-API"): create whole and streamed, the stream helper, previous_response_id with input items,
-background and cancel, and the SDK's error classes; its answers compared with the stored runs."""
+package-lock.json) against the Responses API door of a real daphne (docs/protocol.md,
+"Responses API"): create whole and streamed, the stream helper, previous_response_id with input
+items, background and cancel, and the SDK's error classes; its answers compared with the stored
+runs."""
 
 from __future__ import annotations
 
