@@ -3,7 +3,7 @@ beside what it is measured against, p50 / p95, and the difference of the p50s.""
 
 from __future__ import annotations
 
-from .doc_tables import Block, _table, figure
+from .doc_tables import Block, _table, figure, millis
 
 
 def take_costs(results: dict) -> dict | None:
@@ -14,7 +14,7 @@ def take_costs(results: dict) -> dict | None:
 
 
 def _cell(ms: dict) -> str:
-    return f"{ms['p50']:g} / {ms['p95']:g} ms"
+    return f"{millis(ms['p50']).removesuffix(' ms')} / {millis(ms['p95'])}"
 
 
 def _added(ms: float) -> str:
@@ -50,8 +50,8 @@ def render_costs(source: dict) -> list[str]:
         [
             "steer: its send -> the model request holding it",
             _cell(s["steer_to_model_ms"]),
-            "the rest of the stream it was sent during",
-            "-",
+            "the stream it was sent during: its length, from its first text",
+            f"{s['tokens'] * 10} ms (nominal)",
             "",
         ]
     )
@@ -68,7 +68,7 @@ def render_costs(source: dict) -> list[str]:
     rows.append(
         [
             f"schedule ({sc['schedules']} `at` slots over two ticks, {sc['stack']}): due -> its run's "
-            f"`user_message` (max {sc['delay_ms']['max']:,.0f} ms; {sc['fired']} of {sc['schedules']} fired)",
+            f"`user_message` (max {millis(sc['delay_ms']['max'])}; {sc['fired']} of {sc['schedules']} fired)",
             _cell(sc["delay_ms"]),
             "the scheduler's tick (AGENT_SCHEDULE_POLL_SECONDS), each process",
             f"{sc['tick_s']:g} s",
