@@ -110,7 +110,8 @@ async def direct(base: str, session: str, conversation: str, *, tokens: int = 5)
 
 async def queued(base: str, session: str, conversation: str, *, tokens: int = 5) -> dict:
     """A message queued behind a run of 0.2 s (sent once that run's `user_message` is in), timed
-    from the running run's `complete` (its `ts`) as `direct` is from the send."""
+    from the running run's `complete` (its `ts`) as `direct` is from the send; and when that
+    `complete` reached the client."""
     ws, _, _ = await clients.connect(base, conversation, session, timeout=TIMEOUT)
     frames: list = []
     sent: list[float] = []
@@ -129,13 +130,15 @@ async def queued(base: str, session: str, conversation: str, *, tokens: int = 5)
     kinds = [f.get("type") for _, f in frames]
     if "queued" not in kinds:
         return {"problem": "the second message was not queued"}
-    done = ts_of(next(f for _, f in frames if f.get("type") == "complete"))
+    seen, complete = next((at, f) for at, f in frames if f.get("type") == "complete")
+    done = ts_of(complete)
     after = frames[kinds.index("complete") + 1 :]
     echo = next(((at, f) for at, f in after if f.get("type") == "user_message"), None)
     start = answer_start(after)
     if echo is None or start is None or not echo[1].get("queueId"):
         return {"problem": "the queued message's run did not start with its queueId"}
-    return {"user_message": echo[0] - done, "model": start[1] - done, "first_text": start[0] - done, "problem": ""}
+    out = {"user_message": echo[0] - done, "model": start[1] - done, "first_text": start[0] - done}
+    return out | {"complete_seen": seen - done, "problem": ""}
 
 
 async def steered(base: str, session: str, conversation: str, *, steer: bool, tokens: int = 50) -> dict:

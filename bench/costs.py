@@ -20,7 +20,8 @@ On one daphne with SQLite + in-memory, the feature and its baseline taking turns
 - **budget**: the gap between two model calls of a run of CALLS model calls (a tool call in each
   but the last) by a user with a daily token budget (too large to be reached), against a user
   with none: the check before each model call (chat/runtime/budget_check.py) is the difference.
-  Measured through runs, not by timing the check in a process of its own.
+  Measured through runs, and the check itself (chat.accounts.budgets.budget_stop) timed in a
+  Django process of its own on the same database for those runs (bench/budget_timing.py).
 
 On PostgreSQL + Redis with two daphnes:
 - **schedule**: SCHEDULES schedules `at` due times spread over two poll intervals, each on a
@@ -32,7 +33,10 @@ On PostgreSQL + Redis with two daphnes:
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
+import subprocess
+import sys
 import time
 import traceback
 from datetime import UTC, datetime
@@ -44,13 +48,14 @@ from . import clients, cost_runs
 from .clients import percentile
 from .doors import Tokens
 from .pool import Pool
-from .server import FakeModel, Stack
+from .server import ROOT, FakeModel, Stack
 
 RESULTS = Path(__file__).resolve().parent / "results" / "costs.json"
 ROUNDS = 12
 CALLS = 8  # model calls in a budget run: CALLS - 1 gaps each
 SCHEDULES = 20
 POLL_SECONDS = 5.0  # the server's default AGENT_SCHEDULE_POLL_SECONDS
+CHECKS = 200  # budget checks timed in-process, each side
 HUGE_BUDGET = 10**12  # tokens a day: checked before every call, never reached
 
 
@@ -102,13 +107,15 @@ async def measure_sqlite(model: FakeModel, *, rounds: int) -> dict:
     try:
         stack.start(model)
         base = stack.base(0)
-        plain = Pool(stack.seed(op="users", count=40, conversations=-(-6 * (rounds + 1) // 40)))
+        seeded = stack.seed(op="users", count=40, conversations=-(-6 * (rounds + 1) // 40))
+        plain, unbudgeted = Pool(seeded), _conversations(seeded)
         seeded = stack.seed(op="users", count=rounds + 1, conversations=1)
         delegates = stack.seed(op="delegates", conversations=_conversations(seeded))
         delegating = Pool(seeded)
         seeded = stack.seed(op="users", count=rounds + 1, conversations=1)
         stack.seed(op="budget", conversations=_conversations(seeded), tokens=HUGE_BUDGET)
         budgeted = Pool(seeded)
+        with_budget = _conversations(seeded)
 
         def on(pool: Pool, run, **kwargs):
             async def one():
@@ -130,6 +137,7 @@ async def measure_sqlite(model: FakeModel, *, rounds: int) -> dict:
                 "unbudgeted": on(plain, cost_runs.many_calls, calls=CALLS),
             },
         )
+        checks = _time_checks(stack, with_budget, unbudgeted, calls=CHECKS)
     except Exception as exc:
         traceback.print_exc()
         out["error"] = f"{type(exc).__name__}: {exc}"
@@ -139,7 +147,12 @@ async def measure_sqlite(model: FakeModel, *, rounds: int) -> dict:
     t = turns
     queued = {k: summary(_of(t["queued"], k)) for k in ("user_message", "model", "first_text")}
     direct = {k: summary(_of(t["direct"], k)) for k in ("user_message", "model", "first_text")}
-    out["queued"] = {"queued_ms": queued, "direct_ms": direct, "problems": _problems(t["queued"], t["direct"])}
+    out["queued"] = {
+        "queued_ms": queued,
+        "direct_ms": direct,
+        "complete_seen_ms": summary(_of(t["queued"], "complete_seen")),
+        "problems": _problems(t["queued"], t["direct"]),
+    }
     steered, unsteered = summary(_of(t["steered"], "gap")), summary(_of(t["unsteered"], "gap"))
     out["steer"] = {
         "tokens": 50,
@@ -166,9 +179,25 @@ async def measure_sqlite(model: FakeModel, *, rounds: int) -> dict:
         "gap_budget_ms": with_budget,
         "gap_ms": without,
         "added_ms": _added(with_budget, without),
+        "check_ms": checks,
         "problems": _problems(t["budgeted"], t["unbudgeted"]),
     }
     return out
+
+
+def _time_checks(stack: Stack, with_budget: list[str], without: list[str], *, calls: int) -> dict:
+    """The check itself, timed in a Django process on the stack's database (bench/budget_timing.py)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.budget_timing"],
+        cwd=ROOT,
+        env=stack.env,
+        input=json.dumps({"with": with_budget, "without": without, "calls": calls}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 async def _watch_schedule(base: str, http: httpx2.AsyncClient, token: str, session: str, conversation: str, due: float):
@@ -254,6 +283,9 @@ def lines(costs: dict) -> list[str]:
                 f"  queued message, run's complete -> {what}: {_ms(q['queued_ms'][key])}; "
                 f"direct message, send -> {what}: {_ms(q['direct_ms'][key])}"
             )
+        out.append(
+            f"  (the running run's complete itself reached the client {_ms(q['complete_seen_ms'])} after its ts)"
+        )
     if s := costs.get("steer"):
         out.append(
             f"  steer -> the model request holding it: {_ms(s['steer_to_model_ms'])} (sent at the first text "
@@ -274,6 +306,12 @@ def lines(costs: dict) -> list[str]:
             f"  model call -> next model request, with a budget: {_ms(b['gap_budget_ms'])}; without: "
             f"{_ms(b['gap_ms'])}; the budget check adds p50 {b['added_ms']} ms per model call ({b['how']})"
         )
+        if check := b.get("check_ms"):
+            out.append(
+                f"  the check itself, in-process ({check['budget_ms']['n']} each): with a budget "
+                f"{check['budget_ms']['p50']:g} / {check['budget_ms']['p95']:g} ms, without "
+                f"{check['none_ms']['p50']:g} / {check['none_ms']['p95']:g} ms"
+            )
     if sc := costs.get("schedule"):
         if "error" in sc:
             out.append(f"  schedule: error: {sc['error']}")

@@ -84,6 +84,17 @@ def render_costs(source: dict) -> list[str]:
             _added(b["added_ms"]),
         ]
     )
+    if check := b.get("check_ms"):
+        mine, theirs = check["budget_ms"], check["none_ms"]
+        rows.append(
+            [
+                f"budget check itself, timed in a Django process ({mine['n']} checks): a user with a budget",
+                f"{mine['p50']:.2f} / {mine['p95']:.2f} ms",
+                "a user with no budget (the check runs, finds none)",
+                f"{theirs['p50']:.2f} / {theirs['p95']:.2f} ms",
+                f"{mine['p50'] - theirs['p50']:+.2f} ms",
+            ]
+        )
     head = ["cost", "p50 / p95", "against", "p50 / p95", "added (p50)"]
     return _table(head, rows) + ["", f"{c['rounds']} rounds on {c['stack']}, the feature and its baseline in turn."]
 

@@ -58,6 +58,10 @@ async def test_one_round_of_each_cost_has_every_figure(tmp_path):
         assert _positive(result["subagent"]["delegated_ms"][key]) and _positive(result["subagent"]["direct_ms"][key])
     assert result["budget"]["gap_budget_ms"]["n"] == costs.CALLS - 1 and _positive(result["budget"]["gap_budget_ms"])
     assert _positive(result["budget"]["gap_ms"])
+    for side in ("budget_ms", "none_ms"):
+        check = result["budget"]["check_ms"][side]
+        assert check["n"] == costs.CHECKS and 0 < check["p50"] <= check["p95"]
+    assert _positive(result["queued"]["complete_seen_ms"])
     assert result["schedule"]["fired"] == 2 and _positive(result["schedule"]["delay_ms"])
     assert _positive(result["schedule"]["model_ms"])
     source = docs.take(json.loads(json.dumps({"run": RUN, "costs": result})))["costs"]
