@@ -6,7 +6,8 @@ users with a budget and of users with none, the two taking turns.
 
 Reads {"with": [conversation ids], "without": [...], "calls": N} on stdin (runs of those
 conversations are the runs checked) and prints {"budget_ms": {...}, "none_ms": {...}}: p50, p95
-and mean of the N checks of each side, in ms.
+and mean of the N checks of each side, in ms; and the database queries of one check of each
+side ("budget_queries", "none_queries").
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def _summary(seconds: list[float]) -> dict:
 def main() -> None:
     command = json.loads(sys.stdin.read())
     setup()
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from chat.accounts.budgets import budget_stop
@@ -44,13 +47,19 @@ def main() -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in sides}
     since = timezone.now()
+    queries = {}
+    for name, runs in sides.items():
+        run_id, user_id = runs[0]
+        with CaptureQueriesContext(connection) as captured:
+            budget_stop(run_id=run_id, user_id=user_id, agent_id=None, own=("fake-model", 10, 2, 12), since=since)
+        queries[name.replace("_ms", "_queries")] = len(captured.captured_queries)
     for index in range(command["calls"]):
         for name, runs in sides.items():
             run_id, user_id = runs[index % len(runs)]
             started = time.perf_counter()
             budget_stop(run_id=run_id, user_id=user_id, agent_id=None, own=("fake-model", 10, 2, 12), since=since)
             times[name].append(time.perf_counter() - started)
-    print(json.dumps({name: _summary(seconds) for name, seconds in times.items()}))
+    print(json.dumps({name: _summary(seconds) for name, seconds in times.items()} | queries))
 
 
 if __name__ == "__main__":

@@ -310,7 +310,8 @@ def lines(costs: dict) -> list[str]:
             out.append(
                 f"  the check itself, in-process ({check['budget_ms']['n']} each): with a budget "
                 f"{check['budget_ms']['p50']:g} / {check['budget_ms']['p95']:g} ms, without "
-                f"{check['none_ms']['p50']:g} / {check['none_ms']['p95']:g} ms"
+                f"{check['none_ms']['p50']:g} / {check['none_ms']['p95']:g} ms; database queries "
+                f"{check['budget_queries']} and {check['none_queries']}"
             )
     if sc := costs.get("schedule"):
         if "error" in sc:

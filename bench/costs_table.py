@@ -88,9 +88,10 @@ def render_costs(source: dict) -> list[str]:
         mine, theirs = check["budget_ms"], check["none_ms"]
         rows.append(
             [
-                f"budget check itself, timed in a Django process ({mine['n']} checks): a user with a budget",
+                f"budget check itself, timed in a Django process ({mine['n']} checks): a user with a budget "
+                f"({check['budget_queries']} queries)",
                 f"{mine['p50']:.2f} / {mine['p95']:.2f} ms",
-                "a user with no budget (the check runs, finds none)",
+                f"a user with no budget: the check runs and finds none ({check['none_queries']} queries)",
                 f"{theirs['p50']:.2f} / {theirs['p95']:.2f} ms",
                 f"{mine['p50'] - theirs['p50']:+.2f} ms",
             ]

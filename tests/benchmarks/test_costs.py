@@ -61,6 +61,7 @@ async def test_one_round_of_each_cost_has_every_figure(tmp_path):
     for side in ("budget_ms", "none_ms"):
         check = result["budget"]["check_ms"][side]
         assert check["n"] == costs.CHECKS and 0 < check["p50"] <= check["p95"]
+    assert result["budget"]["check_ms"]["budget_queries"] > result["budget"]["check_ms"]["none_queries"] > 0
     assert _positive(result["queued"]["complete_seen_ms"])
     assert result["schedule"]["fired"] == 2 and _positive(result["schedule"]["delay_ms"])
     assert _positive(result["schedule"]["model_ms"])
