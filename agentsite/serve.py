@@ -1,4 +1,4 @@
-"""`python -m agentsite.serve`: the image's default command (docs/deployment.md; PROTOCOL section 19).
+"""`python -m agentsite.serve`: the image's default command (docs/protocol.md, "Images").
 
 The project's daphne (serving.serve: daphne's command line with a lighter queue and a bounded send
 buffer per connection) serving agentsite.asgi:application on 0.0.0.0:8000, the address a container

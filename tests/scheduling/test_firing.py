@@ -14,7 +14,7 @@ from chat.conversations.services import conversation_create, conversation_delete
 from chat.inspector.trace import run_trace
 from chat.models import AgentProfile, Conversation, Event, Run, Schedule
 from chat.scheduling.firing import schedules_claim
-from chat.scheduling.poller import SchedulePollerStarter, poll_once
+from chat.scheduling.poller import SchedulePollerStarter, poll_once, poll_wait
 from chat.scheduling.services import schedule_create, schedule_json
 from tests.fakellm import text_reply
 
@@ -219,3 +219,21 @@ async def test_a_schedule_that_cannot_be_read_holds_up_no_other(make_user, regis
     started = await poll_once()
     assert [run.schedule_id for run in started] == [fine.pk]
     await settle(registry)
+
+
+def test_the_next_pass_waits_for_the_soonest_slot_at_most_a_poll(make_user, settings):
+    """A slot 1.5 s away is looked for in 1.5 s, not at the next 5 s poll; one due already (left
+    by a pass) in a second, not at once; a disabled schedule's slot or none: a whole poll."""
+    settings.AGENT_SCHEDULE_POLL_SECONDS = 5
+    now = timezone.now()
+    assert poll_wait(now=now) == 5  # no schedule
+    owner = make_user("alice")
+    schedule, _secret = schedule_create(user=owner, body={"prompt": "p", "every": 60})
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=now + timedelta(seconds=1.5))
+    assert poll_wait(now=now) == pytest.approx(1.5, abs=0.05)
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=now - timedelta(seconds=3))
+    assert poll_wait(now=now) == 1.0
+    Schedule.objects.filter(pk=schedule.pk).update(enabled=False)
+    assert poll_wait(now=now) == 5
+    Schedule.objects.filter(pk=schedule.pk).update(enabled=True, next_run_at=now + timedelta(hours=1))
+    assert poll_wait(now=now) == 5
