@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean \
+.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server bench bench-peers peers bench-growth bench-idle10k bench-docs bench-soak clean \
 	container-tools image compose-up compose-down test-containers
 
 $(VENV)/.installed: pyproject.toml
@@ -167,8 +167,26 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-bench: install-test
+bench: install-test peers
 	$(PY) -m bench
+
+# The peers of `--only peers` (bench/peers/): Chainlit, pinned, in a venv of its own so that neither the
+# project's venv nor its tests carry it; with aiosqlite for its SQLAlchemy data layer on SQLite.
+# One minute to install on 2 cores (60 s measured, most of it downloads; the venv takes 180 MB).
+CHAINLIT_VENV ?= .venv-chainlit
+CHAINLIT ?= chainlit==2.12.0
+CHAINLIT_DEPS ?= openai==3.63.0 sqlalchemy==2.1.9 aiosqlite==0.22.1 greenlet==3.5.6
+
+peers: $(CHAINLIT_VENV)/.installed
+
+$(CHAINLIT_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(CHAINLIT_VENV)
+	$(CHAINLIT_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHAINLIT_VENV)/bin/pip install --quiet '$(CHAINLIT)' $(CHAINLIT_DEPS)
+	touch $@
+
+bench-peers: install-test peers
+	$(PY) -m bench --only peers
 
 # Opt-in (seeding 1,000,000 events per database takes minutes): the growth curves and docs/bench-growth.png.
 bench-growth: install-test

@@ -11,6 +11,7 @@ python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle s
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
 python -m bench --only bursts --burst-rounds 6   # a burst's first text, the project and the relay in turn
+python -m bench --only peers    # the project, the relay and Chainlit (make peers) in turn (bench/peers/)
 
 Every results file holds a `run` entry: the command, commit, date and the machine's load
 (bench/runinfo.py); `python -m bench.docs` makes docs/performance.md's tables from them.
@@ -43,18 +44,30 @@ from . import (
     search,
     writes,
 )
+from .peers import measure as peers
 from .pool import Pool
 from .procs import raise_fd_limit
 from .runinfo import RunInfo
 from .server import FakeModel, Stack
 
-MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "bursts", "model-tls")
+MEASUREMENTS = (
+    "relay",
+    "concurrency",
+    "doors",
+    "idle",
+    "replay",
+    "writes",
+    "reference",
+    "bursts",
+    "model-tls",
+    "peers",
+)
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py,
 # bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py);
 # compaction's figures are a question of their own (bench/compaction.py).
 OPT_IN = ("search", "growth", "idle10k", "compaction")
 # Measured on servers of their own (or none), not on the stacks.
-STACKLESS = {"reference", "bursts", "model-tls"}
+STACKLESS = {"reference", "bursts", "model-tls", "peers"}
 STACKS = {
     "sqlite-daphne": dict(database="sqlite", server="daphne", processes=1),
     "sqlite-uvicorn": dict(database="sqlite", server="uvicorn", processes=1),
@@ -95,6 +108,12 @@ def parse() -> argparse.Namespace:
         type=int,
         default=None,
         help=f"for bursts: rounds per level, each a burst of the project and one of the relay (default {bursts.ROUNDS}; quick 2)",
+    )
+    parser.add_argument(
+        "--peer-rounds",
+        type=int,
+        default=None,
+        help=f"for peers: rounds per level, each a burst of every server (default {peers.ROUNDS}; quick 1)",
     )
     parser.add_argument(
         "--out",
@@ -224,6 +243,12 @@ async def main() -> int:
             rounds = args.burst_rounds or (2 if args.quick else bursts.ROUNDS)
             print(f"\n[bursts] {burst_levels(args)}, the project and the relay in turn, {rounds} rounds", flush=True)
             results["bursts"] = await bursts.measure(model, levels=burst_levels(args), rounds=rounds)
+        if "peers" in only:
+            rounds = args.peer_rounds or (1 if args.quick else peers.ROUNDS)
+            print(f"\n[peers] {burst_levels(args)}: {', '.join(peers.SIDES)} in turn, {rounds} rounds", flush=True)
+            results["peers"] = await peers.measure(
+                model, levels=burst_levels(args), rounds=rounds, idle_sockets=idle_count(args)
+            )
         if "model-tls" in only:
             print("\n[model-tls] a model call's first text, TLS and plain HTTP", flush=True)
             calls = args.tls_calls or (20 if args.quick else model_tls.CALLS)
@@ -288,10 +313,12 @@ async def main() -> int:
         print("\n".join(bursts.lines(results["bursts"])))
     if results.get("model_tls"):
         print("\n".join(model_tls.lines(results["model_tls"])))
+    if results.get("peers"):
+        print("\n".join(peers.lines(results["peers"])))
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
     failed = [s for s in results["stacks"] if "error" in s] + [
-        results[k] for k in ("bursts", "model_tls", "idle10k") if "error" in results.get(k, {})
+        results[k] for k in ("bursts", "model_tls", "idle10k", "peers") if "error" in results.get(k, {})
     ]
     return 1 if failed else 0
 
