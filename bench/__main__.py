@@ -11,7 +11,7 @@ python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle s
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
 python -m bench --only bursts --burst-rounds 6   # a burst's first text, the project and the relay in turn
-python -m bench --only peers    # the project, the relay and Chainlit (make peers) in turn (bench/peers/)
+python -m bench --only peers    # opt-in: the project, the relay and Chainlit (make peers) in turn (bench/peers/)
 
 Every results file holds a `run` entry: the command, commit, date and the machine's load
 (bench/runinfo.py); `python -m bench.docs` makes docs/performance.md's tables from them.
@@ -50,24 +50,14 @@ from .procs import raise_fd_limit
 from .runinfo import RunInfo
 from .server import FakeModel, Stack
 
-MEASUREMENTS = (
-    "relay",
-    "concurrency",
-    "doors",
-    "idle",
-    "replay",
-    "writes",
-    "reference",
-    "bursts",
-    "model-tls",
-    "peers",
-)
+MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "bursts", "model-tls")
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py,
 # bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py);
-# compaction's figures are a question of their own (bench/compaction.py).
-OPT_IN = ("search", "growth", "idle10k", "compaction")
+# compaction's figures are a question of their own (bench/compaction.py); the peers take four
+# servers through every level in turn, minutes even in quick mode (bench/peers/measure.py).
+OPT_IN = ("search", "growth", "idle10k", "compaction", "peers")
 # Measured on servers of their own (or none), not on the stacks.
-STACKLESS = {"reference", "bursts", "model-tls", "peers"}
+STACKLESS = {"reference", "bursts", "model-tls"}
 STACKS = {
     "sqlite-daphne": dict(database="sqlite", server="daphne", processes=1),
     "sqlite-uvicorn": dict(database="sqlite", server="uvicorn", processes=1),
@@ -118,7 +108,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--out",
         default=None,
-        help="JSON path (default bench/results/latest.json; growth.json and idle10k.json for those opt-ins)",
+        help="JSON path (default bench/results/latest.json; growth.json, idle10k.json and peers.json for those opt-ins)",
     )
     return parser.parse_args()
 
@@ -295,10 +285,18 @@ async def main() -> int:
             {"idle10k": results["idle10k"], "run": results["run"]}, Path(args.out) if args.out else idle_scale.RESULTS
         )
         print(f"\nwritten to {path}")
+    if "peers" in only:
+        print("\n".join(peers.lines(results["peers"])))
+        path = report.write(
+            {"peers": results["peers"], "run": results["run"]}, Path(args.out) if args.out else peers.RESULTS
+        )
+        print(f"\nwritten to {path}")
     if not results["stacks"] and not only & STACKLESS:  # opt-ins alone: keep the suite's latest.json as it is
         if args.out and "search" in only:
             report.write(results, Path(args.out))
-        failed = "error" in results.get("idle10k", {}) or any("error" in r for r in results.get("compaction", []))
+        failed = any("error" in results.get(k, {}) for k in ("idle10k", "peers")) or any(
+            "error" in r for r in results.get("compaction", [])
+        )
         return 1 if failed else 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))
@@ -313,12 +311,10 @@ async def main() -> int:
         print("\n".join(bursts.lines(results["bursts"])))
     if results.get("model_tls"):
         print("\n".join(model_tls.lines(results["model_tls"])))
-    if results.get("peers"):
-        print("\n".join(peers.lines(results["peers"])))
     path = report.write(results, Path(args.out) if args.out else None)
     print(f"\nwritten to {path}")
     failed = [s for s in results["stacks"] if "error" in s] + [
-        results[k] for k in ("bursts", "model_tls", "idle10k", "peers") if "error" in results.get(k, {})
+        results[k] for k in ("bursts", "model_tls", "idle10k") if "error" in results.get(k, {})
     ]
     return 1 if failed else 0
 
