@@ -173,7 +173,7 @@ bench: install-test
 # The peers of `--only peers` (bench/peers/, opt-in: minutes even quick): Chainlit, pinned, in a venv of
 # its own so that the project's venv does not carry it, with the openai SDK its app streams with and
 # aiosqlite for its SQLAlchemy data layer on SQLite. tests/benchmarks/test_peers.py runs it, so
-# install-test installs it: a minute on 2 cores (60 s measured, mostly downloads; 180 MB).
+# install-test installs it: under a minute on 2 cores (44-60 s measured, mostly downloads; 240 MB).
 CHAINLIT_VENV ?= .venv-chainlit
 CHAINLIT ?= chainlit==2.12.0
 CHAINLIT_DEPS ?= openai==3.63.0 sqlalchemy==2.1.9 aiosqlite==0.22.1 greenlet==3.5.6
