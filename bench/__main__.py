@@ -12,6 +12,7 @@ python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect 
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
 python -m bench --only bursts --burst-rounds 6   # a burst's first text, the project and the relay in turn
 python -m bench --only peers    # opt-in: the project, the relay and Chainlit (make peers) in turn (bench/peers/)
+python -m bench --only costs    # opt-in: queued message, steer, sub-agent, schedule, budget check, each against its baseline
 
 Every results file holds a `run` entry: the command, commit, date and the machine's load
 (bench/runinfo.py); `python -m bench.docs` makes docs/performance.md's tables from them.
@@ -30,6 +31,7 @@ from . import (
     bursts,
     compaction,
     concurrency,
+    costs,
     doors,
     firsttext,
     growth,
@@ -44,6 +46,7 @@ from . import (
     search,
     writes,
 )
+from .doc_tables import run_line
 from .peers import measure as peers
 from .pool import Pool
 from .procs import raise_fd_limit
@@ -53,9 +56,10 @@ from .server import FakeModel, Stack
 MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "reference", "bursts", "model-tls")
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py,
 # bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py);
-# compaction's figures are a question of their own (bench/compaction.py); the peers take four
-# servers through every level in turn, minutes even in quick mode (bench/peers/measure.py).
-OPT_IN = ("search", "growth", "idle10k", "compaction", "peers")
+# compaction's figures are a question of their own (bench/compaction.py), and so are the costs of
+# issue 55's features, on stacks of their own (bench/costs.py, about two minutes); the peers take
+# four servers through every level in turn, minutes even in quick mode (bench/peers/measure.py).
+OPT_IN = ("search", "growth", "idle10k", "compaction", "costs", "peers")
 # Measured on servers of their own (or none), not on the stacks.
 STACKLESS = {"reference", "bursts", "model-tls"}
 STACKS = {
@@ -247,6 +251,8 @@ async def main() -> int:
             sockets = args.idle_sockets or (1000 if args.quick else idle_scale.SOCKETS)
             print(f"\n[idle10k] {sockets} idle sockets on one daphne", flush=True)
             results["idle10k"] = await idle_scale.measure(model, sockets=sockets, quick=args.quick)
+        if "costs" in only:
+            results["costs"] = await costs.measure(model, quick=args.quick)
         if "compaction" in only:
             databases = list(dict.fromkeys(STACKS[name]["database"] for name in names))
             results["compaction"] = [await compaction.measure(model, database=db, quick=args.quick) for db in databases]
@@ -285,6 +291,13 @@ async def main() -> int:
             {"idle10k": results["idle10k"], "run": results["run"]}, Path(args.out) if args.out else idle_scale.RESULTS
         )
         print(f"\nwritten to {path}")
+    if "costs" in only:
+        print("\n".join(costs.lines(results["costs"])))
+        print(run_line({"run": results["run"]}))
+        path = report.write(
+            {"costs": results["costs"], "run": results["run"]}, Path(args.out) if args.out else costs.RESULTS
+        )
+        print(f"\nwritten to {path}")
     if "peers" in only:
         print("\n".join(peers.lines(results["peers"])))
         path = report.write(
@@ -294,9 +307,9 @@ async def main() -> int:
     if not results["stacks"] and not only & STACKLESS:  # opt-ins alone: keep the suite's latest.json as it is
         if args.out and "search" in only:
             report.write(results, Path(args.out))
-        failed = any("error" in results.get(k, {}) for k in ("idle10k", "peers")) or any(
-            "error" in r for r in results.get("compaction", [])
-        )
+        failed = "error" in results.get("idle10k", {}) or any("error" in r for r in results.get("compaction", []))
+        failed = failed or costs.failed(results.get("costs"))
+        failed = failed or "error" in results.get("peers", {})
         return 1 if failed else 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))

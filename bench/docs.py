@@ -11,6 +11,7 @@ the doc, so that the doc can be checked against them:
 python -m bench.docs bench/results/latest.json     # after `make bench`
 python -m bench.docs bench/results/idle10k.json    # after `make bench-idle10k`
 python -m bench.docs bench/results/soak.json       # after `make bench-soak`
+python -m bench.docs bench/results/costs.json      # after `python -m bench --only costs`
 python -m bench.docs --check                        # exit 1 when the doc is not what its sources make
 """
 
@@ -22,12 +23,14 @@ import re
 import sys
 from pathlib import Path
 
-from .doc_tables import BLOCKS, MissingFigure, run_line
+from . import costs_table, doc_tables
+from .doc_tables import MissingFigure, run_line
 from .report import RESULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "performance.md"
 SOURCES = RESULTS / "docs"
+BLOCKS = doc_tables.BLOCKS | costs_table.BLOCKS
 MARKER = re.compile(r"^<!-- (/?)bench:([\w-]+) -->$", re.MULTILINE)
 
 

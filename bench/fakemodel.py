@@ -6,6 +6,15 @@ that reads its orders from the last user message, `bench tokens=N rate=R`
 chunk i carries the text `"<i>@<unix time it was written> "`, so a client can
 check that a stream arrived whole and in order and how long each token took.
 
+Two orders make a run of several model calls (bench/costs.py), read from the newest user message
+holding one (a steer is a user message after it):
+- `bench calls=K tokens=N rate=R`: K model calls, each a stream of N tokens, all but the last
+  ending with a `calculator` tool call;
+- `bench delegate=SLUG tokens=N rate=R`: a call of the delegate tool `agent__SLUG` with the task
+  `bench tokens=N rate=R`, then, with its result, a closing call.
+Each such call's text begins with the word `c<k>s<n>@<unix time the request was read>`: k the
+run's model calls before it, n the user messages after the order (steers taken in).
+
 Pacing follows an absolute schedule (token i is due at start + (i+1)/R) and a
 late writer sends everything already due in one write: under load the model
 keeps its nominal rate instead of drifting, as a real provider's would.
@@ -16,6 +25,7 @@ fake costs little CPU next to the server it feeds. With CERT and KEY (PEM files)
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import ssl
 import sys
@@ -28,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakellm import FakeLLM  # noqa: E402
 
 ORDER = re.compile(r"bench tokens=(\d+) rate=(\d+(?:\.\d+)?)")
+CALLS = re.compile(r"bench (calls|delegate)=([\w-]+) tokens=(\d+) rate=(\d+(?:\.\d+)?)")
 BATCH_AT_FULL_SPEED = 64
 
 CHUNK = (
@@ -51,6 +62,40 @@ def order_of(body: dict[str, Any]) -> tuple[int, float] | None:
     return None
 
 
+def calls_order(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A `calls` or `delegate` order's next reply: {"bench": (tokens, rate), "prefix", "tool": (the
+    call's index, the tool's name, its arguments) or None}."""
+    messages = body.get("messages", [])
+    for at in range(len(messages) - 1, -1, -1):
+        if messages[at].get("role") == "user" and (match := CALLS.search(str(messages[at].get("content") or ""))):
+            break
+    else:
+        return None
+    kind, value, tokens, rate = match.group(1), match.group(2), int(match.group(3)), float(match.group(4))
+    after = messages[at + 1 :]
+    done = sum(1 for m in after if m.get("role") == "assistant")
+    steers = sum(1 for m in after if m.get("role") == "user")
+    prefix = f"c{done}s{steers}@{time.time():.4f} "
+    if kind == "delegate":
+        task = {"task": f"bench tokens={tokens} rate={rate:g}"}
+        tool = (done, f"agent__{value}", task) if done == 0 else None
+        return {"bench": (0, 0.0), "prefix": prefix, "tool": tool}
+    last = done >= int(value) - 1
+    return {
+        "bench": (tokens, rate),
+        "prefix": prefix,
+        "tool": None if last else (done, "calculator", {"expression": "1+1"}),
+    }
+
+
+def _tool_call(model: str, index: int, name: str, arguments: dict[str, Any]) -> str:
+    call = {"index": 0, "id": f"call_{index}", "type": "function"}
+    call["function"] = {"name": name, "arguments": json.dumps(arguments)}
+    chunk = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": model}
+    chunk["choices"] = [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
 def _http_chunk(text: str) -> bytes:
     data = text.encode()
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
@@ -63,6 +108,8 @@ class BenchModel(FakeLLM):
 
     @staticmethod
     def _respond(body: dict[str, Any]) -> dict[str, Any]:
+        if (reply := calls_order(body)) is not None:
+            return reply
         order = order_of(body)
         if order is None:
             return {"chunks": [{"delta": {"content": "not a bench order"}}, {"delta": {}, "finish_reason": "stop"}]}
@@ -78,6 +125,8 @@ class BenchModel(FakeLLM):
         interval = 1.0 / rate if rate > 0 else 0.0
         start = loop.time()
         sent = 0
+        if reply.get("prefix"):
+            writer.write(_http_chunk(CHUNK % (model, reply["prefix"])))
         while sent < tokens:
             if interval:
                 due = start + (sent + 1) * interval
@@ -92,7 +141,10 @@ class BenchModel(FakeLLM):
             writer.write(_http_chunk("".join(CHUNK % (model, f"{i}@{stamp} ") for i in range(sent, upto))))
             await writer.drain()
             sent = upto
-        writer.write(_http_chunk(FINISH % (model, model, tokens, tokens + 10)) + b"0\r\n\r\n")
+        finish = FINISH % (model, model, tokens, tokens + 10)
+        if tool := reply.get("tool"):
+            finish = _tool_call(model, *tool) + finish.replace('"finish_reason":"stop"', '"finish_reason":"tool_calls"')
+        writer.write(_http_chunk(finish) + b"0\r\n\r\n")
         await writer.drain()
         return True
 

@@ -13,6 +13,11 @@
 - {"op": "history", "conversations": [...], "events": K}: a finished run of K events
   (user_message, text deltas, complete) in each of those conversations, so that a socket
   reconnecting with `after` reads from a conversation with a past, as a real one has.
+- {"op": "delegates", "conversations": [...]}: a child agent profile and a parent profile that
+  may delegate to it (both on the server's model, open to everyone), the parent made the agent
+  of those conversations; prints both slugs.
+- {"op": "budget", "conversations": [...], "tokens": N}: a daily token budget of N for each of
+  those conversations' owners.
 - {"op": "count", "conversations": [...]}: rows in the event, run and tool record
   tables for those conversations, and the number of text tokens they stored.
 - {"op": "storage", "conversations": [...]}: `count`, the bytes of the text those
@@ -139,6 +144,29 @@ def history(conversations: list[str], events: int) -> dict:
     return {"conversations": len(found), "last_seq": events}
 
 
+def delegates(conversations: list[str]) -> dict:
+    from chat.models import AgentProfile, Conversation
+
+    tag = uuid.uuid4().hex[:8]
+    child = AgentProfile.objects.create(
+        slug=f"bench-child-{tag}", name="bench child", model="fake-model", everyone=True
+    )
+    parent = AgentProfile.objects.create(
+        slug=f"bench-parent-{tag}", name="bench parent", model="fake-model", everyone=True
+    )
+    parent.delegates.add(child)
+    Conversation.objects.filter(pk__in=conversations).update(agent=parent)
+    return {"parent": parent.slug, "child": child.slug}
+
+
+def budget(conversations: list[str], tokens: int) -> dict:
+    from chat.models import Budget, Conversation
+
+    owners = set(Conversation.objects.filter(pk__in=conversations).values_list("owner_id", flat=True))
+    Budget.objects.bulk_create(Budget(scope="user", user_id=owner, period="day", tokens=tokens) for owner in owners)
+    return {"budgets": len(owners)}
+
+
 def count(conversations: list[str]) -> dict:
     from chat.models import Event, Run, ToolRecord
 
@@ -184,6 +212,7 @@ def main() -> None:
     setup()
     op = command.pop("op")
     ops = {"users": users, "replay": replay, "history": history, "count": count, "storage": storage}
+    ops |= {"delegates": delegates, "budget": budget}
     result = ops[op](**command)
     print(json.dumps(result))
 

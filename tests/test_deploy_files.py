@@ -58,9 +58,7 @@ def test_the_runtime_stage_runs_as_a_numeric_user_on_data():
         "PYTHONUNBUFFERED=1",
     ):
         assert baked in env
-    assert (
-        ops["CMD"] == '["python", "-m", "serving.serve", "-b", "0.0.0.0", "-p", "8000", "agentsite.asgi:application"]'
-    )
+    assert ops["CMD"] == '["python", "-m", "agentsite.serve"]'  # section 19: agentsite/serve.py
     assert any(op == "RUN" and "collectstatic" in args for op, args in STEPS)
 
 
@@ -76,6 +74,7 @@ def test_the_oci_labels():
     for name in ("title", "description", "version", "source", "licenses", "revision"):
         assert f"org.opencontainers.image.{name}=" in labels
     assert 'org.opencontainers.image.revision="${VCS_REF}"' in labels
+    assert 'org.opencontainers.image.source="${SOURCE_URL}"' in labels  # no address made up
 
 
 def test_no_secret_is_baked_in():

@@ -238,3 +238,15 @@ def test_of_several_budgets_used_up_the_refusal_tells_the_one_that_resets_last(m
     stop = budget_stop(run_id=run.pk, user_id=alice.pk, agent_id=None, own=("m", 0, 0, 0), since=timezone.now())
     assert stop["resetsAt"] == expected == stop["budget"]["resetsAt"]
     assert stop["retryAfter"] >= (month_end - timezone.now()).total_seconds() - 1
+
+
+def test_with_no_budget_anywhere_the_check_before_a_model_call_is_two_probes(make_user, django_assert_max_num_queries):
+    """No budget on the site: two existence probes, not the run's token and its caps' queries;
+    the budget made next (as on another process) stops the next call, nothing cached."""
+    alice = make_user("alice")
+    run = spend(alice, 50)
+    check = dict(run_id=run.pk, user_id=alice.pk, agent_id=None, own=("m", 0, 0, 0), since=timezone.now())
+    with django_assert_max_num_queries(2):
+        assert budget_stop(**check) is None
+    Budget.objects.create(scope="user", user=alice, period="day", tokens=50)
+    assert budget_stop(**check)["budget"]["scope"] == "user"

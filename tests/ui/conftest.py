@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.harness import Replies, Server, migrate, server_env
 
@@ -151,6 +152,11 @@ class PageWatch:
             url.startswith(self.base) or url.startswith(self.base.replace("http", "ws", 1)) or url.startswith("data:")
         ):
             self.foreign_requests.append(url)
+
+
+# Assertions wait as long as page actions do: on CI the UI runs beside the PostgreSQL pass and the
+# container check on two cores, and a run's first frame has taken more than expect's default 5 s.
+expect.set_options(timeout=15000)
 
 
 @pytest.fixture

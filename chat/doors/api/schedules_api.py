@@ -22,8 +22,20 @@ from chat.scheduling.services import (
 )
 
 
-def _refused(exc: FieldRefused) -> JsonResponse:
+def field_refused(exc: FieldRefused) -> JsonResponse:
+    """A refused field of a schedule or a trigger (triggers_api too): `400` naming it."""
     return JsonResponse({"error": "bad_request", "message": str(exc), "field": exc.field}, status=400)
+
+
+def runs_limit(request) -> int | JsonResponse:
+    """`?limit=` of a schedule's or a trigger's past runs: a whole number from 1, capped; or the
+    `400` that names it."""
+    raw = request.GET.get("limit", str(RUNS_LIMIT_DEFAULT))
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        return JsonResponse(
+            {"error": "bad_request", "message": "limit must be a whole number from 1", "field": "limit"}, status=400
+        )
+    return min(int(raw), RUNS_LIMIT_MAX)
 
 
 def _with_secret(body: dict, secret: str | None) -> dict:
@@ -43,7 +55,7 @@ def schedules(request):
     try:
         schedule, secret = schedule_create(user=request.user, body=json_body(request))
     except FieldRefused as exc:
-        return _refused(exc)
+        return field_refused(exc)
     except TooManySchedules as exc:
         return json_error(409, "too_many_schedules", f"You have too many schedules: {exc}.")
     except ValueError as exc:  # the body itself
@@ -65,7 +77,7 @@ def schedule(request, schedule_id):
     try:
         found, secret = schedule_update(schedule=found, body=json_body(request))
     except FieldRefused as exc:
-        return _refused(exc)
+        return field_refused(exc)
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
     return JsonResponse(_with_secret(schedule_json(found), secret))
@@ -77,10 +89,7 @@ def schedule_run_list(request, schedule_id):
     found = schedule_for_user(user=request.user, schedule_id=schedule_id)
     if found is None:
         return _missing()
-    raw = request.GET.get("limit", str(RUNS_LIMIT_DEFAULT))
-    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
-        return JsonResponse(
-            {"error": "bad_request", "message": "limit must be a whole number from 1", "field": "limit"}, status=400
-        )
-    limit = min(int(raw), RUNS_LIMIT_MAX)
+    limit = runs_limit(request)
+    if isinstance(limit, JsonResponse):
+        return limit
     return JsonResponse({"runs": [schedule_run_json(run) for run in schedule_runs(schedule=found, limit=limit)]})

@@ -7,8 +7,9 @@ from __future__ import annotations
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
+from chat.doors.api.schedules_api import field_refused, runs_limit
 from chat.doors.http.json_api import api_login_required, json_body, json_error
-from chat.scheduling.services import RUNS_LIMIT_DEFAULT, RUNS_LIMIT_MAX, FieldRefused, schedule_run_json
+from chat.scheduling.services import FieldRefused, schedule_run_json
 from chat.scheduling.triggers import (
     TooManyTriggers,
     trigger_create,
@@ -18,10 +19,6 @@ from chat.scheduling.triggers import (
     trigger_update,
     triggers_for_user,
 )
-
-
-def _refused(exc: FieldRefused) -> JsonResponse:
-    return JsonResponse({"error": "bad_request", "message": str(exc), "field": exc.field}, status=400)
 
 
 def _missing() -> JsonResponse:
@@ -36,7 +33,7 @@ def triggers(request):
     try:
         trigger, secret = trigger_create(user=request.user, body=json_body(request))
     except FieldRefused as exc:
-        return _refused(exc)
+        return field_refused(exc)
     except TooManyTriggers as exc:
         return json_error(409, "too_many_triggers", f"You have too many triggers: {exc}.")
     except ValueError as exc:  # the body itself
@@ -58,7 +55,7 @@ def trigger(request, trigger_id):
     try:
         found = trigger_update(trigger=found, body=json_body(request))
     except FieldRefused as exc:
-        return _refused(exc)
+        return field_refused(exc)
     except ValueError as exc:
         return json_error(400, "bad_request", str(exc))
     return JsonResponse(trigger_json(found))
@@ -70,10 +67,7 @@ def trigger_run_list(request, trigger_id):
     found = trigger_for_user(user=request.user, trigger_id=trigger_id)
     if found is None:
         return _missing()
-    raw = request.GET.get("limit", str(RUNS_LIMIT_DEFAULT))
-    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
-        return JsonResponse(
-            {"error": "bad_request", "message": "limit must be a whole number from 1", "field": "limit"}, status=400
-        )
-    limit = min(int(raw), RUNS_LIMIT_MAX)
+    limit = runs_limit(request)
+    if isinstance(limit, JsonResponse):
+        return limit
     return JsonResponse({"runs": [schedule_run_json(run) for run in trigger_runs(trigger=found, limit=limit)]})
