@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLM_WHEELS ?= $(HOME)/.cache/agentsite/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
 
-.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server bench bench-growth bench-idle10k bench-docs bench-soak clean \
+.PHONY: lint run test install install-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server bench bench-peers peers bench-growth bench-idle10k bench-docs bench-soak clean \
 	container-tools image compose-up compose-down test-containers
 
 $(VENV)/.installed: pyproject.toml
@@ -36,7 +36,7 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 
 install: $(VENV)/.installed
 
-install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server
+install-test: $(VENV)/.installed-test browser sandbox nginx jemalloc axe oidc-provider agui-client openai-js realmodel-server peers
 
 # A venv of its own, so that the project's stays lean. llama-cpp-python comes as source and builds
 # with the machine's gcc and cmake (about 7 minutes on 2 cores), once, into LLM_WHEELS (above),
@@ -170,6 +170,25 @@ lint: $(VENV)/.installed-test
 bench: install-test
 	$(PY) -m bench
 
+# The peers of `--only peers` (bench/peers/, opt-in: minutes even quick): Chainlit, pinned, in a venv of
+# its own so that the project's venv does not carry it, with the openai SDK its app streams with and
+# aiosqlite for its SQLAlchemy data layer on SQLite. tests/benchmarks/test_peers.py runs it, so
+# install-test installs it: under a minute on 2 cores (44-60 s measured, mostly downloads; 240 MB).
+CHAINLIT_VENV ?= .venv-chainlit
+CHAINLIT ?= chainlit==2.12.0
+CHAINLIT_DEPS ?= openai==3.63.0 sqlalchemy==2.1.9 aiosqlite==0.22.1 greenlet==3.5.6
+
+peers: $(CHAINLIT_VENV)/.installed
+
+$(CHAINLIT_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(CHAINLIT_VENV)
+	$(CHAINLIT_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHAINLIT_VENV)/bin/pip install --quiet '$(CHAINLIT)' $(CHAINLIT_DEPS)
+	touch $@
+
+bench-peers: install-test peers
+	$(PY) -m bench --only peers
+
 # Opt-in (seeding 1,000,000 events per database takes minutes): the growth curves and docs/bench-growth.png.
 bench-growth: install-test
 	$(PY) -m bench --only growth
@@ -180,7 +199,7 @@ bench-idle10k: install-test
 
 # docs/performance.md's tables from the results the last runs wrote (each table names its run),
 # and their sources kept in bench/results/docs/ (`python -m bench.docs --check` compares).
-BENCH_RESULTS ?= $(wildcard bench/results/latest.json bench/results/idle10k.json bench/results/soak.json)
+BENCH_RESULTS ?= $(wildcard bench/results/latest.json bench/results/idle10k.json bench/results/soak.json bench/results/peers.json)
 bench-docs: install-test
 	$(PY) -m bench.docs $(BENCH_RESULTS)
 
@@ -240,4 +259,4 @@ test-containers: container-tools
 	deploy/container/ci-check
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules tests/agui/node_modules tests/openai_js/node_modules
+	rm -rf $(VENV) $(LLM_VENV) $(CHAINLIT_VENV) db.sqlite3* test_db.sqlite3* staticfiles artifacts tests/ui/node_modules tests/oidc/node_modules tests/agui/node_modules tests/openai_js/node_modules

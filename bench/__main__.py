@@ -11,6 +11,7 @@ python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle s
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
 python -m bench --only bursts --burst-rounds 6   # a burst's first text, the project and the relay in turn
+python -m bench --only peers    # opt-in: the project, the relay and Chainlit (make peers) in turn (bench/peers/)
 python -m bench --only costs    # opt-in: queued message, steer, sub-agent, schedule, budget check, each against its baseline
 
 Every results file holds a `run` entry: the command, commit, date and the machine's load
@@ -46,6 +47,7 @@ from . import (
     writes,
 )
 from .doc_tables import run_line
+from .peers import measure as peers
 from .pool import Pool
 from .procs import raise_fd_limit
 from .runinfo import RunInfo
@@ -55,8 +57,9 @@ MEASUREMENTS = ("relay", "concurrency", "doors", "idle", "replay", "writes", "re
 # Not in the default run: seeding their volume takes minutes per database (bench/search.py,
 # bench/growth.py), and 10,000 sockets with their idle minute and storm over two (bench/idle_scale.py);
 # compaction's figures are a question of their own (bench/compaction.py), and so are the costs of
-# issue 55's features, on stacks of their own (bench/costs.py, about two minutes).
-OPT_IN = ("search", "growth", "idle10k", "compaction", "costs")
+# issue 55's features, on stacks of their own (bench/costs.py, about two minutes); the peers take
+# four servers through every level in turn, minutes even in quick mode (bench/peers/measure.py).
+OPT_IN = ("search", "growth", "idle10k", "compaction", "costs", "peers")
 # Measured on servers of their own (or none), not on the stacks.
 STACKLESS = {"reference", "bursts", "model-tls"}
 STACKS = {
@@ -101,9 +104,15 @@ def parse() -> argparse.Namespace:
         help=f"for bursts: rounds per level, each a burst of the project and one of the relay (default {bursts.ROUNDS}; quick 2)",
     )
     parser.add_argument(
+        "--peer-rounds",
+        type=int,
+        default=None,
+        help=f"for peers: rounds per level, each a burst of every server (default {peers.ROUNDS}; quick 1)",
+    )
+    parser.add_argument(
         "--out",
         default=None,
-        help="JSON path (default bench/results/latest.json; growth.json and idle10k.json for those opt-ins)",
+        help="JSON path (default bench/results/latest.json; growth.json, idle10k.json and peers.json for those opt-ins)",
     )
     return parser.parse_args()
 
@@ -228,6 +237,12 @@ async def main() -> int:
             rounds = args.burst_rounds or (2 if args.quick else bursts.ROUNDS)
             print(f"\n[bursts] {burst_levels(args)}, the project and the relay in turn, {rounds} rounds", flush=True)
             results["bursts"] = await bursts.measure(model, levels=burst_levels(args), rounds=rounds)
+        if "peers" in only:
+            rounds = args.peer_rounds or (1 if args.quick else peers.ROUNDS)
+            print(f"\n[peers] {burst_levels(args)}: {', '.join(peers.SIDES)} in turn, {rounds} rounds", flush=True)
+            results["peers"] = await peers.measure(
+                model, levels=burst_levels(args), rounds=rounds, idle_sockets=idle_count(args)
+            )
         if "model-tls" in only:
             print("\n[model-tls] a model call's first text, TLS and plain HTTP", flush=True)
             calls = args.tls_calls or (20 if args.quick else model_tls.CALLS)
@@ -283,11 +298,18 @@ async def main() -> int:
             {"costs": results["costs"], "run": results["run"]}, Path(args.out) if args.out else costs.RESULTS
         )
         print(f"\nwritten to {path}")
+    if "peers" in only:
+        print("\n".join(peers.lines(results["peers"])))
+        path = report.write(
+            {"peers": results["peers"], "run": results["run"]}, Path(args.out) if args.out else peers.RESULTS
+        )
+        print(f"\nwritten to {path}")
     if not results["stacks"] and not only & STACKLESS:  # opt-ins alone: keep the suite's latest.json as it is
         if args.out and "search" in only:
             report.write(results, Path(args.out))
         failed = "error" in results.get("idle10k", {}) or any("error" in r for r in results.get("compaction", []))
         failed = failed or costs.failed(results.get("costs"))
+        failed = failed or "error" in results.get("peers", {})
         return 1 if failed else 0
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     print(report.table(results))

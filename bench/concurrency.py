@@ -17,13 +17,14 @@ RATE = 100
 CONNECT_AT_ONCE = 50
 
 
-async def level(stack, model, pool, count: int, *, tokens: int, rate: float) -> dict:
+async def level(stack, model, pool, count: int, *, tokens: int, rate: float, connect=clients.connect) -> dict:
+    """`connect`: bench/clients.py's, or a peer's that speaks its own protocol (bench/peers/)."""
     pairs = pool.take(count)
     gate = asyncio.Semaphore(CONNECT_AT_ONCE)
 
     async def open_one(index, session, conversation):
         async with gate:
-            return await clients.connect(stack.base(index), conversation, session)
+            return await connect(stack.base(index), conversation, session)
 
     connected = await asyncio.gather(*(open_one(i, s, c) for i, (s, c) in enumerate(pairs)), return_exceptions=True)
     sockets = [c[0] for c in connected if not isinstance(c, BaseException)]

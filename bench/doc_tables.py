@@ -228,6 +228,76 @@ def render_bursts(source: dict) -> list[str]:
     return _table(head, rows)
 
 
+# -- peers: the project, the relay and Chainlit with and without its data layer, in turn ----------
+
+PEER_TITLES = {"project": f"project, {STACK_TITLES['sqlite-daphne']}", "relay": "relay, no persistence, 1 daphne"}
+
+
+def take_peers(results: dict) -> dict | None:
+    peers = results.get("peers")
+    return {"peers": peers} if peers and peers.get("levels") else None
+
+
+def _against(value: float, project: float, side: str, cell: str) -> str:
+    """A peer's cell with the project's figure over its own (below 1: the project's is smaller)."""
+    return cell if side == "project" else f"{cell} ({_ratio(project, value)})"
+
+
+def render_peers(source: dict) -> list[str]:
+    peers = source["peers"]
+    titles = {side: PEER_TITLES.get(side, label) for side, label in figure(peers, "labels").items()}
+    rows = []
+    for level in figure(peers, "levels"):
+        summary = figure(level, "summary")
+        mine = summary["project"]
+        for side, s in summary.items():
+            rows.append(
+                [
+                    f"C = {level['C']}",
+                    titles[side],
+                    _against(
+                        s["first_text_p50_ms"],
+                        mine["first_text_p50_ms"],
+                        side,
+                        f"{s['first_text_p50_ms']:,.0f} / {s['first_text_p95_ms']:,.0f} ms",
+                    ),
+                    _against(s["stretch"], mine["stretch"], side, f"{s['stretch']:.2f}"),
+                    _against(
+                        s["server_cpu_per_1k_s"], mine["server_cpu_per_1k_s"], side, f"{s['server_cpu_per_1k_s']:.3f} s"
+                    ),
+                    "yes" if s["whole"] else "**no**",
+                ]
+            )
+    head = [
+        "burst",
+        "server",
+        "first text p50 / p95 (the project's p50 over this)",
+        "stretch (the project's over this)",
+        "server CPU per 1k tokens (the project's over this)",
+        "every stream whole",
+    ]
+    table = _table(head, rows)
+    idle = peers.get("idle") or {}
+    if idle:
+        mine = figure(idle, "project.kib_per_socket")
+        table += [""] + _table(
+            [
+                "server",
+                f"KiB per idle socket ({idle['project']['sockets']:,} sockets; the project's over this)",
+                "idle CPU",
+            ],
+            [
+                [
+                    titles[side],
+                    _against(i["kib_per_socket"], mine, side, f"{i['kib_per_socket']:.1f}"),
+                    f"{i['idle_cpu_pct']:.1f}%",
+                ]
+                for side, i in idle.items()
+            ],
+        )
+    return table
+
+
 # -- doors: first text through the WebSocket, /v1, /v1/responses, SSE and AG-UI ----------------------------------------
 
 
@@ -478,6 +548,7 @@ BLOCKS: dict[str, Block] = {
     "latest": Block(take_latest, render_latest),
     "reference": Block(take_reference, render_reference),
     "bursts": Block(take_bursts, render_bursts),
+    "peers": Block(take_peers, render_peers),
     "doors": Block(take_doors, render_doors),
     "idle10k": Block(take_idle10k, render_idle10k),
     "model-tls": Block(take_model_tls, render_model_tls),

@@ -12,12 +12,12 @@ IDLE_SECONDS = 10
 CONNECT_AT_ONCE = 50
 
 
-async def _open(stack, pairs):
+async def _open(stack, pairs, connect=clients.connect):
     gate = asyncio.Semaphore(CONNECT_AT_ONCE)
 
     async def one(index, session, conversation):
         async with gate:
-            ws, _, _ = await clients.connect(stack.base(index), conversation, session)
+            ws, _, _ = await connect(stack.base(index), conversation, session)
             return ws
 
     results = await asyncio.gather(*(one(i, s, c) for i, (s, c) in enumerate(pairs)), return_exceptions=True)
@@ -26,12 +26,15 @@ async def _open(stack, pairs):
     ]
 
 
-async def measure(stack, model, pool, *, sockets: int = SOCKETS, idle_seconds: float = IDLE_SECONDS) -> dict:
-    warm, _ = await _open(stack, pool.take(50))  # imports, caches, the run registry
+async def measure(
+    stack, model, pool, *, sockets: int = SOCKETS, idle_seconds: float = IDLE_SECONDS, connect=clients.connect
+) -> dict:
+    """`connect`: bench/clients.py's, or a peer's (bench/peers/)."""
+    warm, _ = await _open(stack, pool.take(50), connect)  # imports, caches, the run registry
     await clients.close_all(warm)
     await asyncio.sleep(1)
     before = sum(rss_bytes(pid) for pid in stack.pids)
-    held, failed = await _open(stack, pool.take(sockets))
+    held, failed = await _open(stack, pool.take(sockets), connect)
     try:
         await asyncio.sleep(2)
         after = sum(rss_bytes(pid) for pid in stack.pids)
