@@ -23,8 +23,10 @@ the same pushes (chat.realtime.follow); `revokes` decides, for either, whether a
 deleted conversation is pushed the same way to its own group (chat.realtime.deletion).
 
 The push is the first line. `session_is_current` is the second: the consumer re-checks
-the session on client frames, so a push that was lost (a layer hiccup, a change made
-with a queryset `update()` that sends no signal) still closes the socket.
+the session on the client frames that act (not on a ping, which must cost nothing) and when
+the layer comes back after an outage, so a push that was lost (a layer hiccup, a change made
+with a queryset `update()` that sends no signal) still closes the socket before it starts
+anything.
 """
 
 from __future__ import annotations

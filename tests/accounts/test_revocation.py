@@ -1,6 +1,8 @@
-"""The second line of socket revocation (chat.accounts.revocation): every client frame re-checks the
-session, so a session that ends without a signal (a lost push, a queryset update, a
-deleted session row) still closes the socket; and the check itself."""
+"""The second line of socket revocation (chat.accounts.revocation): every client frame that acts
+re-checks the session (a ping does not: it costs nothing), and so does every socket when the layer
+comes back after an outage, so a session that ends without a signal (a lost push, a queryset
+update, a deleted session row) still closes the socket before it starts anything; and the check
+itself."""
 
 from __future__ import annotations
 
@@ -87,7 +89,9 @@ async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_messag
     assert await Run.objects.acount() == 0
 
 
-async def test_pings_trust_a_recent_check_then_check_again(socket, monkeypatch):
+async def test_pings_never_look_the_credential_up_and_the_next_message_does(socket, monkeypatch, llm_settings):
+    """An idle socket's pings cost nothing (the push is the first line); a session that ended
+    without a push is found by the next frame that acts, before it starts anything."""
     calls = []
     real = held_credentials.session_is_current
 
@@ -96,15 +100,26 @@ async def test_pings_trust_a_recent_check_then_check_again(socket, monkeypatch):
         return real(**kwargs)
 
     monkeypatch.setattr(held_credentials, "session_is_current", counting)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)  # every check due
+    await Session.objects.filter(session_key=socket.session_key).adelete()
     for _ in range(100):
         await socket.send({"type": "ping"})
         assert await socket.recv() == {"type": "pong"}
-    assert calls == []  # a ping storm inside the window costs no lookup
-    await Session.objects.filter(session_key=socket.session_key).adelete()
-    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)  # the window has passed
-    await socket.send({"type": "ping"})
+    assert calls == []
+    await socket.send({"type": "message", "content": "run on a dead session"})
     assert await socket.closed_with() == 4401
     assert len(calls) == 1
+    assert await Run.objects.acount() == 0
+
+
+async def test_the_layer_coming_back_rechecks_the_credential(socket, conversation):
+    """A revocation pushed while the layer was down is lost with it: when the layer answers again
+    (chat.realtime.hub), each socket re-checks its credential as well as reading what it missed."""
+    from chat.realtime.hub import get_hub
+
+    await Session.objects.filter(session_key=socket.session_key).adelete()
+    get_hub()._layer_back()
+    assert await socket.closed_with() == 4401
 
 
 async def test_a_revocation_push_for_another_session_leaves_the_socket_open(socket, conversation):

@@ -24,6 +24,7 @@ from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
 from chat.conversations.selectors import conversation_owned
 from chat.doors.socket.credentials import SignedIn, signed_in
+from chat.doors.socket.tail_watch import get_watch
 from chat.eventlog.frames import sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
 from chat.realtime.hub import HubConsumer
@@ -92,6 +93,7 @@ class ChatConsumer(HubConsumer):
     revoked = False
     credential: HeldCredential | None = None  # what the handshake signed in with, re-checked
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
+    _tail_reading = False  # a catch-up asked by the tail watch or a ping is under way
 
     def __init__(self, conversation_id=None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -165,6 +167,7 @@ class ChatConsumer(HubConsumer):
             sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)
         )
         self.go_live()
+        get_watch().add(conversation.pk, self)
 
     def _uncount(self) -> None:
         if self.seat is not None:
@@ -172,12 +175,43 @@ class ChatConsumer(HubConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._uncount()
+        if self.conversation is not None:
+            get_watch().remove(self.conversation.pk, self)
         await self.leave_all()
 
     def layer_back(self) -> None:
         """The hub: the channel layer came back after an outage, or a publish of this process
-        failed: what the socket missed meanwhile is in the database."""
-        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
+        failed: what the socket missed meanwhile is in the database, and so is whether its
+        credential still holds (a revocation pushed meanwhile was lost with the layer)."""
+        self._in_background(self._recheck_and_catch_up(), name="socket-catch-up")
+
+    def tail_missing(self, seq: int) -> None:
+        """The tail watch (chat.doors.socket.tail_watch): the conversation had reached `seq`."""
+        if seq > self.last_seq and not self._tail_reading and not self.revoked:
+            self._tail_reading = True
+            self._in_background(self._read_tail(), name="socket-tail")
+
+    async def _read_tail(self) -> None:
+        try:
+            await self._catch_up()
+        finally:
+            self._tail_reading = False
+
+    async def _recheck_and_catch_up(self) -> None:
+        assert self.credential is not None  # the hub knows joined sockets only
+        try:
+            valid = self.credential.checked(await database_sync_to_async(self.credential.is_current)())
+        except DatabaseError:  # the database is away too: the next frame re-checks
+            logger.warning("a socket could not re-check its credential", exc_info=True)
+            valid = True
+        if not valid:
+            await self._revoke()
+            return
+        await self._catch_up()
+
+    @staticmethod
+    def _in_background(coro, *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
         _catching_up.add(task)
         task.add_done_callback(_catching_up.discard)
 
@@ -252,41 +286,12 @@ class ChatConsumer(HubConsumer):
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
     async def _ping(self) -> None:
-        """`pong`, and a cheap catch-up: if the layer dropped the tail of a run, the next ping
-        finds it. A page pings every 20 s, past the re-check window, so most pings re-check the
-        credential too: both in one trip to the ORM thread (10,000 idle sockets ping 500 times a
-        second, and each trip is a hop to the thread and back on a loop they share). A ping
-        with nothing to check is answered at once, not behind a busy ORM thread; one that
-        re-checks is answered once the credential holds (a revoked one gets the close instead)."""
-        assert self._sending is not None  # a socket with a conversation has joined
-        assert self.credential is not None
-        recheck = self.credential.due()
-        if not recheck:
-            await self._send_json(PONG)
-        async with self._sending:
-            try:
-                valid, frames = await database_sync_to_async(self._ping_reads)(recheck=recheck, after=self.last_seq)
-            except DatabaseError:
-                # The database is away: the socket is alive all the same; the credential is
-                # re-checked by the next frame, the tail read by the next ping or doorbell.
-                logger.warning("a ping could not read the database", exc_info=True)
-                if recheck:
-                    await self._send_json(PONG)
-                return
-            if recheck:
-                if not self.credential.checked(valid):
-                    await self._revoke()
-                    return
-                await self._send_json(PONG)
-            for frame in frames:
-                await self._send_frame(frame)
-        if len(frames) == EVENT_PAGE:
-            await self._catch_up()  # a longer tail: the rest page by page
-
-    def _ping_reads(self, *, recheck: bool, after: int) -> tuple[bool, list[dict[str, Any]]]:
-        if recheck and self.credential is not None and not self.credential.is_current():
-            return False, []
-        return True, events_after(conversation_id=self.conversation.pk, after=after, limit=EVENT_PAGE)
+        """`pong`, with no trip to the database: 10,000 idle sockets ping 500 times a second.
+        What a lost doorbell left out is read only when the process's tail watch has seen the
+        conversation go past this socket (chat.doors.socket.tail_watch), and a credential that
+        ended is pushed (session_revoked); the frames that act re-check it (receive)."""
+        await self._send_json(PONG)
+        self.tail_missing(get_watch().known(self.conversation.pk))
 
     async def approval_refused(self, message: dict[str, Any]) -> None:
         """Our answer reached the run's process after another answer (or the expiry) had won."""

@@ -403,6 +403,8 @@ async def test_a_socket_is_accepted_before_its_sign_in_reaches_the_orm_thread(co
 
 
 async def test_ping_catches_up_a_lost_tail(conversation, registry):
+    """The tail watch has read the conversation past the socket: the ping's pong, then the tail."""
+    from chat.doors.socket.tail_watch import get_watch
     from tests.asgi_socket import Socket
 
     socket = Socket(conversation.owner, conversation.pk)
@@ -411,16 +413,57 @@ async def test_ping_catches_up_a_lost_tail(conversation, registry):
     run, frames = await sync_to_async(run_start)(
         conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
     )
-    # Nothing published at all: only the ping's catch-up can deliver it.
+    # Nothing published at all: only a read of the database can deliver it.
+    await get_watch().round()
     await socket.send({"type": "ping"})
     assert await socket.recv() == {"type": "pong"}
     assert await socket.recv() == frames[0]
     await socket.close()
 
 
-async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(conversation, registry, monkeypatch):
-    """A page's pings (20 s apart) are all past the 5 s window: the credential's re-check and the
-    tail's read go in one trip; a ping inside the window answers before its trip."""
+async def test_a_lost_last_doorbell_is_caught_up_by_the_tail_watch_without_a_ping(conversation, registry, make_user):
+    """One read of the last seqs a round for every socket of the process; a socket still short of
+    the previous round's seq reads what it missed, one that is not reads nothing."""
+    from chat.doors.socket import consumers
+    from chat.doors.socket.tail_watch import get_watch
+    from tests.asgi_socket import Socket
+
+    bob = await sync_to_async(make_user)("bob")
+    quiet = await sync_to_async(conversation_create)(owner=bob)
+    socket, other = Socket(conversation.owner, conversation.pk), Socket(bob, quiet.pk)
+    for each in (socket, other):
+        await each.connect()
+        await each.history()
+    run, frames = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    reads = []
+    real = consumers.events_after
+
+    def counting(**kwargs):
+        reads.append(kwargs["conversation_id"])
+        return real(**kwargs)
+
+    consumers.events_after = counting
+    try:
+        watch = get_watch()
+        await watch.round()  # reads the seq; a doorbell may still be on its way
+        assert watch.known(conversation.pk) == frames[-1]["seq"] and watch.known(quiet.pk) == 0
+        assert await socket.silent()
+        await watch.round()  # a whole round later the socket is still short of it: lost
+        assert await socket.recv() == frames[0]
+        assert await other.silent()
+        assert reads == [conversation.pk]
+    finally:
+        consumers.events_after = real
+    for each in (socket, other):
+        await each.close()
+    assert get_watch().sockets == {}
+
+
+async def test_a_ping_makes_no_trip_to_the_orm_thread(conversation, registry, monkeypatch):
+    """10,000 idle sockets ping 500 times a second: a ping is answered from memory, whatever the
+    credential's re-check window (a revocation is pushed, and the frames that act re-check)."""
     from chat.doors.socket import consumers
     from tests.asgi_socket import Socket
 
@@ -436,35 +479,10 @@ async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(c
 
     monkeypatch.setattr(consumers, "database_sync_to_async", counting)
     monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    run, frames = await sync_to_async(run_start)(
-        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
-    )
-    await socket.send({"type": "ping"})
-    assert await socket.recv() == {"type": "pong"}
-    assert await socket.recv() == frames[0]  # the tail, read in the same trip as the re-check
-    assert trips == ["_ping_reads"]
-    await socket.close()
-
-
-async def test_a_rechecking_ping_while_the_database_fails_is_answered_once(conversation, registry, monkeypatch):
-    from tests.asgi_socket import Socket
-
-    socket = Socket(conversation.owner, conversation.pk)
-    await socket.connect()
-    await socket.history()
-
-    def down(**kwargs):
-        raise OperationalError("the connection is closed")
-
-    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    monkeypatch.setattr(held_credentials, "session_is_current", down)
-    await socket.send({"type": "ping"})
-    assert await socket.recv() == {"type": "pong"}
-    assert await socket.silent()  # one pong, no error frame, no close
-    monkeypatch.undo()
-    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    await socket.send({"type": "ping"})  # the check is still owed, and passes now
-    assert await socket.recv() == {"type": "pong"}
+    for _ in range(3):
+        await socket.send({"type": "ping"})
+        assert await socket.recv() == {"type": "pong"}
+    assert trips == []
     await socket.close()
 
 
