@@ -207,3 +207,18 @@ def last_seqs(*, conversation_ids: list) -> dict[Any, int]:
         rows = Conversation.objects.filter(pk__in=ids[start : start + size]).values_list("pk", "last_seq")
         out.update(rows)
     return out
+
+
+def sync_states(*, conversation_ids: list) -> dict[Any, tuple[Run | None, list[str], list[str], list[str]]]:
+    """sync_state of many conversations: two queries find the few with a run under way or a message
+    waiting, which are read one by one (sync_state); the rest have nothing to say."""
+    ids = list(conversation_ids)
+    busy = set(
+        Run.objects.filter(conversation_id__in=ids, status=Run.Status.RUNNING, parent__isnull=True).values_list(
+            "conversation_id", flat=True
+        )
+    )
+    busy.update(
+        QueuedMessage.objects.filter(conversation_id__in=ids).withdrawable().values_list("conversation_id", flat=True)
+    )
+    return {cid: sync_state(conversation_id=cid) if cid in busy else (None, [], [], []) for cid in ids}

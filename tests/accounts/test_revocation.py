@@ -151,6 +151,33 @@ def test_session_is_current(make_user):
     assert not session_is_current(session_key=key, user_id=alice.pk)
 
 
+def test_session_users_signs_many_keys_in_by_the_same_rules_in_two_queries(make_user, django_assert_num_queries):
+    """A reconnect storm's handshakes signed in together (chat.doors.socket.arrivals): each key as
+    session_user would, the sessions in one query and their users in another."""
+    from django.utils import timezone
+
+    from chat.accounts.session_users import session_users
+
+    alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+    good, again, expired, bobs, carols = (session_cookie(u) for u in (alice, alice, alice, bob, carol))
+    Session.objects.filter(session_key=expired).update(expire_date=timezone.now())
+    get_user_model().objects.filter(pk=bob.pk).update(is_active=False)
+    get_user_model().objects.filter(pk=carol.pk).update(password="pbkdf2_sha256$1$x$y")  # no signal
+    keys = [good, again, expired, bobs, carols, "no-such-session", None, ""]
+    with django_assert_num_queries(2):
+        users = session_users(keys)
+    assert {k: (u.pk if u else None) for k, u in users.items()} == {
+        good: alice.pk,
+        again: alice.pk,
+        expired: None,
+        bobs: None,
+        carols: None,
+        "no-such-session": None,
+    }
+    for key in keys[:6]:
+        assert session_is_current(session_key=key, user_id=alice.pk) == (users[key] is not None)
+
+
 def test_a_rotated_secret_key_keeps_sessions_and_the_check_changes_nothing(make_user, settings):
     alice = make_user("alice")
     key = session_cookie(alice)

@@ -22,8 +22,7 @@ from chat.accounts import sockets
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_owned
-from chat.doors.socket.credentials import SignedIn, signed_in
+from chat.doors.socket import arrivals
 from chat.doors.socket.tail_watch import get_watch
 from chat.eventlog.frames import sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
@@ -60,16 +59,6 @@ PONG = {"type": "pong"}
 
 # The catch-ups under way (a task nobody holds may be collected before it ends).
 _catching_up: set[asyncio.Task] = set()
-
-
-def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
-    """Who the handshake signs in as and, if anyone, their conversation (None: not theirs or
-    gone): one trip to the ORM thread for both. The conversation's own columns only (a run start
-    reads its agent afresh): every idle socket holds it, and the query needs no join."""
-    signed = signed_in(scope)
-    if signed is None:
-        return None, None
-    return signed, conversation_owned(user=signed.user, conversation_id=conversation_id)
 
 
 def _history_page(
@@ -109,8 +98,9 @@ class ChatConsumer(HubConsumer):
         await self.accept()
         conversation_id = self.conversation_id
         try:
-            # Trip one to the ORM thread: who signs in, and their conversation.
-            signed, conversation = await database_sync_to_async(_handshake)(self.scope, conversation_id)
+            # Trip one to the ORM thread, shared with the handshakes that came meanwhile: who signs
+            # in, and their conversation (its own columns only: a run start reads its agent afresh).
+            signed, conversation = await arrivals.sign_in(self.scope, conversation_id)
         except Exception:
             await self._try_again_later()
             return
@@ -152,16 +142,18 @@ class ChatConsumer(HubConsumer):
         await self.join(conversation_group(conversation.pk))
         await get_registry().ensure_started()
         async with self._sending:
-            # Trip two (one more per page of a history longer than one): the history after
-            # `after`, then whether a run is under way, read after the history as before.
+            # Trip two, shared with the sockets that joined meanwhile (one more per page of a
+            # history longer than one): the history after `after`, then whether a run is under
+            # way, read after the history.
+            frames, state = await arrivals.resume(conversation.pk, self.last_seq)
             while True:
-                frames, state = await database_sync_to_async(_history_page)(
-                    conversation_id=conversation.pk, after=self.last_seq
-                )
                 for frame in frames:
                     await self._send_frame(frame)
                 if state is not None:
                     break
+                frames, state = await database_sync_to_async(_history_page)(
+                    conversation_id=conversation.pk, after=self.last_seq
+                )
         run, pending, waiting, steers = state
         await self._send_json(
             sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)

@@ -647,24 +647,24 @@ async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, regis
 
 async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
     from chat.accounts import sockets
-    from chat.doors.socket import consumers
-    from chat.eventlog.reads import events_after
+    from chat.doors.socket import arrivals, consumers
+    from chat.eventlog.reads import last_seqs
     from tests.asgi_socket import Socket
 
     settings.AGENT_MAX_SOCKETS_PER_USER = 1
-    real = events_after  # read after the socket is counted
+    real = last_seqs  # read after the socket is counted
 
-    def broken(**kwargs):
+    def broken(*args, **kwargs):
         raise OperationalError("the database went away for a moment")
 
-    monkeypatch.setattr(consumers, "events_after", broken)
+    monkeypatch.setattr(arrivals, "last_seqs", broken)
     failed = Socket(conversation.owner, conversation.pk)
     # Closed with the code the page reconnects on, not by an exception (Channels' 1011).
     assert await failed.connect() == (True, None)
     assert await failed.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
-    monkeypatch.setattr(consumers, "events_after", real)
+    monkeypatch.setattr(arrivals, "last_seqs", real)
     assert sockets.user_sockets(conversation.owner.pk) == 0
-    monkeypatch.setattr(consumers, "conversation_owned", broken)  # the sign-in's trip fails alike
+    monkeypatch.setattr(arrivals, "session_users", broken)  # the sign-in's trip fails alike
     early = Socket(conversation.owner, conversation.pk)
     assert await early.connect() == (True, None)
     assert await early.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
@@ -712,10 +712,33 @@ async def test_a_handshake_takes_two_trips_to_the_orm_thread(conversation, regis
         orm_trips.clear()
         await socket.connect()
         frames = await socket.history()
-        assert [t for t in orm_trips if t != "session_cookie"] == ["_handshake", "_history_page"]
+        assert [t for t in orm_trips if t != "session_cookie"] == ["_sign_in", "_resume"]
         sync = {"type": "sync", "lastSeq": first[-1]["seq"], "running": True, "runId": str(run.pk)}
         assert frames == [*first, {**sync, "pendingApprovals": [], "queue": [], "pendingSteers": []}]
     for socket in (warm, session, token):
+        await socket.close()
+
+
+async def test_sockets_connecting_together_share_their_trips(conversation, registry, orm_trips, make_user):
+    """A reconnect storm: the handshakes that wait while a round is read form the next round, and
+    so do the resumes; each socket still gets its own history, sync and refusals."""
+    from tests.asgi_socket import Socket
+
+    run, first = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    mallory = await sync_to_async(make_user)("mallory")
+    sockets = [Socket(conversation.owner, conversation.pk, after=after) for after in (0, 1, 99, 0, 1, 0)]
+    stranger = Socket(mallory, conversation.pk)
+    orm_trips.clear()
+    await asyncio.gather(*(s.connect() for s in [*sockets, stranger]))
+    assert await stranger.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+    for socket, after in zip(sockets, (0, 1, 99, 0, 1, 0)):
+        frames = await socket.history()
+        assert frames[:-1] == [f for f in first if f["seq"] > min(after, first[-1]["seq"])]
+        assert frames[-1]["type"] == "sync" and frames[-1]["runId"] == str(run.pk)
+    assert 1 <= orm_trips.count("_sign_in") <= 2 and 1 <= orm_trips.count("_resume") <= 2
+    for socket in sockets:
         await socket.close()
 
 
