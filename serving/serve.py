@@ -23,6 +23,8 @@ import asyncio
 import sys
 from functools import partial
 
+from autobahn import util as autobahn_util
+from autobahn.websocket import protocol as websocket_protocol
 from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import WebRequest
@@ -54,6 +56,14 @@ def send_buffer(protocol, limit: int) -> SendBuffer | None:
     transport.bufferSize = limit
     return buffer
 
+
+# autobahn formats each new WebSocket's 29 options with pprint for a debug line, and colours
+# names for others with click, before the logger decides whether they are wanted (daphne never
+# logs autobahn's debug lines): 0.3 ms of every handshake on this machine, a quarter of a
+# reconnect storm's CPU per socket (cProfile of the restarted server, docs/performance.md). A
+# plain repr and no colours give the same lines, should anyone turn them on.
+websocket_protocol.pformat = repr
+autobahn_util._HAS_CLICK = False
 
 # The listening socket's queue of connections not yet accepted (the kernel caps it at
 # net.core.somaxconn). Twisted's default is 50: a restarted server's pages all reconnect within

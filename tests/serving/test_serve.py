@@ -44,3 +44,13 @@ def test_the_listening_sockets_queue_holds_a_reconnect_storm():
         "tcp:port=1:backlog=7",  # named by the command line: kept
         "fd:fileno=3",  # a socket listened on already: its queue is its own
     ]
+
+
+def test_a_handshake_formats_no_debug_line_nobody_logs():
+    """autobahn pprints each new WebSocket's options and colours names with click for debug lines
+    daphne never logs: a quarter of a reconnect's CPU."""
+    from autobahn import util
+    from autobahn.websocket import protocol
+
+    assert protocol.pformat is repr
+    assert util.hl("name", bold=True) == "name"  # no terminal colours made

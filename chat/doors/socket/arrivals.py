@@ -83,6 +83,8 @@ def _sign_in(handshakes: list[Handshake]) -> list[tuple[SignedIn | None, Convers
         conversation = conversations.get(handshake.conversation_id) if who is not None else None
         if conversation is not None and conversation.owner_id != who.user.pk:
             conversation = None
+        elif conversation is not None:
+            conversation = copy.copy(conversation)  # each socket its own, as it had
         out.append((who, conversation))
     return out
 

@@ -4,7 +4,13 @@ Connect order (Zulip's register-then-fetch): join the conversation's group,
 then read the history after `after`, send it and `sync`. Live batches that
 arrived meanwhile are handled after connect returns, and any frame whose seq
 was already sent is dropped; a batch that starts past the next seq means the
-layer lost something, and the gap is read from the database.
+layer lost something, and the gap is read from the database. A lost last batch
+is found by the process's tail watch (chat.doors.socket.tail_watch).
+
+What a socket costs the database: its sign-in and its resume, each read with the
+other sockets connecting at the same time (chat.doors.socket.arrivals); then nothing
+while it is idle (a ping is answered from memory), a re-check of its credential
+now and then when it acts, and a read when the tail watch finds it behind.
 """
 
 from __future__ import annotations
