@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from channels.db import database_sync_to_async
 
 from chat.accounts.bearer import socket_bearer
+from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.session_users import session_users
 from chat.agent.perloop import PerLoop
 from chat.doors.socket.credentials import SignedIn, session_cookie, signed_in
@@ -115,13 +116,31 @@ def _batcher(read: Callable[[list[T]], list[R]], name: str) -> PerLoop[Batcher[T
     return PerLoop(lambda: Batcher(process, name=name))
 
 
+@_in_slices
+def _still_current(credentials: list[HeldCredential]) -> list[bool]:
+    """Whether each credential still signs its user in (HeldCredential.is_current): the
+    sessions' in two queries, a token's as before."""
+    users = session_users(c.session_key for c in credentials if c.token_id is None)
+    return [
+        c.is_current() if c.token_id is not None else getattr(users.get(c.session_key or ""), "pk", None) == c.user_id
+        for c in credentials
+    ]
+
+
 _sign_ins = _batcher(_sign_in, "socket-sign-ins")
 _resumes = _batcher(_resume, "socket-resumes")
+_rechecks = _batcher(_still_current, "socket-rechecks")
 
 
 async def sign_in(scope, conversation_id) -> tuple[SignedIn | None, Conversation | None]:
     """Who the handshake signs in as, and their conversation: with the handshakes that came meanwhile."""
     return await _sign_ins.get().submit(Handshake(scope, conversation_id))
+
+
+async def still_current(credential: HeldCredential) -> bool:
+    """Whether the credential still holds, checked with the others asked meanwhile (every socket
+    of the process asks when the layer comes back after an outage)."""
+    return await _rechecks.get().submit(credential)
 
 
 async def resume(conversation_id, after: int) -> tuple[list[dict[str, Any]], SyncState | None]:

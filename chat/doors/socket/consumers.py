@@ -181,7 +181,8 @@ class ChatConsumer(HubConsumer):
         """The hub: the channel layer came back after an outage, or a publish of this process
         failed: what the socket missed meanwhile is in the database, and so is whether its
         credential still holds (a revocation pushed meanwhile was lost with the layer)."""
-        self._in_background(self._recheck_and_catch_up(), name="socket-catch-up")
+        get_watch().catch_up_soon()  # one read for every socket of the process
+        self._in_background(self._recheck(), name="socket-recheck")
 
     def tail_missing(self, seq: int) -> None:
         """The tail watch (chat.doors.socket.tail_watch): the conversation had reached `seq`."""
@@ -195,17 +196,15 @@ class ChatConsumer(HubConsumer):
         finally:
             self._tail_reading = False
 
-    async def _recheck_and_catch_up(self) -> None:
+    async def _recheck(self) -> None:
         assert self.credential is not None  # the hub knows joined sockets only
         try:
-            valid = self.credential.checked(await database_sync_to_async(self.credential.is_current)())
+            valid = self.credential.checked(await arrivals.still_current(self.credential))
         except DatabaseError:  # the database is away too: the next frame re-checks
             logger.warning("a socket could not re-check its credential", exc_info=True)
-            valid = True
+            return
         if not valid:
             await self._revoke()
-            return
-        await self._catch_up()
 
     @staticmethod
     def _in_background(coro, *, name: str) -> None:

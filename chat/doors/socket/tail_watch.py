@@ -41,6 +41,7 @@ class TailWatch:
         self.sockets: dict[Any, set[Watched]] = {}  # by conversation id
         self.last: dict[Any, int] = {}  # the last round's seq of each conversation
         self._task: asyncio.Task | None = None
+        self._catching_up: asyncio.Task | None = None
 
     def add(self, conversation_id, socket: Watched) -> None:
         self.sockets.setdefault(conversation_id, set()).add(socket)
@@ -59,6 +60,29 @@ class TailWatch:
         """The conversation's last seq as the last round read it (0: not read yet)."""
         return self.last.get(conversation_id, 0)
 
+    def catch_up_soon(self) -> None:
+        """The layer came back after an outage (every socket of the process is told at once):
+        one read of the last seqs, and each socket behind reads what it missed."""
+        if self._catching_up is None:
+            self._catching_up = asyncio.create_task(self._catch_up_all(), name="socket-tail-catch-up")
+
+    async def _catch_up_all(self) -> None:
+        try:
+            await asyncio.sleep(0)  # the rest of the hub's sockets, told in the same turn
+            now = await self._read()
+        finally:
+            self._catching_up = None
+        for conversation_id, seq in (now or {}).items():
+            for socket in tuple(self.sockets.get(conversation_id, ())):
+                socket.tail_missing(seq)
+
+    async def _read(self) -> dict[Any, int] | None:
+        try:
+            return await database_sync_to_async(last_seqs)(conversation_ids=list(self.sockets))
+        except DatabaseError:  # the database is away: the next round reads again
+            logger.warning("the sockets' tail watch could not read the database", exc_info=True)
+            return None
+
     async def _watch(self) -> None:
         try:
             while self.sockets:
@@ -72,10 +96,8 @@ class TailWatch:
         reads what it misses."""
         if not self.sockets:
             return
-        try:
-            now = await database_sync_to_async(last_seqs)(conversation_ids=list(self.sockets))
-        except DatabaseError:  # the database is away: the next round reads again
-            logger.warning("the sockets' tail watch could not read the database", exc_info=True)
+        now = await self._read()
+        if now is None:
             return
         earlier, self.last = self.last, {cid: seq for cid, seq in now.items() if cid in self.sockets}
         for conversation_id, seq in earlier.items():
