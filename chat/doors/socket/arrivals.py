@@ -9,8 +9,9 @@ round, read in one trip: the sessions in one query and their users in another
 (chat.accounts.session_users), the conversations in one. After each socket has joined its groups,
 the syncs waiting form rounds alike: the last seq of every conversation in one query, a history
 read only for a socket whose `after` is behind it, and the run and queue state in two queries
-(eventlog.reads.sync_states). A round reads at most SLICE sockets per query (SQLite bounds a
-query's parameters).
+(eventlog.reads.sync_states). When the layer answers again after an outage every socket
+re-checks its credential (a revocation pushed meanwhile was lost): those re-checks form rounds
+too. A round reads at most SLICE sockets per query (SQLite bounds a query's parameters).
 """
 
 from __future__ import annotations
