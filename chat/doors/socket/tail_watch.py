@@ -87,7 +87,10 @@ class TailWatch:
         try:
             while self.sockets:
                 await asyncio.sleep(WATCH_SECONDS)
-                await self.round()
+                try:
+                    await self.round()
+                except Exception:  # the watch outlives a bad round: the sockets still need it
+                    logger.exception("a round of the sockets' tail watch failed")
         finally:
             self._task = None
 
