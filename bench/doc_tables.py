@@ -364,8 +364,10 @@ def take_idle10k(results: dict) -> dict | None:
 
 
 def _kinds(per: dict, top: int = 5) -> str:
-    """The statements that make up a count, leaving out the background's few (the process gauge's)."""
-    return ", ".join(f"{kind} {n:g}" for kind, n in list(per["by_kind"].items())[:top] if n >= 0.05)
+    """The statements that make up a count, in brackets, leaving out the background's few (the
+    process gauge's); nothing when every kind is under 0.05."""
+    kinds = ", ".join(f"{kind} {n:g}" for kind, n in list(per["by_kind"].items())[:top] if n >= 0.05)
+    return f" ({kinds})" if kinds else ""
 
 
 def _storm_rows(sockets: int, s: dict) -> list[list[str]]:
@@ -386,7 +388,7 @@ def _storm_rows(sockets: int, s: dict) -> list[list[str]]:
         ["handshake attempts per socket", f"{attempts}; failed attempts {s['failed_attempts']:,} ({errors})"],
         [
             "queries per attempt (and per socket synced)",
-            f"{s['queries_per_attempt']['queries']:g} ({_kinds(s['queries_per_attempt'])})"
+            f"{s['queries_per_attempt']['queries']:g}{_kinds(s['queries_per_attempt'])}"
             + (f"; {per_reconnect['queries']:g} per socket synced" if per_reconnect else ""),
         ],
         [
@@ -416,8 +418,8 @@ def render_idle10k(source: dict) -> list[str]:
         [
             f"server CPU idle, a ping per socket every {i['ping_every_s']:g} s",
             f"{i['cpu_pct']:.1f}% of a core (over {i['ping_seconds']:g} s, {i['pings']:,} pings): "
-            f"{i['cpu_ms_per_ping']:g} ms and {i['queries_per_ping']['queries']:g} queries per ping "
-            f"({_kinds(i['queries_per_ping'])})",
+            f"{i['cpu_ms_per_ping']:g} ms and {i['queries_per_ping']['queries']:g} queries per ping"
+            f"{_kinds(i['queries_per_ping'])}",
         ],
         ["restart: SIGTERM until it answers again", f"{r['restart_s']:g} s"],
         *_storm_rows(r["sockets"], s),

@@ -8,9 +8,10 @@ per conversation, each conversation with a finished run of a few events. Measure
 - memory: the server's RSS before and after opening the sockets, per socket;
 - CPU while idle: a quiet window with no client frames (the server's own timers: daphne's
   protocol pings every 20 s and its timeout sweeps), then a window where every socket also
-  sends the page's `ping` every 20 s (static/chat/socket.js), spread evenly;
-  each ping re-checks the session when the last check is over 5 s old, answers `pong` and reads
-  the conversation's tail (chat/doors/socket/consumers.py), so the queries per ping too;
+  sends the page's `ping` every 20 s (static/chat/socket.js), spread evenly, and the queries
+  per ping (a ping is answered from memory; the process's tail watch reads the last seq of every
+  conversation with a socket in one query every 5 s, chat/doors/socket/tail_watch.py, and those
+  queries are counted over the pings);
 - the reconnect storm: the server is stopped (SIGTERM) and started again on its port; once it
   answers, every socket reconnects with `?after=<the last seq it saw>` after the page's first
   wait (0.25-2.25 s at random: every page dropped at the same moment), and one whose handshake

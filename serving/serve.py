@@ -23,6 +23,8 @@ import asyncio
 import sys
 from functools import partial
 
+from autobahn import util as autobahn_util
+from autobahn.websocket import protocol as websocket_protocol
 from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import WebRequest
@@ -55,11 +57,36 @@ def send_buffer(protocol, limit: int) -> SendBuffer | None:
     return buffer
 
 
+# autobahn formats each new WebSocket's 29 options with pprint for a debug line, and colours
+# names for others with click, before the logger decides whether they are wanted (daphne never
+# logs autobahn's debug lines): 0.3 ms of every handshake on this machine, a quarter of a
+# reconnect storm's CPU per socket (cProfile of the restarted server, docs/performance.md). A
+# plain repr and no colours give the same lines, should anyone turn them on.
+websocket_protocol.pformat = repr
+autobahn_util._HAS_CLICK = False
+
+# The listening socket's queue of connections not yet accepted (the kernel caps it at
+# net.core.somaxconn). Twisted's default is 50: a restarted server's pages all reconnect within
+# two seconds, the queue overflowed, the kernel dropped their SYNs and each client sent its own
+# again after 1, 3, 7, 15 s (TCP's backoff): at 2,000 sockets most synced only 7-15 s into the
+# storm with the server idle meanwhile (docs/performance.md, "10,000 idle sockets and a
+# reconnect storm").
+LISTEN_BACKLOG = 4096
+
+
+def with_backlog(endpoint: str) -> str:
+    """A TCP or Unix listening endpoint of daphne's with LISTEN_BACKLOG, unless it names its own."""
+    if endpoint.startswith(("tcp:", "unix:")) and ":backlog=" not in endpoint:
+        return f"{endpoint}:backlog={LISTEN_BACKLOG}"
+    return endpoint
+
+
 class MailboxServer(Server):
-    def __init__(self, *args, action_logger=None, **kwargs):
+    def __init__(self, *args, action_logger=None, endpoints=None, **kwargs):
         if type(action_logger) is AccessLogGenerator:
             action_logger = EscapedAccessLog(action_logger.stream)
-        super().__init__(*args, action_logger=action_logger, **kwargs)
+        endpoints = [with_backlog(e) for e in endpoints or ()]
+        super().__init__(*args, action_logger=action_logger, endpoints=endpoints, **kwargs)
 
     def create_application(self, protocol, scope):
         """daphne 4's create_application with a Mailbox as the connection's input queue, and a

@@ -1,9 +1,9 @@
 """The credential a long-lived connection (a WebSocket, a server-sent event stream) signed in
 with, held for its life. An ended session or token is pushed to its connections at once
 (chat.accounts.revocation); this re-check is the second line, for a push that got lost, so
-seconds of staleness are fine, while a ping storm (or a burst of messages) costs one session or
-token lookup per connection per window instead of one per frame, and the usual
-connect-then-message costs none (the handshake has just checked)."""
+seconds of staleness are fine, while a burst of messages costs one session or token lookup per
+connection per window instead of one per frame, and the usual connect-then-message costs none
+(the handshake has just checked). A socket's ping checks nothing (chat.doors.socket.consumers)."""
 
 from __future__ import annotations
 

@@ -23,26 +23,25 @@ the same pushes (chat.realtime.follow); `revokes` decides, for either, whether a
 deleted conversation is pushed the same way to its own group (chat.realtime.deletion).
 
 The push is the first line. `session_is_current` is the second: the consumer re-checks
-the session on client frames, so a push that was lost (a layer hiccup, a change made
-with a queryset `update()` that sends no signal) still closes the socket.
+the session on the client frames that act (not on a ping, which must cost nothing) and when
+the layer comes back after an outage, so a push that was lost (a layer hiccup, a change made
+with a queryset `update()` that sends no signal) still closes the socket before it starts
+anything.
 """
 
 from __future__ import annotations
 
 import logging
-from importlib import import_module
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.signals import user_logged_out
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
-from django.utils.crypto import constant_time_compare
 
+from chat.accounts.session_users import session_users
 from chat.models import ApiToken
 
 logger = logging.getLogger(__name__)
@@ -100,30 +99,18 @@ def session_is_current(*, session_key: str | None, user_id) -> bool:
 def session_user(*, session_key: str | None, user_id=None):
     """The user this session would sign in over HTTP, or None: it exists, has not expired,
     names a user (`user_id` when given), the user can still authenticate (the backend refuses
-    inactive and deleted users) and the session's auth hash matches the user's current password.
+    inactive and deleted users) and the session's auth hash matches the user's current password
+    (chat.accounts.session_users, which signs in many keys at once by the same rules).
 
     The checks of Django's `auth.get_user`, without its side effects: that one flushes a
     stale session or moves a fallback-verified one to a new key, and a key rotated here
     would never reach the browser's cookie."""
     if not session_key:
         return None
-    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()  # {} if gone or expired
-    try:
-        session_user_id = auth.get_user_model()._meta.pk.to_python(data[auth.SESSION_KEY])
-        backend_path = data[auth.BACKEND_SESSION_KEY]
-    except (KeyError, ValidationError):
+    user = session_users([session_key])[session_key]
+    if user is None or (user_id is not None and user.pk != user_id):
         return None
-    if (user_id is not None and session_user_id != user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
-        return None
-    user = auth.load_backend(backend_path).get_user(session_user_id)
-    if user is None:
-        return None
-    session_hash = data.get(auth.HASH_SESSION_KEY) or ""
-    verified = any(
-        constant_time_compare(session_hash, known)
-        for known in (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
-    )
-    return user if verified else None
+    return user
 
 
 # -- the triggers ------------------------------------------------------------------------

@@ -8,13 +8,14 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from chat.agent.approval import open_requests
 from chat.eventlog import history
 from chat.eventlog.frames import CHILD_KEY, EventFrame, event_frame, frame_time
-from chat.models import RAW_PAYLOAD, Event, QueuedMessage, Run, payload_of
+from chat.models import RAW_PAYLOAD, Conversation, Event, QueuedMessage, Run, payload_of
 
 EVENT_PAGE = 5_000
 
@@ -194,3 +195,30 @@ def sync_state(*, conversation_id) -> tuple[Run | None, list[str], list[str], li
     its approval requests still open, the messages waiting for it and its pending steers."""
     run, pending = run_in_progress(conversation_id=conversation_id)
     return run, pending, *queue_waiting(conversation_id=conversation_id)
+
+
+def last_seqs(*, conversation_ids: list) -> dict[Any, int]:
+    """The last seq handed out in each of these conversations (a deleted one is left out): one
+    query, or one per max_query_params ids on a database that bounds them (SQLite's 999)."""
+    ids = list(conversation_ids)
+    size = connection.features.max_query_params or len(ids) or 1
+    out: dict[Any, int] = {}
+    for start in range(0, len(ids), size):
+        rows = Conversation.objects.filter(pk__in=ids[start : start + size]).values_list("pk", "last_seq")
+        out.update(rows)
+    return out
+
+
+def sync_states(*, conversation_ids: list) -> dict[Any, tuple[Run | None, list[str], list[str], list[str]]]:
+    """sync_state of many conversations: two queries find the few with a run under way or a message
+    waiting, which are read one by one (sync_state); the rest have nothing to say."""
+    ids = list(conversation_ids)
+    busy = set(
+        Run.objects.filter(conversation_id__in=ids, status=Run.Status.RUNNING, parent__isnull=True).values_list(
+            "conversation_id", flat=True
+        )
+    )
+    busy.update(
+        QueuedMessage.objects.filter(conversation_id__in=ids).withdrawable().values_list("conversation_id", flat=True)
+    )
+    return {cid: sync_state(conversation_id=cid) if cid in busy else (None, [], [], []) for cid in ids}

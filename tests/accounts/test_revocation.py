@@ -1,6 +1,8 @@
-"""The second line of socket revocation (chat.accounts.revocation): every client frame re-checks the
-session, so a session that ends without a signal (a lost push, a queryset update, a
-deleted session row) still closes the socket; and the check itself."""
+"""The second line of socket revocation (chat.accounts.revocation): every client frame that acts
+re-checks the session (a ping does not: it costs nothing), and so does every socket when the layer
+comes back after an outage, so a session that ends without a signal (a lost push, a queryset
+update, a deleted session row) still closes the socket before it starts anything; and the check
+itself."""
 
 from __future__ import annotations
 
@@ -87,7 +89,9 @@ async def test_a_password_changed_by_a_queryset_update_closes_on_the_next_messag
     assert await Run.objects.acount() == 0
 
 
-async def test_pings_trust_a_recent_check_then_check_again(socket, monkeypatch):
+async def test_pings_never_look_the_credential_up_and_the_next_message_does(socket, monkeypatch, llm_settings):
+    """An idle socket's pings cost nothing (the push is the first line); a session that ended
+    without a push is found by the next frame that acts, before it starts anything."""
     calls = []
     real = held_credentials.session_is_current
 
@@ -96,15 +100,26 @@ async def test_pings_trust_a_recent_check_then_check_again(socket, monkeypatch):
         return real(**kwargs)
 
     monkeypatch.setattr(held_credentials, "session_is_current", counting)
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)  # every check due
+    await Session.objects.filter(session_key=socket.session_key).adelete()
     for _ in range(100):
         await socket.send({"type": "ping"})
         assert await socket.recv() == {"type": "pong"}
-    assert calls == []  # a ping storm inside the window costs no lookup
-    await Session.objects.filter(session_key=socket.session_key).adelete()
-    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)  # the window has passed
-    await socket.send({"type": "ping"})
+    assert calls == []
+    await socket.send({"type": "message", "content": "run on a dead session"})
     assert await socket.closed_with() == 4401
     assert len(calls) == 1
+    assert await Run.objects.acount() == 0
+
+
+async def test_the_layer_coming_back_rechecks_the_credential(socket, conversation):
+    """A revocation pushed while the layer was down is lost with it: when the layer answers again
+    (chat.realtime.hub), each socket re-checks its credential as well as reading what it missed."""
+    from chat.realtime.hub import get_hub
+
+    await Session.objects.filter(session_key=socket.session_key).adelete()
+    get_hub()._layer_back()
+    assert await socket.closed_with() == 4401
 
 
 async def test_a_revocation_push_for_another_session_leaves_the_socket_open(socket, conversation):
@@ -134,6 +149,33 @@ def test_session_is_current(make_user):
     alice.is_active = False
     alice.save()
     assert not session_is_current(session_key=key, user_id=alice.pk)
+
+
+def test_session_users_signs_many_keys_in_by_the_same_rules_in_two_queries(make_user, django_assert_num_queries):
+    """A reconnect storm's handshakes signed in together (chat.doors.socket.arrivals): each key as
+    session_user would, the sessions in one query and their users in another."""
+    from django.utils import timezone
+
+    from chat.accounts.session_users import session_users
+
+    alice, bob, carol = make_user("alice"), make_user("bob"), make_user("carol")
+    good, again, expired, bobs, carols = (session_cookie(u) for u in (alice, alice, alice, bob, carol))
+    Session.objects.filter(session_key=expired).update(expire_date=timezone.now())
+    get_user_model().objects.filter(pk=bob.pk).update(is_active=False)
+    get_user_model().objects.filter(pk=carol.pk).update(password="pbkdf2_sha256$1$x$y")  # no signal
+    keys = [good, again, expired, bobs, carols, "no-such-session", None, ""]
+    with django_assert_num_queries(2):
+        users = session_users(keys)
+    assert {k: (u.pk if u else None) for k, u in users.items()} == {
+        good: alice.pk,
+        again: alice.pk,
+        expired: None,
+        bobs: None,
+        carols: None,
+        "no-such-session": None,
+    }
+    for key in keys[:6]:
+        assert session_is_current(session_key=key, user_id=alice.pk) == (users[key] is not None)
 
 
 def test_a_rotated_secret_key_keeps_sessions_and_the_check_changes_nothing(make_user, settings):

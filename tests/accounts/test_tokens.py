@@ -240,7 +240,8 @@ async def test_a_socket_with_a_bad_token_is_closed_4401_and_without_one_needs_an
 
 
 async def test_a_token_socket_re_checks_its_token(make_user, registry, monkeypatch):
-    """A revocation push that got lost: the socket's re-check of its token closes it."""
+    """A revocation push that got lost: the re-check of its token by the next frame that acts (a
+    ping checks nothing) closes it."""
     monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0)
     alice = await sync_to_async(make_user)("alice")
     conversation = await sync_to_async(conversation_create)(owner=alice, title="t")
@@ -250,6 +251,8 @@ async def test_a_token_socket_re_checks_its_token(make_user, registry, monkeypat
     await sock.history()
     await sync_to_async(ApiToken.objects.filter(pk=token.pk).update)(expires_at=timezone.now())
     await sock.send({"type": "ping"})
+    assert await sock.recv() == {"type": "pong"}
+    await sock.send({"type": "cancel"})
     assert await sock.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
 
 

@@ -16,13 +16,15 @@ from channels.layers import get_channel_layer
 from django.db import OperationalError
 from django.utils import timezone
 
-from chat.doors.socket import consumers
+from chat.doors.socket import consumers, tail_watch
+from chat.doors.socket.tail_watch import get_watch
 from chat.eventlog.append import events_append_many
 from chat.eventlog.takeover import runs_release
 from chat.models import Event, Run
 from chat.runs import starter
 from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
+from chat.runs.starts import run_start
 from chat.runtime import registry as registry_module
 from chat.runtime import writer
 from tests.asgi_socket import Socket
@@ -36,20 +38,29 @@ def _payloads(run_id) -> list[dict]:
 
 
 async def test_a_ping_while_the_database_fails_is_answered_and_the_socket_stays(conversation, registry, monkeypatch):
+    """The socket is behind (the tail watch saw a run it was not told of) and the database goes
+    away: the ping is answered all the same, the tail waits for the database."""
     sock = Socket(conversation.owner, conversation.pk)
     await sock.connect()
     await sock.history()
+    run, frames = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    await get_watch().round()
 
     def down(**kwargs):
         raise OperationalError("the connection is closed")
 
     monkeypatch.setattr(consumers, "events_after", down)  # patched where the socket looks it up
+    monkeypatch.setattr(tail_watch, "last_seqs", down)
+    await get_watch().round()  # the watch's own read fails: logged, nothing else
     await sock.send({"type": "ping"})
     assert await sock.recv() == {"type": "pong"}
     assert await sock.silent()  # no close, no traceback frame
     monkeypatch.undo()
     await sock.send({"type": "ping"})
     assert await sock.recv() == {"type": "pong"}
+    assert await sock.recv() == frames[0]  # the tail, once the database answers
     await sock.close()
 
 

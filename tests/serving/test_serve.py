@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from serving.mailbox import Mailbox
-from serving.serve import MailboxServer, ServeCommand
+from serving.serve import LISTEN_BACKLOG, MailboxServer, ServeCommand
 
 
 async def test_each_connection_gets_a_mailbox_that_its_application_reads():
@@ -29,3 +29,28 @@ async def test_each_connection_gets_a_mailbox_that_its_application_reads():
 
 def test_the_command_line_is_daphnes_with_the_mailbox_server():
     assert ServeCommand.server_class is MailboxServer
+
+
+def test_the_listening_sockets_queue_holds_a_reconnect_storm():
+    """Twisted listens with a queue of 50 connections: a storm of reconnects overflowed it and the
+    kernel dropped SYNs that TCP sent again only seconds later."""
+    server = MailboxServer(
+        application=None,
+        endpoints=["tcp:port=0:interface=127.0.0.1", "unix:/tmp/x.sock", "tcp:port=1:backlog=7", "fd:fileno=3"],
+    )
+    assert server.endpoints == [
+        f"tcp:port=0:interface=127.0.0.1:backlog={LISTEN_BACKLOG}",
+        f"unix:/tmp/x.sock:backlog={LISTEN_BACKLOG}",
+        "tcp:port=1:backlog=7",  # named by the command line: kept
+        "fd:fileno=3",  # a socket listened on already: its queue is its own
+    ]
+
+
+def test_a_handshake_formats_no_debug_line_nobody_logs():
+    """autobahn pprints each new WebSocket's options and colours names with click for debug lines
+    daphne never logs: a quarter of a reconnect's CPU."""
+    from autobahn import util
+    from autobahn.websocket import protocol
+
+    assert protocol.pformat is repr
+    assert util.hl("name", bold=True) == "name"  # no terminal colours made

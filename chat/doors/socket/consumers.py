@@ -4,7 +4,13 @@ Connect order (Zulip's register-then-fetch): join the conversation's group,
 then read the history after `after`, send it and `sync`. Live batches that
 arrived meanwhile are handled after connect returns, and any frame whose seq
 was already sent is dropped; a batch that starts past the next seq means the
-layer lost something, and the gap is read from the database.
+layer lost something, and the gap is read from the database. A lost last batch
+is found by the process's tail watch (chat.doors.socket.tail_watch).
+
+What a socket costs the database: its sign-in and its resume, each read with the
+other sockets connecting at the same time (chat.doors.socket.arrivals); then nothing
+while it is idle (a ping is answered from memory), a re-check of its credential
+now and then when it acts, and a read when the tail watch finds it behind.
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ from chat.accounts import sockets
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import user_group
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_owned
-from chat.doors.socket.credentials import SignedIn, signed_in
+from chat.doors.socket import arrivals
+from chat.doors.socket.tail_watch import get_watch
 from chat.eventlog.frames import sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
 from chat.realtime.hub import HubConsumer
@@ -61,16 +67,6 @@ PONG = {"type": "pong"}
 _catching_up: set[asyncio.Task] = set()
 
 
-def _handshake(scope, conversation_id) -> tuple[SignedIn | None, Any]:
-    """Who the handshake signs in as and, if anyone, their conversation (None: not theirs or
-    gone): one trip to the ORM thread for both. The conversation's own columns only (a run start
-    reads its agent afresh): every idle socket holds it, and the query needs no join."""
-    signed = signed_in(scope)
-    if signed is None:
-        return None, None
-    return signed, conversation_owned(user=signed.user, conversation_id=conversation_id)
-
-
 def _history_page(
     *, conversation_id, after: int
 ) -> tuple[list[dict[str, Any]], tuple[Any, list[str], list[str], list[str]] | None]:
@@ -92,6 +88,7 @@ class ChatConsumer(HubConsumer):
     revoked = False
     credential: HeldCredential | None = None  # what the handshake signed in with, re-checked
     _sending: asyncio.Lock | None = None  # one sender at a time: live frames, pings' and the layer's catch-ups
+    _tail_reading = False  # a catch-up asked by the tail watch or a ping is under way
 
     def __init__(self, conversation_id=None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -107,8 +104,9 @@ class ChatConsumer(HubConsumer):
         await self.accept()
         conversation_id = self.conversation_id
         try:
-            # Trip one to the ORM thread: who signs in, and their conversation.
-            signed, conversation = await database_sync_to_async(_handshake)(self.scope, conversation_id)
+            # Trip one to the ORM thread, shared with the handshakes that came meanwhile: who signs
+            # in, and their conversation (its own columns only: a run start reads its agent afresh).
+            signed, conversation = await arrivals.sign_in(self.scope, conversation_id)
         except Exception:
             await self._try_again_later()
             return
@@ -150,21 +148,24 @@ class ChatConsumer(HubConsumer):
         await self.join(conversation_group(conversation.pk))
         await get_registry().ensure_started()
         async with self._sending:
-            # Trip two (one more per page of a history longer than one): the history after
-            # `after`, then whether a run is under way, read after the history as before.
+            # Trip two, shared with the sockets that joined meanwhile (one more per page of a
+            # history longer than one): the history after `after`, then whether a run is under
+            # way, read after the history.
+            frames, state = await arrivals.resume(conversation.pk, self.last_seq)
             while True:
-                frames, state = await database_sync_to_async(_history_page)(
-                    conversation_id=conversation.pk, after=self.last_seq
-                )
                 for frame in frames:
                     await self._send_frame(frame)
                 if state is not None:
                     break
+                frames, state = await database_sync_to_async(_history_page)(
+                    conversation_id=conversation.pk, after=self.last_seq
+                )
         run, pending, waiting, steers = state
         await self._send_json(
             sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)
         )
         self.go_live()
+        get_watch().add(conversation.pk, self)
 
     def _uncount(self) -> None:
         if self.seat is not None:
@@ -172,12 +173,42 @@ class ChatConsumer(HubConsumer):
 
     async def disconnect(self, code: int) -> None:
         self._uncount()
+        if self.conversation is not None:
+            get_watch().remove(self.conversation.pk, self)
         await self.leave_all()
 
     def layer_back(self) -> None:
         """The hub: the channel layer came back after an outage, or a publish of this process
-        failed: what the socket missed meanwhile is in the database."""
-        task = asyncio.create_task(self._catch_up(), name="socket-catch-up")
+        failed: what the socket missed meanwhile is in the database, and so is whether its
+        credential still holds (a revocation pushed meanwhile was lost with the layer)."""
+        get_watch().catch_up_soon()  # one read for every socket of the process
+        self._in_background(self._recheck(), name="socket-recheck")
+
+    def tail_missing(self, seq: int) -> None:
+        """The tail watch (chat.doors.socket.tail_watch): the conversation had reached `seq`."""
+        if seq > self.last_seq and not self._tail_reading and not self.revoked:
+            self._tail_reading = True
+            self._in_background(self._read_tail(), name="socket-tail")
+
+    async def _read_tail(self) -> None:
+        try:
+            await self._catch_up()
+        finally:
+            self._tail_reading = False
+
+    async def _recheck(self) -> None:
+        assert self.credential is not None  # the hub knows joined sockets only
+        try:
+            valid = self.credential.checked(await arrivals.still_current(self.credential))
+        except DatabaseError:  # the database is away too: the next frame re-checks
+            logger.warning("a socket could not re-check its credential", exc_info=True)
+            return
+        if not valid:
+            await self._revoke()
+
+    @staticmethod
+    def _in_background(coro, *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
         _catching_up.add(task)
         task.add_done_callback(_catching_up.discard)
 
@@ -252,41 +283,12 @@ class ChatConsumer(HubConsumer):
             await self._send_json({"type": "error", "code": exc.code, "message": exc.message, "detail": exc.detail})
 
     async def _ping(self) -> None:
-        """`pong`, and a cheap catch-up: if the layer dropped the tail of a run, the next ping
-        finds it. A page pings every 20 s, past the re-check window, so most pings re-check the
-        credential too: both in one trip to the ORM thread (10,000 idle sockets ping 500 times a
-        second, and each trip is a hop to the thread and back on a loop they share). A ping
-        with nothing to check is answered at once, not behind a busy ORM thread; one that
-        re-checks is answered once the credential holds (a revoked one gets the close instead)."""
-        assert self._sending is not None  # a socket with a conversation has joined
-        assert self.credential is not None
-        recheck = self.credential.due()
-        if not recheck:
-            await self._send_json(PONG)
-        async with self._sending:
-            try:
-                valid, frames = await database_sync_to_async(self._ping_reads)(recheck=recheck, after=self.last_seq)
-            except DatabaseError:
-                # The database is away: the socket is alive all the same; the credential is
-                # re-checked by the next frame, the tail read by the next ping or doorbell.
-                logger.warning("a ping could not read the database", exc_info=True)
-                if recheck:
-                    await self._send_json(PONG)
-                return
-            if recheck:
-                if not self.credential.checked(valid):
-                    await self._revoke()
-                    return
-                await self._send_json(PONG)
-            for frame in frames:
-                await self._send_frame(frame)
-        if len(frames) == EVENT_PAGE:
-            await self._catch_up()  # a longer tail: the rest page by page
-
-    def _ping_reads(self, *, recheck: bool, after: int) -> tuple[bool, list[dict[str, Any]]]:
-        if recheck and self.credential is not None and not self.credential.is_current():
-            return False, []
-        return True, events_after(conversation_id=self.conversation.pk, after=after, limit=EVENT_PAGE)
+        """`pong`, with no trip to the database: 10,000 idle sockets ping 500 times a second.
+        What a lost doorbell left out is read only when the process's tail watch has seen the
+        conversation go past this socket (chat.doors.socket.tail_watch), and a credential that
+        ended is pushed (session_revoked); the frames that act re-check it (receive)."""
+        await self._send_json(PONG)
+        self.tail_missing(get_watch().known(self.conversation.pk))
 
     async def approval_refused(self, message: dict[str, Any]) -> None:
         """Our answer reached the run's process after another answer (or the expiry) had won."""

@@ -403,6 +403,8 @@ async def test_a_socket_is_accepted_before_its_sign_in_reaches_the_orm_thread(co
 
 
 async def test_ping_catches_up_a_lost_tail(conversation, registry):
+    """The tail watch has read the conversation past the socket: the ping's pong, then the tail."""
+    from chat.doors.socket.tail_watch import get_watch
     from tests.asgi_socket import Socket
 
     socket = Socket(conversation.owner, conversation.pk)
@@ -411,16 +413,57 @@ async def test_ping_catches_up_a_lost_tail(conversation, registry):
     run, frames = await sync_to_async(run_start)(
         conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
     )
-    # Nothing published at all: only the ping's catch-up can deliver it.
+    # Nothing published at all: only a read of the database can deliver it.
+    await get_watch().round()
     await socket.send({"type": "ping"})
     assert await socket.recv() == {"type": "pong"}
     assert await socket.recv() == frames[0]
     await socket.close()
 
 
-async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(conversation, registry, monkeypatch):
-    """A page's pings (20 s apart) are all past the 5 s window: the credential's re-check and the
-    tail's read go in one trip; a ping inside the window answers before its trip."""
+async def test_a_lost_last_doorbell_is_caught_up_by_the_tail_watch_without_a_ping(conversation, registry, make_user):
+    """One read of the last seqs a round for every socket of the process; a socket still short of
+    the previous round's seq reads what it missed, one that is not reads nothing."""
+    from chat.doors.socket import consumers
+    from chat.doors.socket.tail_watch import get_watch
+    from tests.asgi_socket import Socket
+
+    bob = await sync_to_async(make_user)("bob")
+    quiet = await sync_to_async(conversation_create)(owner=bob)
+    socket, other = Socket(conversation.owner, conversation.pk), Socket(bob, quiet.pk)
+    for each in (socket, other):
+        await each.connect()
+        await each.history()
+    run, frames = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    reads = []
+    real = consumers.events_after
+
+    def counting(**kwargs):
+        reads.append(kwargs["conversation_id"])
+        return real(**kwargs)
+
+    consumers.events_after = counting
+    try:
+        watch = get_watch()
+        await watch.round()  # reads the seq; a doorbell may still be on its way
+        assert watch.known(conversation.pk) == frames[-1]["seq"] and watch.known(quiet.pk) == 0
+        assert await socket.silent()
+        await watch.round()  # a whole round later the socket is still short of it: lost
+        assert await socket.recv() == frames[0]
+        assert await other.silent()
+        assert reads == [conversation.pk]
+    finally:
+        consumers.events_after = real
+    for each in (socket, other):
+        await each.close()
+    assert get_watch().sockets == {}
+
+
+async def test_a_ping_makes_no_trip_to_the_orm_thread(conversation, registry, monkeypatch):
+    """10,000 idle sockets ping 500 times a second: a ping is answered from memory, whatever the
+    credential's re-check window (a revocation is pushed, and the frames that act re-check)."""
     from chat.doors.socket import consumers
     from tests.asgi_socket import Socket
 
@@ -436,35 +479,10 @@ async def test_a_ping_past_the_recheck_window_makes_one_trip_to_the_orm_thread(c
 
     monkeypatch.setattr(consumers, "database_sync_to_async", counting)
     monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    run, frames = await sync_to_async(run_start)(
-        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
-    )
-    await socket.send({"type": "ping"})
-    assert await socket.recv() == {"type": "pong"}
-    assert await socket.recv() == frames[0]  # the tail, read in the same trip as the re-check
-    assert trips == ["_ping_reads"]
-    await socket.close()
-
-
-async def test_a_rechecking_ping_while_the_database_fails_is_answered_once(conversation, registry, monkeypatch):
-    from tests.asgi_socket import Socket
-
-    socket = Socket(conversation.owner, conversation.pk)
-    await socket.connect()
-    await socket.history()
-
-    def down(**kwargs):
-        raise OperationalError("the connection is closed")
-
-    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    monkeypatch.setattr(held_credentials, "session_is_current", down)
-    await socket.send({"type": "ping"})
-    assert await socket.recv() == {"type": "pong"}
-    assert await socket.silent()  # one pong, no error frame, no close
-    monkeypatch.undo()
-    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)
-    await socket.send({"type": "ping"})  # the check is still owed, and passes now
-    assert await socket.recv() == {"type": "pong"}
+    for _ in range(3):
+        await socket.send({"type": "ping"})
+        assert await socket.recv() == {"type": "pong"}
+    assert trips == []
     await socket.close()
 
 
@@ -629,24 +647,24 @@ async def test_sockets_over_the_per_user_cap_are_closed_4429(conversation, regis
 
 async def test_a_connect_that_fails_does_not_hold_a_place_under_the_cap(conversation, registry, settings, monkeypatch):
     from chat.accounts import sockets
-    from chat.doors.socket import consumers
-    from chat.eventlog.reads import events_after
+    from chat.doors.socket import arrivals, consumers
+    from chat.eventlog.reads import last_seqs
     from tests.asgi_socket import Socket
 
     settings.AGENT_MAX_SOCKETS_PER_USER = 1
-    real = events_after  # read after the socket is counted
+    real = last_seqs  # read after the socket is counted
 
-    def broken(**kwargs):
+    def broken(*args, **kwargs):
         raise OperationalError("the database went away for a moment")
 
-    monkeypatch.setattr(consumers, "events_after", broken)
+    monkeypatch.setattr(arrivals, "last_seqs", broken)
     failed = Socket(conversation.owner, conversation.pk)
     # Closed with the code the page reconnects on, not by an exception (Channels' 1011).
     assert await failed.connect() == (True, None)
     assert await failed.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
-    monkeypatch.setattr(consumers, "events_after", real)
+    monkeypatch.setattr(arrivals, "last_seqs", real)
     assert sockets.user_sockets(conversation.owner.pk) == 0
-    monkeypatch.setattr(consumers, "conversation_owned", broken)  # the sign-in's trip fails alike
+    monkeypatch.setattr(arrivals, "session_users", broken)  # the sign-in's trip fails alike
     early = Socket(conversation.owner, conversation.pk)
     assert await early.connect() == (True, None)
     assert await early.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": consumers.CLOSE_TRY_AGAIN}
@@ -694,10 +712,33 @@ async def test_a_handshake_takes_two_trips_to_the_orm_thread(conversation, regis
         orm_trips.clear()
         await socket.connect()
         frames = await socket.history()
-        assert [t for t in orm_trips if t != "session_cookie"] == ["_handshake", "_history_page"]
+        assert [t for t in orm_trips if t != "session_cookie"] == ["_sign_in", "_resume"]
         sync = {"type": "sync", "lastSeq": first[-1]["seq"], "running": True, "runId": str(run.pk)}
         assert frames == [*first, {**sync, "pendingApprovals": [], "queue": [], "pendingSteers": []}]
     for socket in (warm, session, token):
+        await socket.close()
+
+
+async def test_sockets_connecting_together_share_their_trips(conversation, registry, orm_trips, make_user):
+    """A reconnect storm: the handshakes that wait while a round is read form the next round, and
+    so do the resumes; each socket still gets its own history, sync and refusals."""
+    from tests.asgi_socket import Socket
+
+    run, first = await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    mallory = await sync_to_async(make_user)("mallory")
+    sockets = [Socket(conversation.owner, conversation.pk, after=after) for after in (0, 1, 99, 0, 1, 0)]
+    stranger = Socket(mallory, conversation.pk)
+    orm_trips.clear()
+    await asyncio.gather(*(s.connect() for s in [*sockets, stranger]))
+    assert await stranger.comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+    for socket, after in zip(sockets, (0, 1, 99, 0, 1, 0)):
+        frames = await socket.history()
+        assert frames[:-1] == [f for f in first if f["seq"] > min(after, first[-1]["seq"])]
+        assert frames[-1]["type"] == "sync" and frames[-1]["runId"] == str(run.pk)
+    assert 1 <= orm_trips.count("_sign_in") <= 2 and 1 <= orm_trips.count("_resume") <= 2
+    for socket in sockets:
         await socket.close()
 
 
