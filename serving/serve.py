@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from functools import partial
 
 from autobahn import util as autobahn_util
@@ -29,6 +30,7 @@ from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import WebRequest
 from daphne.server import Server
+from daphne.ws_protocol import WebSocketProtocol
 from django.conf import settings
 from twisted.web.http import HTTPChannel
 
@@ -81,12 +83,38 @@ def with_backlog(endpoint: str) -> str:
     return endpoint
 
 
+class HeardFromProtocol(WebSocketProtocol):
+    """daphne's socket, whose keep-alive ping waits while the client is heard from. daphne pings
+    every socket every --ping-interval (20 s) to keep proxies' idle timers running and to find a
+    dead peer by its missing pong; a frame from the client shows both as well, and the page sends
+    its own `ping` every 20 s (static/chat/socket.js). Counted from the client's last frame, the
+    server's ping goes only to a socket silent that long: with 10,000 idle pages, 500 pings and
+    pongs a second fewer through autobahn and Twisted's timers (docs/performance.md, "10,000
+    idle sockets and a reconnect storm"). A dead peer is still found within an interval and
+    --ping-timeout of its last sign of life."""
+
+    def onMessage(self, payload, isBinary):
+        self.last_ping = time.time()  # daphne's "last ping sent": the next one is due from here
+        super().onMessage(payload, isBinary)
+
+
 class MailboxServer(Server):
     def __init__(self, *args, action_logger=None, endpoints=None, **kwargs):
         if type(action_logger) is AccessLogGenerator:
             action_logger = EscapedAccessLog(action_logger.stream)
         endpoints = [with_backlog(e) for e in endpoints or ()]
         super().__init__(*args, action_logger=action_logger, endpoints=endpoints, **kwargs)
+
+    @property
+    def ws_factory(self):
+        return self._ws_factory
+
+    @ws_factory.setter
+    def ws_factory(self, factory) -> None:
+        # daphne's run() makes its WebSocket factory and serves at once; as it is set, the
+        # factory builds HeardFromProtocol instead of daphne's protocol.
+        factory.protocol = HeardFromProtocol
+        self._ws_factory = factory
 
     def create_application(self, protocol, scope):
         """daphne 4's create_application with a Mailbox as the connection's input queue, and a

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
+
 from serving.mailbox import Mailbox
-from serving.serve import LISTEN_BACKLOG, MailboxServer, ServeCommand
+from serving.serve import LISTEN_BACKLOG, HeardFromProtocol, MailboxServer, ServeCommand
 
 
 async def test_each_connection_gets_a_mailbox_that_its_application_reads():
@@ -54,3 +56,24 @@ def test_a_handshake_formats_no_debug_line_nobody_logs():
 
     assert protocol.pformat is repr
     assert util.hl("name", bold=True) == "name"  # no terminal colours made
+
+
+def test_the_servers_websocket_factory_builds_sockets_whose_ping_waits_while_the_client_talks(monkeypatch):
+    server = MailboxServer(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])  # not listened on
+    server.ws_factory = WebSocketFactory(server)  # as daphne's run() makes it
+    assert server.ws_factory.protocol is HeardFromProtocol
+
+    received = []
+    monkeypatch.setattr(WebSocketProtocol, "onMessage", lambda self, payload, binary: received.append(payload))
+    pinged = []
+    socket = HeardFromProtocol()
+    socket.server = type("S", (), {"websocket_timeout": -1, "ping_interval": 20})()
+    socket.state, socket.last_ping, socket.duration = socket.STATE_OPEN, 0.0, lambda: 1.0
+    socket._sendAutoPing = lambda: pinged.append(True)
+
+    socket.onMessage(b'{"type":"ping"}', False)
+    socket.check_timeouts()  # heard from just now: no ping of the server's
+    assert received == [b'{"type":"ping"}'] and pinged == []
+    socket.last_ping -= 21  # silent for longer than the interval
+    socket.check_timeouts()
+    assert pinged == [True]
