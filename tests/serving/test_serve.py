@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from daphne.server import Server
 from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 
+from serving import serve
 from serving.mailbox import Mailbox
-from serving.serve import LISTEN_BACKLOG, HeardFromProtocol, MailboxServer, ServeCommand
+from serving.serve import LISTEN_BACKLOG, SWEEP_EVERY, HeardFromProtocol, MailboxServer, ServeCommand
 
 
 async def test_each_connection_gets_a_mailbox_that_its_application_reads():
@@ -77,3 +79,14 @@ def test_the_servers_websocket_factory_builds_sockets_whose_ping_waits_while_the
     socket.last_ping -= 21  # silent for longer than the interval
     socket.check_timeouts()
     assert pinged == [True]
+
+
+def test_daphnes_walk_of_every_connection_runs_every_third_tick(monkeypatch):
+    walks, later = [], []
+    monkeypatch.setattr(Server, "timeout_checker", lambda self: walks.append(1))
+    monkeypatch.setattr(serve.reactor, "callLater", lambda seconds, call: later.append(seconds))
+    server = MailboxServer(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])  # not listened on
+    for _ in range(2 * SWEEP_EVERY):
+        server.timeout_checker()
+    assert len(walks) == 2  # daphne's own walk (which schedules its next tick itself)
+    assert later == [2] * (2 * SWEEP_EVERY - 2)  # the skipped ticks keep daphne's 2 s beat
