@@ -9,13 +9,17 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.sessions.models import Session
 from django.utils import timezone
 
+from chat.accounts import held_credentials
 from chat.accounts.revocation import sessions_revoke
 from chat.conversations.services import conversation_create
 from chat.models import AgentProfile, Notification, Run, Schedule
+from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.accounts.sessions)
 from chat.notifications import runs as notifying
 from chat.notifications.services import notification_json
+from chat.realtime.hub import get_hub
 from chat.scheduling import deliveries
 from chat.scheduling.poller import poll_once
 from chat.scheduling.services import schedule_create
@@ -196,3 +200,22 @@ async def test_the_bell_closes_4401_when_its_session_ends(make_user, registry):
     bell = await bell_of(alice)
     await sync_to_async(sessions_revoke)(user_id=alice.pk)
     assert (await bell.comm.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+
+
+async def test_the_bells_pings_cost_nothing_and_the_layer_coming_back_rechecks(make_user, registry, monkeypatch):
+    """A session ended without a push (a lost one): pings still answer from memory, no look-up;
+    when the layer comes back the bell re-checks and closes 4401. A bell whose credential holds
+    is told the count again (a notification pushed while the layer was down was lost)."""
+    monkeypatch.setattr(held_credentials, "SESSION_RECHECK_SECONDS", 0.0)  # every check due
+    alice, bob = await sync_to_async(make_user)("alice"), await sync_to_async(make_user)("bob")
+    bell, kept = await bell_of(alice), await bell_of(bob)
+    try:
+        await Session.objects.filter(user=alice).adelete()  # as a lost revocation leaves it: no push
+        for _ in range(20):
+            await bell.send({"type": "ping"})
+            assert await bell.recv() == {"type": "pong"}
+        get_hub()._layer_back()
+        assert (await bell.comm.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+        assert await kept.recv() == {"type": "unread", "count": 0}
+    finally:
+        await kept.close()

@@ -2,20 +2,25 @@
 a chat socket does (chat.doors.socket.credentials), takes a place under the user's socket cap,
 joins the user's group (a credential that ends closes it 4401) and the user's bell group
 (chat.notifications.push), then says the unread count first; from then on each new notification
-and each change of the count, on any process. It watches no conversation."""
+and each change of the count, on any process. It watches no conversation. Its pings cost no
+database work, as a chat socket's: a revocation is pushed, and when the layer comes back after an
+outage (the pushes it lost) the bell re-checks its credential and says the count again."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import orjson
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
+from django.db import DatabaseError
 
 from chat.accounts import sockets
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import user_group
+from chat.doors.socket import arrivals
 from chat.doors.socket.consumers import CLOSE_NOT_LOGGED_IN, CLOSE_TOO_MANY_SOCKETS, CLOSE_TRY_AGAIN, PONG
 from chat.doors.socket.credentials import signed_in
 from chat.notifications.push import bell_group
@@ -23,6 +28,9 @@ from chat.notifications.services import unread_count
 from chat.realtime.hub import HubConsumer
 
 logger = logging.getLogger(__name__)
+
+# The re-checks under way after the layer came back (a task nobody holds may be collected).
+_rechecking: set[asyncio.Task] = set()
 
 
 class BellConsumer(HubConsumer):
@@ -90,15 +98,27 @@ class BellConsumer(HubConsumer):
                 {"type": "error", "code": "BAD_REQUEST", "message": "The bell takes only ping frames.", "detail": ""}
             )
             return
-        if self.credential.due():
-            try:
-                valid = await database_sync_to_async(self.credential.is_current)()
-            except Exception:  # the database is away: re-checked at the next ping
-                valid = True
-            if not self.credential.checked(valid):
-                await self._revoke()
-                return
         await self._send_json(PONG)
+
+    def layer_back(self) -> None:
+        """The hub: the layer came back after an outage. A revocation or a notification pushed
+        meanwhile was lost with it: whether the credential holds, and the count, are read."""
+        task = asyncio.create_task(self._recheck(), name="bell-recheck")
+        _rechecking.add(task)
+        task.add_done_callback(_rechecking.discard)
+
+    async def _recheck(self) -> None:
+        assert self.credential is not None  # the hub knows joined sockets only
+        try:
+            valid = self.credential.checked(await arrivals.still_current(self.credential))
+            count = await database_sync_to_async(unread_count)(user=self.user) if valid else 0
+        except DatabaseError:  # the database is away too: the push comes when it is back
+            logger.warning("a bell could not re-check its credential", exc_info=True)
+            return
+        if not valid:
+            await self._revoke()
+            return
+        await self._send_json({"type": "unread", "count": count})
 
     async def session_revoked(self, message: dict[str, Any]) -> None:
         if self.credential is not None and self.credential.revoked_by(message):
