@@ -1,5 +1,5 @@
 """`/ws/notifications/` (docs/protocol.md, "Notifications"): the user's live bell. It signs in as
-a chat socket does (chat.doors.socket.credentials), takes a place under the user's socket cap,
+a chat socket does, in the rounds of the sockets connecting meanwhile (chat.doors.socket.arrivals), takes a place under the user's socket cap,
 joins the user's group (a credential that ends closes it 4401) and the user's bell group
 (chat.notifications.push), then says the unread count first; from then on each new notification
 and each change of the count, on any process. It watches no conversation. Its pings cost no
@@ -22,7 +22,6 @@ from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import user_group
 from chat.doors.socket import arrivals
 from chat.doors.socket.consumers import CLOSE_NOT_LOGGED_IN, CLOSE_TOO_MANY_SOCKETS, CLOSE_TRY_AGAIN, PONG
-from chat.doors.socket.credentials import signed_in
 from chat.notifications.push import bell_group
 from chat.notifications.services import unread_count
 from chat.realtime.hub import HubConsumer
@@ -41,7 +40,8 @@ class BellConsumer(HubConsumer):
     async def connect(self) -> None:
         await self.accept()
         try:
-            signed = await database_sync_to_async(signed_in)(self.scope)
+            # With the sockets connecting meanwhile (a restarted server's pages: each a bell and a chat socket).
+            signed, _ = await arrivals.sign_in(self.scope, None)
         except Exception:
             logger.warning("a bell could not connect", exc_info=True)
             await self.close(code=CLOSE_TRY_AGAIN)
