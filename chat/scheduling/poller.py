@@ -14,8 +14,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from chat.agent.batching import server_task
 from chat.models import Run
-from chat.runtime.batching import server_task
 from chat.runtime.registry import get_registry
 from chat.scheduling.firing import schedule_fire, schedules_claim
 

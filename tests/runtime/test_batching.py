@@ -1,4 +1,4 @@
-"""chat.runtime.batching: items that arrive while a round is processed form the next round; each
+"""chat.agent.batching: items that arrive while a round is processed form the next round; each
 item gets its own result or failure; a caller that has gone does not stop the round."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import contextvars
 
 import pytest
 
-from chat.runtime.batching import Batcher, server_task
+from chat.agent.batching import Batcher, server_task
 
 
 class Recorder:

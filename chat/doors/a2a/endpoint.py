@@ -31,7 +31,7 @@ from chat.agents.selectors import agent_chosen
 from chat.doors.a2a.cards import not_served, origin_of
 from chat.doors.a2a.following import Door
 from chat.doors.a2a.handler import RunsRequestHandler
-from chat.doors.http.json_api import BodyTooLarge, limited_body
+from chat.doors.http.json_api import BodyTooLarge, limited_body, read_off_the_loop
 from chat.doors.http.run_answers import request_user
 from chat.doors.http.seated import SeatedResponse
 from chat.realtime.follow import KEEPALIVE, KEEPALIVE_SECONDS
@@ -161,7 +161,7 @@ async def endpoint(request, slug: str):
     if not found:
         return _refusal(404, "not_found", "No such agent.")
     try:
-        raw = await asyncio.to_thread(limited_body, request, limit=_body_limit())
+        raw = await read_off_the_loop(request, limited_body, request, limit=_body_limit())
     except BodyTooLarge as exc:
         return _refusal(413, "too_large", f"The request is larger than {exc.limit} bytes.")
     door = Door(
