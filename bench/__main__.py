@@ -75,6 +75,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--levels", default=None, help="concurrency levels, e.g. 50,100,200,400")
     parser.add_argument("--door-levels", default=None, help="for doors: concurrency levels (default 1,100; quick 1,10)")
     parser.add_argument("--doors", default=",".join(doors.DOORS), help="for doors: which, comma list")
+    parser.add_argument("--door-rounds", type=int, default=1, help="for doors: rounds of each door at each level")
     parser.add_argument("--flush-ms", type=int, default=None, help="AGENT_STREAM_FLUSH_MS for the servers")
     parser.add_argument(
         "--growth-parts", default=",".join(growth.PARTS), help="for --only growth: length, table or both"
@@ -145,7 +146,7 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
             + idle_sockets
             + firsttext.RUNS
             + 1
-            + len(args.doors.split(",")) * (1 + sum(door_levels(args)))
+            + len(args.doors.split(",")) * (1 + args.door_rounds * sum(door_levels(args)))
         )
         users = 400
         pool = Pool(stack.seed(op="users", count=users, conversations=-(-need // users)))
@@ -167,7 +168,10 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
         if "doors" in only:
             print(f"[{name}] doors {door_levels(args)}", flush=True)
             out["doors"] = await asyncio.wait_for(
-                doors.measure(stack, pool, levels=door_levels(args), doors=args.doors.split(",")), 600
+                doors.measure(
+                    stack, pool, levels=door_levels(args), doors=args.doors.split(","), rounds=args.door_rounds
+                ),
+                600 * args.door_rounds,
             )
         if "writes" in only:
             if out.get("relay"):

@@ -364,14 +364,41 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
     }
 
 
-async def measure(stack, pool, *, levels: list[int], doors: list[str] = DOORS) -> dict:
-    """Every door (of `doors`) at every level, taking turns; a first single run of each door warms
-    the server up."""
+async def measure(stack, pool, *, levels: list[int], doors: list[str] = DOORS, rounds: int = 1) -> dict:
+    """Every door (of `doors`) at every level, taking turns, `rounds` times, each round in another
+    order (on a shared machine a burst that meets another program's load is one round of one
+    door, not the door's figure); a first single run of each door warms the server up."""
     tokens = Tokens(stack.base(0))
     for door in doors:
         await door_level(stack, pool, tokens, door, 1)
-    rows = [await door_level(stack, pool, tokens, door, count) for count in levels for door in doors]
-    return {"tokens": TOKENS, "rate": RATE, "levels": rows}
+    rows = []
+    for count in levels:
+        taken: dict[str, list[dict]] = {door: [] for door in doors}
+        for turn in range(rounds):
+            for door in doors[turn % len(doors) :] + doors[: turn % len(doors)]:
+                taken[door].append(await door_level(stack, pool, tokens, door, count))
+        rows += [merged(taken[door]) for door in doors]
+    return {"tokens": TOKENS, "rate": RATE, "rounds": rounds, "levels": rows}
+
+
+def merged(rounds: list[dict]) -> dict:
+    """A door's rounds at one level as one row: the round of the median first text p50, with the
+    medians of the rounds' p50s and p95s (every round's own in `rounds_p50`)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    p50s = [r["first_text_ms"]["p50"] for r in rounds]
+    middle = sorted(rounds, key=lambda r: r["first_text_ms"]["p50"])[len(rounds) // 2]
+    return {
+        **middle,
+        "first_text_ms": {
+            "p50": middle["first_text_ms"]["p50"],
+            "p95": sorted(r["first_text_ms"]["p95"] for r in rounds)[len(rounds) // 2],
+            "n": sum(r["first_text_ms"]["n"] for r in rounds),
+        },
+        "rounds_p50": p50s,
+        "ok": min(r["ok"] for r in rounds),
+        "problems": [p for r in rounds for p in r["problems"]][:5],
+    }
 
 
 def lines(doors: dict | None) -> list[str]:
