@@ -27,6 +27,7 @@ from django.views.decorators.http import require_http_methods
 
 from chat import nesting
 from chat.accounts import sockets
+from chat.agent.batching import GroupedCalls
 from chat.agents.selectors import agent_chosen
 from chat.doors.a2a.cards import not_served, origin_of
 from chat.doors.a2a.following import Door
@@ -135,6 +136,10 @@ def _agent(*, user, slug: str) -> tuple[bool, Any]:
         return False, None
 
 
+# The requests' agents looked up in groups, one trip per group (issue 55).
+_agent_grouped = GroupedCalls(_agent, request_db, name="a2a-agents")
+
+
 def _method(raw: bytes) -> str | None:
     try:
         body = nesting.loads(raw)
@@ -157,7 +162,7 @@ async def endpoint(request, slug: str):
     user = await request_user(request) if token is not None else None
     if user is None:
         return _refusal(401, "not_authenticated", "Give a personal API token: Authorization: Bearer as_...")
-    found, profile = await request_db(_agent)(user=user, slug=slug)
+    found, profile = await _agent_grouped(user=user, slug=slug)
     if not found:
         return _refusal(404, "not_found", "No such agent.")
     try:
