@@ -6,7 +6,7 @@ python -m bench --only relay,replay --stacks sqlite-daphne
 python -m bench --only search   # opt-in: search and list on 10,000 conversations / 1,000,000 events
 python -m bench --only growth   # opt-in: growth curves (conversation length, table size), docs/bench-growth.png
 python -m bench --only compaction   # opt-in: message -> model request at 1,000 turns compacted vs 10 turns
-python -m bench --only doors --door-levels 1,10   # first text: WebSocket vs /v1 streaming vs /v1/responses vs SSE vs AG-UI
+python -m bench --only doors --door-levels 1,10   # first text: the WebSocket vs each HTTP door
 python -m bench --only idle --stacks sqlite-daphne --idle-sockets 500   # idle sockets, beside the relay's
 python -m bench --only idle10k  # opt-in: 10,000 idle sockets, then a reconnect storm (bench/idle_scale.py)
 python -m bench --only model-tls  # a model call's first text over TLS, warm connection vs new ones
@@ -81,6 +81,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--stacks", default=None, help=f"comma list of {', '.join(STACKS)}")
     parser.add_argument("--levels", default=None, help="concurrency levels, e.g. 50,100,200,400")
     parser.add_argument("--door-levels", default=None, help="for doors: concurrency levels (default 1,100; quick 1,10)")
+    parser.add_argument("--doors", default=",".join(doors.DOORS), help="for doors: which, comma list")
+    parser.add_argument("--door-rounds", type=int, default=1, help="for doors: rounds of each door at each level")
     parser.add_argument("--flush-ms", type=int, default=None, help="AGENT_STREAM_FLUSH_MS for the servers")
     parser.add_argument(
         "--growth-parts", default=",".join(growth.PARTS), help="for --only growth: length, table or both"
@@ -157,7 +159,7 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
             + idle_sockets
             + firsttext.RUNS
             + 1
-            + len(doors.DOORS) * (1 + sum(door_levels(args)))
+            + len(args.doors.split(",")) * (1 + args.door_rounds * sum(door_levels(args)))
         )
         users = 400
         pool = Pool(stack.seed(op="users", count=users, conversations=-(-need // users)))
@@ -178,7 +180,12 @@ async def run_stack(name: str, args, model: FakeModel, only: set[str]) -> dict:
             out["concurrency"] = await asyncio.wait_for(concurrency.measure(stack, model, pool, levels=levels), 600)
         if "doors" in only:
             print(f"[{name}] doors {door_levels(args)}", flush=True)
-            out["doors"] = await asyncio.wait_for(doors.measure(stack, pool, levels=door_levels(args)), 600)
+            out["doors"] = await asyncio.wait_for(
+                doors.measure(
+                    stack, pool, levels=door_levels(args), doors=args.doors.split(","), rounds=args.door_rounds
+                ),
+                600 * args.door_rounds,
+            )
         if "writes" in only:
             if out.get("relay"):
                 out["writes_fast"] = writes.measure(

@@ -42,6 +42,8 @@ from .server import FakeModel, Stack
 
 # Where the server of bench/stepped_asgi.py answers its readings.
 STEPS_PATH = "/__bench__/steps"
+# ... and switches its profile of the loop's thread (POST `on`, `off`).
+PROFILE_PATH = "/__bench__/profile"
 TOKENS = 3
 RATE = 100
 SERVER_STEPS = (

@@ -27,6 +27,8 @@ DOOR_TITLES = {
     "responses": "`/v1/responses` streaming",
     "sse": "SSE + `POST .../messages/`",
     "agui": "AG-UI `POST /api/agui/<slug>/`",
+    "mcp": "MCP `tools/call` (`/mcp`, progress)",
+    "a2a": "A2A `SendStreamingMessage`",
 }
 SUITE_FIGURES = ("relay", "concurrency", "idle", "replay")  # a whole suite's run, not a part of one
 
@@ -298,7 +300,7 @@ def render_peers(source: dict) -> list[str]:
     return table
 
 
-# -- doors: first text through the WebSocket, /v1, /v1/responses, SSE and AG-UI ----------------------------------------
+# -- doors: first text through the WebSocket and each HTTP door ----------------------------------------
 
 
 def take_doors(results: dict) -> dict | None:

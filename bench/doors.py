@@ -7,11 +7,25 @@ side at each concurrency level (docs/protocol.md, "Runs over HTTP", "Server-sent
 - `sse`: `GET .../stream/?until=complete` open and synced, then `POST .../messages/`;
 - `responses`: `POST /v1/responses` with `stream: true` (a bearer token), read event by event;
 - `agui`: `POST /api/agui/default/` with a RunAgentInput on the conversation as its thread (a
-  bearer token), read event by event.
+  bearer token), read event by event;
+- `mcp`: the MCP server's `tools/call` of `ask_default` (`POST /mcp`, the `2026-07-28` era the
+  official client takes by default: one self-contained request, no session) with a progress
+  token, its answer read as the event stream it is (docs/protocol.md, "MCP server");
+- `a2a`: A2A's `SendStreamingMessage` (`POST /a2a/default/`, JSON-RPC, a bearer token), read
+  event by event.
+
+What first text is at the MCP door: the tool call's result comes only at the run's end, but a call
+with a progress token gets a `notifications/progress` per stored event of its run, as the events
+are stored, a `text` event's carrying the delta as its `message`: the first of those is the
+first text a client can show (the docs' progress callback), and the one compared here. The
+result, which needs the whole run, would measure the run's length, not the door. At the A2A
+door it is the first `artifactUpdate` (a `text` event's delta); the Task and `statusUpdate`s
+before it carry no answer text.
 
 First text is from sending the message (the frame, the completion request, the POST) to the
 first piece of answer text arriving (a `text` frame, a chunk with `delta.content`, a `text`
-event, a `response.output_text.delta`, a TEXT_MESSAGE_CONTENT); for the HTTP doors also when the request was answered (the
+event, a `response.output_text.delta`, a TEXT_MESSAGE_CONTENT, MCP's first progress notification
+carrying text, A2A's first `artifactUpdate`); for the HTTP doors also when the request was answered (the
 completion's or the AG-UI run's response headers, the POST's 202), which tells the HTTP request's own cost from the run's. Per level, as
 the concurrency bench measures the WebSocket: the stretch (from the first message sent to the
 last run's end, over the run's nominal length, tokens / rate: `stretch_nominal` there) and the
@@ -39,7 +53,9 @@ from .procs import CpuMeter, server_cpu_per_1k
 # first text.
 TOKENS = 100
 RATE = 100
-DOORS = ("websocket", "v1", "responses", "sse", "agui")
+DOORS = ("websocket", "v1", "responses", "sse", "agui", "mcp", "a2a")
+# The MCP door: the era of the official client's default (docs/mcp-server.md).
+MCP_ERA = "2026-07-28"
 
 
 class DoorRun(NamedTuple):
@@ -211,6 +227,90 @@ async def agui_run(base: str, token: str, conversation: str, ready, go) -> DoorR
     return await typed_events_run(base, token, path, path, body, ready, go, delta="TEXT_MESSAGE_CONTENT", ends=ends)
 
 
+def mcp_call(message: str) -> dict:
+    """`tools/call` of ask_default with a progress token, its era's envelope in `_meta`."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MCP_ERA,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        "progressToken": "bench",
+    }
+    params = {"name": "ask_default", "arguments": {"message": message}, "_meta": meta}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+
+async def rpc_events_run(base: str, token: str, path: str, body: dict, headers: dict, ready, go, *, read) -> DoorRun:
+    """A JSON-RPC door answering a `text/event-stream` of JSON-RPC messages (MCP's, A2A's):
+    `read(message)` -> (the answer text it carries, the run's outcome if it ends the run:
+    "" for success, else what went wrong; None while it goes on)."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream", **headers}
+    async with httpx2.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+        (await http.get("/v1/models")).raise_for_status()  # the connection is open before the clock starts
+        ready()
+        await go.wait()
+        sent, first, text, outcome = time.time(), None, "", "without an end"
+        async with http.stream("POST", path, json=body, headers=headers) as response:
+            answered = time.time() - sent
+            if response.status_code != 200:
+                return DoorRun(None, f"HTTP {response.status_code}", answered, sent, None)
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                piece, ended = read(json.loads(line[6:]))
+                if piece and first is None:
+                    first = time.time() - sent
+                text += piece
+                if ended is not None:
+                    outcome = ended
+                    break
+        done = time.time()
+    if outcome:
+        return DoorRun(first, f"run ended {outcome}", answered, sent, done)
+    problem = "" if words_of(text) == list(range(TOKENS)) else f"text incomplete: {len(words_of(text))} tokens"
+    return DoorRun(first, problem, answered, sent, done)
+
+
+def mcp_read(message: dict) -> tuple[str, str | None]:
+    """A progress notification's text when its event is a `text` one (the others' messages name
+    the event: `complete: succeeded`, `calling <tool>`); the result ends the call."""
+    if message.get("method") == "notifications/progress":
+        text = message["params"].get("message") or ""
+        return (text, None) if text[:1].isdigit() else ("", None)
+    if "error" in message:
+        return "", f"error {message['error'].get('code')}"
+    if "result" in message:
+        status = (message["result"].get("structuredContent") or {}).get("status")
+        return "", "" if status == "succeeded" else str(status)
+    return "", None
+
+
+async def mcp_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
+    """A call on a conversation of its own (no conversationId): `conversation` is not used."""
+    headers = {"MCP-Protocol-Version": MCP_ERA, "Mcp-Method": "tools/call", "Mcp-Name": "ask_default"}
+    body = mcp_call(clients.order(TOKENS, RATE))
+    return await rpc_events_run(base, token, "/mcp", body, headers, ready, go, read=mcp_read)
+
+
+def a2a_read(message: dict) -> tuple[str, str | None]:
+    """An `artifactUpdate`'s text; a final `statusUpdate` ends the stream."""
+    if "error" in message:
+        return "", f"error {message['error'].get('code')}"
+    result = message.get("result") or {}
+    if "artifactUpdate" in result:
+        return "".join(part.get("text", "") for part in result["artifactUpdate"]["artifact"]["parts"]), None
+    state = ((result.get("statusUpdate") or {}).get("status") or {}).get("state", "")
+    if state in ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_INPUT_REQUIRED"):
+        return "", "" if state == "TASK_STATE_COMPLETED" else state
+    return "", None
+
+
+async def a2a_run(base: str, token: str, conversation: str, ready, go) -> DoorRun:
+    """A task on a conversation of its own (no contextId): `conversation` is not used."""
+    message = {"messageId": secrets.token_hex(8), "role": "ROLE_USER", "parts": [{"text": clients.order(TOKENS, RATE)}]}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message": message}}
+    return await rpc_events_run(base, token, "/a2a/default/", body, {"A2A-Version": "1.0"}, ready, go, read=a2a_read)
+
+
 async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict:
     """`count` clients of one door, all ready first, then all sent at once."""
     pairs = pool.take(count)
@@ -225,7 +325,15 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             meter.start()
             go.set()
 
-    run = {"websocket": websocket_run, "v1": v1_run, "responses": responses_run, "sse": sse_run, "agui": agui_run}[door]
+    run = {
+        "websocket": websocket_run,
+        "v1": v1_run,
+        "responses": responses_run,
+        "sse": sse_run,
+        "agui": agui_run,
+        "mcp": mcp_run,
+        "a2a": a2a_run,
+    }[door]
     results = await asyncio.gather(
         *(run(stack.base(i), cred, conv, ready, go) for i, (cred, (_, conv)) in enumerate(zip(credentials, pairs))),
         return_exceptions=True,
@@ -246,7 +354,7 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
             "p95": round(percentile(firsts, 95), 1),
             "n": len(firsts),
         },
-        # The HTTP doors: the request's answer (v1, responses, agui: its headers; sse: the POST's 202), p50.
+        # The HTTP doors: the request's answer (its headers; sse: the POST's 202), p50.
         "answered_ms": round(percentile(answers, 50), 1) if answers else None,
         # From the first send to the last end, over one run's nominal length (tokens / rate).
         "stretch": round(wall / (TOKENS / RATE), 2) if wall is not None else None,
@@ -256,13 +364,41 @@ async def door_level(stack, pool, tokens: Tokens, door: str, count: int) -> dict
     }
 
 
-async def measure(stack, pool, *, levels: list[int]) -> dict:
-    """Every door at every level; a first single run of each door warms the server up."""
+async def measure(stack, pool, *, levels: list[int], doors: list[str] = DOORS, rounds: int = 1) -> dict:
+    """Every door (of `doors`) at every level, taking turns, `rounds` times, each round in another
+    order (on a shared machine a burst that meets another program's load is one round of one
+    door, not the door's figure); a first single run of each door warms the server up."""
     tokens = Tokens(stack.base(0))
-    for door in DOORS:
+    for door in doors:
         await door_level(stack, pool, tokens, door, 1)
-    rows = [await door_level(stack, pool, tokens, door, count) for count in levels for door in DOORS]
-    return {"tokens": TOKENS, "rate": RATE, "levels": rows}
+    rows = []
+    for count in levels:
+        taken: dict[str, list[dict]] = {door: [] for door in doors}
+        for turn in range(rounds):
+            for door in doors[turn % len(doors) :] + doors[: turn % len(doors)]:
+                taken[door].append(await door_level(stack, pool, tokens, door, count))
+        rows += [merged(taken[door]) for door in doors]
+    return {"tokens": TOKENS, "rate": RATE, "rounds": rounds, "levels": rows}
+
+
+def merged(rounds: list[dict]) -> dict:
+    """A door's rounds at one level as one row: the round of the median first text p50, with the
+    medians of the rounds' p50s and p95s (every round's own in `rounds_p50`)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    p50s = [r["first_text_ms"]["p50"] for r in rounds]
+    middle = sorted(rounds, key=lambda r: r["first_text_ms"]["p50"])[len(rounds) // 2]
+    return {
+        **middle,
+        "first_text_ms": {
+            "p50": middle["first_text_ms"]["p50"],
+            "p95": sorted(r["first_text_ms"]["p95"] for r in rounds)[len(rounds) // 2],
+            "n": sum(r["first_text_ms"]["n"] for r in rounds),
+        },
+        "rounds_p50": p50s,
+        "ok": min(r["ok"] for r in rounds),
+        "problems": [p for r in rounds for p in r["problems"]][:5],
+    }
 
 
 def lines(doors: dict | None) -> list[str]:

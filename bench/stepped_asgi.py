@@ -11,23 +11,33 @@ the group writer (`first_delta_submitted`), the writer's round that stores it
 write transaction's wait at BEGIN, its turn and SQLite's lock (`begins`: thread, start, end).
 `GET /__bench__/steps` answers them. Only this bench application wraps anything: the project's
 own server times nothing.
+
+An HTTP request (bench/door_trace.py) adds its arrival at the application (`http_in`) and, per
+run, the request's trips to the request database threads before its start (`hops`: queued,
+began, ended; serving.loop_middleware.request_db). `POST /__bench__/profile` with `on` or `off`
+profiles the event loop's thread (cProfile); `off` answers the profile's top functions.
 """
 
 from __future__ import annotations
 
 import contextvars
+import cProfile
+import io
 import json
+import pstats
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 from agentsite.asgi import application as project
 from agentsite.sqlite import base as sqlite_base
 from chat.agent import llm
 from chat.runs import engine, starter
 from chat.runtime import execution, head_start, registry, sink, writer
+from serving import loop_middleware
 
-from .burst_trace import STEPS_PATH
+from .burst_trace import PROFILE_PATH, STEPS_PATH
 
 _lock = threading.Lock()
 _steps: dict[str, dict[str, float]] = defaultdict(dict)
@@ -35,6 +45,10 @@ _groups: list[dict] = []
 _rounds: list[dict] = []  # the group writer's rounds
 _begins: list[dict] = []  # write transactions' BEGIN, the wait for their turn included
 _conversation: contextvars.ContextVar[str] = contextvars.ContextVar("bench_conversation", default="")
+# An HTTP request's arrival and its trips to the request database threads, until its run starts.
+_request: contextvars.ContextVar[dict | None] = contextvars.ContextVar("bench_request", default=None)
+_hops: dict[str, list[tuple[float, float, float]]] = {}
+_profile: list[cProfile.Profile] = []
 
 
 def _mark(conversation_id, step: str, *, at: float | None = None) -> None:
@@ -49,6 +63,11 @@ def _wrap_run_start():
 
     async def run_start(request):
         _mark(request.conversation.pk, "received")
+        arrived = _request.get()
+        if arrived is not None:
+            _mark(request.conversation.pk, "http_in", at=arrived["http_in"])
+            with _lock:
+                _hops.setdefault(str(request.conversation.pk), list(arrived["hops"]))
         return await original(request)
 
     engine.start = run_start
@@ -59,7 +78,7 @@ def _wrap_start_with_memory():
 
     def start_with_memory(starts):
         began = time.time()
-        keys = [str(start.conversation.pk) for start in starts]
+        keys = [str(start.message.conversation.pk) for start in starts]
         for key in keys:
             _mark(key, "orm_in")
         try:
@@ -168,7 +187,32 @@ def _wrap_begin():
     sqlite_base.DatabaseWrapper._start_transaction_under_autocommit = begin
 
 
+class _TimedExecutor(ThreadPoolExecutor):
+    """The request database threads, each call's queueing and run recorded on its request."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        arrived, queued = _request.get(), time.time()
+        if arrived is None:
+            return super().submit(fn, *args, **kwargs)
+
+        def timed():
+            began = time.time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                arrived["hops"].append((queued, began, time.time()))
+
+        return super().submit(timed)
+
+
+def _wrap_request_db():
+    loop_middleware._request_db = _TimedExecutor(
+        max_workers=loop_middleware.REQUEST_DB_THREADS, thread_name_prefix="request-db"
+    )
+
+
 for _install in (
+    _wrap_request_db,
     _wrap_run_start,
     _wrap_start_with_memory,
     _wrap_execute,
@@ -182,13 +226,42 @@ for _install in (
 
 def _readings() -> dict:
     with _lock:
-        return {"steps": dict(_steps), "groups": list(_groups), "rounds": list(_rounds), "begins": list(_begins)}
+        return {
+            "steps": dict(_steps),
+            "groups": list(_groups),
+            "rounds": list(_rounds),
+            "begins": list(_begins),
+            "hops": dict(_hops),
+        }
+
+
+def _profiling(switch: bytes) -> bytes:
+    """cProfile of the loop's thread on (`on`) or off (`off`: its top functions, text)."""
+    if switch == b"on":
+        _profile[:] = [cProfile.Profile()]
+        _profile[0].enable()
+        return b"on"
+    profile = _profile.pop()
+    profile.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profile, stream=out).sort_stats("tottime")
+    stats.print_stats(45)
+    stats.sort_stats("cumulative").print_stats(60)
+    return out.getvalue().encode()
+
+
+async def _answer(send, body: bytes, content_type: bytes) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def application(scope, receive, send):
     if scope["type"] == "http" and scope["path"] == STEPS_PATH:
-        body = json.dumps(_readings()).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, json.dumps(_readings()).encode(), b"application/json")
         return
+    if scope["type"] == "http" and scope["path"] == PROFILE_PATH:
+        await _answer(send, _profiling((await receive()).get("body", b"")), b"text/plain")
+        return
+    if scope["type"] == "http":
+        _request.set({"http_in": time.time(), "hops": []})
     await project(scope, receive, send)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
-from chat.accounts.token_lockout import token_check
-from serving.loop_middleware import DualMiddleware, request_db
+from chat.accounts.token_checks import token_check_batched
+from chat.accounts.token_lockout import TokenCheck, token_check
+from serving.loop_middleware import DualMiddleware
 from serving.proxy import client_address, socket_client_address
 
 BEARER_PATHS = ("/api/", "/v1/", "/a2a/")
@@ -38,16 +39,21 @@ def _refusal(status: int, code: str, message: str, *, openai: bool = False) -> J
 class BearerTokenMiddleware(DualMiddleware):
     """After AuthenticationMiddleware: a request to `/api/` with a bearer token is its token's
     user's, whatever session cookie it also carries, and skips the CSRF check. On the loop the
-    look-up (the failure count and the token's row) is one trip to the request's thread."""
+    look-up (the failure count and the token's row) goes with the other requests' checks of the
+    moment, one trip to a request database thread for all (chat.accounts.token_checks)."""
 
     def call_sync(self, request):
         value = _presented(request)
-        return (value is not None and _sign_in(request, value)) or self.get_response(request)
+        if value is not None and (refusal := _sign_in(request, token_check(value, client_address(request) or ""))):
+            return refusal
+        return self.get_response(request)
 
     async def call_async(self, request):
         value = _presented(request)
-        if value is not None and (refusal := await request_db(_sign_in)(request, value)):
-            return refusal
+        if value is not None:
+            check = await token_check_batched(value, client_address(request) or "")
+            if refusal := _sign_in(request, check):
+                return refusal
         return await self.get_response(request)
 
 
@@ -57,9 +63,8 @@ def _presented(request) -> str | None:
     return value if value is not None and request.path.startswith(BEARER_PATHS) else None
 
 
-def _sign_in(request, value: str) -> JsonResponse | None:
-    """The request signed in as the token's user; the refusal when the token does not hold."""
-    check = token_check(value, client_address(request) or "")
+def _sign_in(request, check: TokenCheck) -> JsonResponse | None:
+    """The request signed in as the checked token's user; the refusal when the token does not hold."""
     openai = request.path.startswith(OPENAI_PATHS)
     if check.locked:
         return _refusal(429, "rate_limited", "Too many failed token attempts; try again later.", openai=openai)

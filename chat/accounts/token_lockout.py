@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chat.accounts.process_cache import cache
-from chat.accounts.tokens import token_user
+from chat.accounts.tokens import tokens_users
 from chat.models import ApiToken
 from chat.redis_errors import REDIS_AWAY
 
@@ -50,22 +50,51 @@ class TokenCheck:
 
 
 def token_check(value: str, address: str) -> TokenCheck:
+    return token_checks([(value, address)])[0]
+
+
+def token_checks(asked: list[tuple[str, str]]) -> list[TokenCheck]:
+    """token_check of each (presented value, client address), as made alone, with one read of the
+    failure counts and one query of the tokens for all (chat.accounts.token_checks)."""
     limit = settings.LOGIN_FAILURE_LIMIT
-    if limit <= 0:
-        user, token = token_user(value)
-        return TokenCheck(user, token)
-    prefix = value[:7] if _PREFIX.match(value) else None
-    address_failures, prefix_failures = _failures(address, prefix)
-    if prefix_failures >= limit:
-        return TokenCheck(locked=True)
-    user, token = token_user(value)
-    if user is not None:
-        return TokenCheck(user, token)
-    if address_failures >= limit * ADDRESS_LIMIT_FACTOR:
-        return TokenCheck(locked=True)
-    known = prefix is not None and ApiToken.objects.filter(hint=prefix).exists()
-    _count(_address_key(address), *([_prefix_key(prefix)] if known and prefix else []))
-    return TokenCheck()
+    prefixes = [value[:7] if _PREFIX.match(value) else None for value, _ in asked]
+    failures = _failures_many([(address, prefix) for (_, address), prefix in zip(asked, prefixes)])
+    locked = [limit > 0 and by_prefix >= limit for _, by_prefix in failures]
+    found = iter(tokens_users([value for (value, _), out in zip(asked, locked) if not out]))
+    checks = []
+    for (_, address), prefix, (by_address, _), out in zip(asked, prefixes, failures, locked):
+        if out:
+            checks.append(TokenCheck(locked=True))
+            continue
+        user, token = next(found)
+        if user is not None:
+            checks.append(TokenCheck(user, token))
+        elif limit <= 0:
+            checks.append(TokenCheck())
+        elif by_address >= limit * ADDRESS_LIMIT_FACTOR:
+            checks.append(TokenCheck(locked=True))
+        else:
+            known = prefix is not None and ApiToken.objects.filter(hint=prefix).exists()
+            _count(_address_key(address), *([_prefix_key(prefix)] if known and prefix else []))
+            checks.append(TokenCheck())
+    return checks
+
+
+def _failures_many(asked: list[tuple[str, str | None]]) -> list[tuple[int, int]]:
+    """_failures of each (address, prefix), in one read of the cache; none counted when there is
+    no limit."""
+    if settings.LOGIN_FAILURE_LIMIT <= 0:
+        return [(0, 0)] * len(asked)
+    keys = {_address_key(address) for address, _ in asked} | {_prefix_key(p) for _, p in asked if p}
+    try:
+        counts = cache.get_many(list(keys))
+    except REDIS_AWAY:
+        logger.warning("failed token attempts are not counted: the cache does not answer")
+        counts = {}
+    return [
+        (counts.get(_address_key(address), 0), counts.get(_prefix_key(prefix), 0) if prefix else 0)
+        for address, prefix in asked
+    ]
 
 
 def _address_key(address: str) -> str:

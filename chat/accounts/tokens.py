@@ -69,6 +69,39 @@ def token_user(value: str):
     return token.user, token
 
 
+def tokens_users(values: list[str]) -> list[tuple[object | None, ApiToken | None]]:
+    """token_user of each value, the tokens read in one query and their due last_used_at written in
+    one (the bearer checks of a group of requests, chat.accounts.token_checks). A value presented
+    twice in the group is looked up again for its second request: no two requests share a user
+    object."""
+    wanted = {value: _digest(value) for value in values if value.startswith(PREFIX) and len(value) <= 200}
+    rows = ApiToken.objects.select_related("user", "user__account_settings").filter(digest__in=set(wanted.values()))
+    found = {token.digest: token for token in rows}
+    now = timezone.now()
+    out: list[tuple[object | None, ApiToken | None]] = []
+    due: list[ApiToken] = []
+    taken: set[str] = set()
+    for value in values:
+        digest = wanted.get(value)
+        if digest in taken:
+            out.append(token_user(value))  # the same token twice: its own objects
+            continue
+        token = found.pop(digest, None) if digest is not None else None
+        if digest is not None:
+            taken.add(digest)
+        if token is None or (token.expires_at is not None and token.expires_at <= now) or not token.user.is_active:
+            out.append((None, None))
+            continue
+        if token.last_used_at is None or now - token.last_used_at >= LAST_USED_EVERY:
+            due.append(token)
+        out.append((token.user, token))
+    if due:
+        ApiToken.objects.filter(pk__in=[token.pk for token in due]).update(last_used_at=now)
+        for token in due:
+            token.last_used_at = now
+    return out
+
+
 def token_is_current(*, token_id, user_id) -> bool:
     """Whether the token still exists, has not expired and its user is still active (the socket's
     re-check of its credential, as session_is_current is for a session's)."""

@@ -64,6 +64,25 @@ def conversation_owned(*, user, conversation_id) -> Conversation | None:
     return Conversation.objects.filter(owner=user, pk=conversation_id).first()
 
 
+def conversations_owned(asked: list[tuple[Any, Any]]) -> list[Conversation | None]:
+    """conversation_owned of each (user, conversation_id), in one query for all (the look-ups of a
+    group of requests, chat.doors.http.lookups). The same conversation asked twice is read again
+    for its second request: no two requests share an object."""
+    signed_in = [(user, key) for user, key in asked if getattr(user, "is_authenticated", False)]
+    found = {c.pk: c for c in Conversation.objects.filter(pk__in={key for _, key in signed_in})}
+    out: list[Conversation | None] = []
+    for user, key in asked:
+        if not getattr(user, "is_authenticated", False):
+            out.append(None)
+        elif key in found and found[key].owner_id == user.pk:
+            out.append(found.pop(key))
+        elif key in found:
+            out.append(None)  # another user's
+        else:
+            out.append(conversation_owned(user=user, conversation_id=key))  # asked twice, or none
+    return out
+
+
 def run_for_user(*, user, run_id) -> Run | None:
     """The run if it belongs to one of the user's conversations; None otherwise (404 alike)."""
     if not getattr(user, "is_authenticated", False):

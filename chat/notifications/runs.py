@@ -17,6 +17,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from chat.agent.answer import Answer
+from chat.agent.batching import server_task
 from chat.eventlog.frames import CHILD_KEY, EventFrame
 from chat.eventlog.reads import run_events
 from chat.models import Event, Notification, Run
@@ -24,7 +25,6 @@ from chat.notifications.push import push_new
 from chat.notifications.services import BODY_CHARS, notification_create, notification_json
 from chat.realtime.hub import get_hub
 from chat.runtime import doorbell
-from chat.runtime.batching import server_task
 
 logger = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from chat.agent.batching import Batcher
 from chat.agent.perloop import PerLoop
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
@@ -25,7 +26,6 @@ from chat.eventlog.types import RunStart
 from chat.models import Run
 from chat.runs.requests import StartRun
 from chat.runs.starts import runs_start
-from chat.runtime.batching import Batcher
 from chat.runtime.registry import get_registry
 
 

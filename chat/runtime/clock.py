@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from chat.agent.batching import Batcher
 from chat.agent.perloop import PerLoop
 from chat.eventlog.types import EventBatch
-from chat.runtime.batching import Batcher
 from chat.runtime.writer import get_writer
 
 

@@ -16,6 +16,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.agent.approval import Decision
+from chat.agent.batching import server_task
 from chat.agent.perloop import PerLoop
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups
@@ -29,7 +30,6 @@ from chat.exceptions import ApprovalClosed, UnknownApproval
 from chat.models import Run
 from chat.runtime import build
 from chat.runtime.approvals import APPROVE_MESSAGE, ApprovalDesk
-from chat.runtime.batching import server_task
 from chat.runtime.delegates import ChildOutcome
 from chat.runtime.doorbell import publish, ring_cancel, ring_processes
 from chat.runtime.execution import (

@@ -38,6 +38,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.agent.approval import Decision
+from chat.agent.batching import server_task
 from chat.agents import profiles
 from chat.agents.profiles import AgentConfig
 from chat.eventlog import followups, memory
@@ -51,7 +52,6 @@ from chat.models import Conversation, Run
 from chat.ops.metrics import publish_process_gauges_forever
 from chat.runtime import doorbell
 from chat.runtime.approvals import APPROVE_MESSAGE, REFUSED_MESSAGE, ApprovalDesk
-from chat.runtime.batching import server_task
 from chat.runtime.doorbell import CANCEL_MESSAGE, PROCESSES_GROUP, publish
 from chat.runtime.execution import CANCELLED, SHUT_DOWN, StopReason
 

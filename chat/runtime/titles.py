@@ -17,12 +17,12 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from chat.agent import AgentRun
+from chat.agent.batching import server_task
 from chat.agent.events import RunStatus
 from chat.agent.titles import ask_title
 from chat.agents.profiles import AgentConfig
 from chat.conversations.titles import title_store, title_wanted
 from chat.runtime import build
-from chat.runtime.batching import server_task
 from chat.runtime.doorbell import publish_title
 from chat.runtime.sink import model_call_data
 

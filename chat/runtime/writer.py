@@ -16,13 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django import db
 
+from chat.agent.batching import Batcher
 from chat.agent.perloop import PerLoop
 from chat.eventlog import followups
 from chat.eventlog.append import CommitUnknown, events_append_many, events_stored
 from chat.eventlog.frames import EventFrame
 from chat.eventlog.types import EventBatch
 from chat.exceptions import ConversationGone
-from chat.runtime.batching import Batcher
 
 # A connection idle this long is checked before the next round uses it: a restart of the
 # database in between broke it. Rounds closer together than this (a stream) skip the check's

@@ -26,13 +26,13 @@ import httpx2
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from chat.agent.batching import server_task
 from chat.eventlog.frames import CHILD_KEY, EventFrame
 from chat.models import Notification, Run, Schedule
 from chat.notifications.push import push_new
 from chat.notifications.runs import answer_of
 from chat.notifications.services import notification_create, notification_json
 from chat.runtime import doorbell
-from chat.runtime.batching import server_task
 from chat.scheduling.webhooks import secret_value
 from chat.tools.netguard import AddressRefused, FetchPolicy, GuardedTransport
 

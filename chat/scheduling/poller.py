@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db.models import Min
 from django.utils import timezone
 
+from chat.agent.batching import server_task
 from chat.models import Run, Schedule
-from chat.runtime.batching import server_task
 from chat.runtime.registry import get_registry
 from chat.scheduling.firing import schedule_fire, schedules_claim
 

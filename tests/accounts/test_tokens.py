@@ -23,7 +23,7 @@ from chat.accounts import held_credentials
 from chat.accounts.bearer import socket_token_user
 from chat.accounts.process_cache import cache
 from chat.accounts.sessions import SessionStore
-from chat.accounts.token_lockout import ADDRESS_LIMIT_FACTOR
+from chat.accounts.token_lockout import ADDRESS_LIMIT_FACTOR, token_check, token_checks
 from chat.accounts.tokens import token_create
 from chat.conversations.services import conversation_create
 from chat.models import ApiToken, UserSession
@@ -314,3 +314,19 @@ def test_a_sockets_address_is_believed_from_trusted_proxies_only(settings):
     assert socket_client_address(scope) == "198.51.100.1"  # the first address a trusted proxy vouches for
     settings.TRUSTED_PROXIES = ["10.0.0.0/8", "198.51.100.0/24"]
     assert socket_client_address(scope) == "203.0.113.7"
+
+
+def test_checks_of_a_group_answer_as_each_alone_and_a_revoked_token_is_refused_by_the_next(make_user):
+    """The bearer checks of concurrent requests go to the database as one group
+    (chat.accounts.token_checks): each answers as its own check would, the same token twice
+    included, and nothing is kept between groups."""
+    ada, bob = make_user("ada"), make_user("bob")
+    (ada_token, ada_value), (_, bob_value) = token_create(user=ada, name="a"), token_create(user=bob, name="b")
+    asked = [(ada_value, "10.0.0.1"), (bob_value, "10.0.0.2"), ("as_" + "x" * 43, "10.0.0.3"), (ada_value, "10.0.0.4")]
+    checks = token_checks(asked)
+    assert [check.user for check in checks] == [ada, bob, None, ada]
+    assert checks[0].user is not checks[3].user  # no two requests share a user object
+    assert [token_check(value, address) for value, address in asked] == checks
+    assert ApiToken.objects.get(pk=ada_token.pk).last_used_at is not None
+    ada_token.delete()
+    assert [check.user for check in token_checks(asked)] == [None, bob, None, None]

@@ -1,4 +1,4 @@
-"""chat.runtime.batching: items that arrive while a round is processed form the next round; each
+"""chat.agent.batching: items that arrive while a round is processed form the next round; each
 item gets its own result or failure; a caller that has gone does not stop the round."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import contextvars
 
 import pytest
 
-from chat.runtime.batching import Batcher, server_task
+from chat.agent.batching import Batcher, GroupedCalls, server_task
 
 
 class Recorder:
@@ -84,3 +84,29 @@ async def test_a_server_task_runs_in_a_context_of_its_own():
         return mark.get()
 
     assert await server_task(read(), name="test") == "none"
+
+
+async def test_grouped_calls_share_a_trip_each_made_as_alone_its_failure_its_own():
+    trips: list[int] = []
+
+    def trip(calls):
+        async def one_trip(items):
+            trips.append(len(items))
+            await asyncio.sleep(0)  # the calls made meanwhile wait for the next trip
+            return calls(items)
+
+        return one_trip
+
+    def halve(number, *, strict=False):
+        if strict and number % 2:
+            raise ValueError(number)
+        return number // 2
+
+    halved = GroupedCalls(halve, trip, name="test")
+    results = await asyncio.gather(
+        halved(8), halved(6), halved(5, strict=True), halved(4, strict=True), return_exceptions=True
+    )
+    assert results[:2] == [4, 3] and results[3] == 2
+    assert isinstance(results[2], ValueError)
+    assert trips == [4]
+    assert await halved(2) == 1 and trips == [4, 1]

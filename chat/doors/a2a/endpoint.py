@@ -27,11 +27,12 @@ from django.views.decorators.http import require_http_methods
 
 from chat import nesting
 from chat.accounts import sockets
+from chat.agent.batching import GroupedCalls
 from chat.agents.selectors import agent_chosen
 from chat.doors.a2a.cards import not_served, origin_of
 from chat.doors.a2a.following import Door
 from chat.doors.a2a.handler import RunsRequestHandler
-from chat.doors.http.json_api import BodyTooLarge, limited_body
+from chat.doors.http.json_api import BodyTooLarge, limited_body, read_off_the_loop
 from chat.doors.http.run_answers import request_user
 from chat.doors.http.seated import SeatedResponse
 from chat.realtime.follow import KEEPALIVE, KEEPALIVE_SECONDS
@@ -135,6 +136,10 @@ def _agent(*, user, slug: str) -> tuple[bool, Any]:
         return False, None
 
 
+# The requests' agents looked up in groups, one trip per group (issue 55).
+_agent_grouped = GroupedCalls(_agent, request_db, name="a2a-agents")
+
+
 def _method(raw: bytes) -> str | None:
     try:
         body = nesting.loads(raw)
@@ -157,11 +162,11 @@ async def endpoint(request, slug: str):
     user = await request_user(request) if token is not None else None
     if user is None:
         return _refusal(401, "not_authenticated", "Give a personal API token: Authorization: Bearer as_...")
-    found, profile = await request_db(_agent)(user=user, slug=slug)
+    found, profile = await _agent_grouped(user=user, slug=slug)
     if not found:
         return _refusal(404, "not_found", "No such agent.")
     try:
-        raw = await asyncio.to_thread(limited_body, request, limit=_body_limit())
+        raw = await read_off_the_loop(request, limited_body, request, limit=_body_limit())
     except BodyTooLarge as exc:
         return _refusal(413, "too_large", f"The request is larger than {exc.limit} bytes.")
     door = Door(

@@ -40,6 +40,7 @@ from a2a.utils.errors import (
 )
 from django.db import DatabaseError
 
+from chat.agent.batching import GroupedCalls
 from chat.agents.profiles import A2A_VIA
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.doors.a2a import cards, reads
@@ -92,6 +93,10 @@ def _new_conversation(*, door: Door, content: str) -> Conversation:
     )
 
 
+# The messages' new conversations made in groups, one trip per group, each its own transaction (issue 55).
+_new_conversation_grouped = GroupedCalls(_new_conversation, request_db, name="a2a-conversations")
+
+
 def _discard(conversation: Conversation) -> None:
     """A conversation made for a refused start goes again: a refused message stores nothing."""
     try:
@@ -136,7 +141,7 @@ class RunsRequestHandler(RequestHandler):
                 )
         new = conversation is None
         if conversation is None:
-            conversation = await request_db(_new_conversation)(door=door, content=request.content)
+            conversation = await _new_conversation_grouped(door=door, content=request.content)
         follower = Follower(
             door,
             conversation,

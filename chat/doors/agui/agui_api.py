@@ -21,6 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from chat.accounts import sockets
+from chat.agent.batching import GroupedCalls
 from chat.agents.profiles import AGUI_VIA
 from chat.conversations.uploads import FileRefused
 from chat.doors.agui import agui_images
@@ -29,7 +30,7 @@ from chat.doors.agui.agui_capabilities import capabilities
 from chat.doors.agui.agui_render import AguiRender, agui_run_id
 from chat.doors.agui.agui_request import AguiRequest, agui_request, thread_of
 from chat.doors.agui.agui_snapshot import snapshot_messages
-from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
+from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body, read_off_the_loop
 from chat.doors.http.run_answers import request_user, run_error
 from chat.doors.http.seated import SeatedResponse
 from chat.models import Conversation
@@ -103,7 +104,7 @@ def _limit() -> int:
 async def _read(request, parse):
     """The body read and checked by `parse`, or the refusal to answer."""
     try:
-        return await asyncio.to_thread(lambda: parse(_body(request)))
+        return await read_off_the_loop(request, lambda: parse(_body(request)))
     except BodyTooLarge as exc:
         return run_error("TOO_LARGE", f"The request is larger than {exc.limit} bytes.")
     except ValueError:
@@ -158,6 +159,10 @@ async def _seated(request, user, answer):
             seat.release()  # refused: no stream holds it
 
 
+# The agent's and the thread's look-ups of a request, grouped with the other requests' of the moment.
+_open_thread = GroupedCalls(threads.open_thread, request_db, name="agui-threads")
+
+
 def _stream(request, user, conversation: Conversation, *, after: int, new: bool = False) -> Stream:
     token = getattr(request, "api_token", None)
     return Stream(
@@ -174,9 +179,9 @@ def _stream(request, user, conversation: Conversation, *, after: int, new: bool 
 
 async def _thread(user, slug: str, thread_id: str) -> Conversation | JsonResponse | None:
     """The thread's conversation (None: none yet), or the refusal."""
-    if not await request_db(threads.agent_open)(user=user, slug=slug):
+    agent_open, found = await _open_thread(user=user, slug=slug, thread_id=thread_id)
+    if not agent_open:
         return _not_found("agent")
-    found = await request_db(threads.thread_conversation)(user=user, thread_id=thread_id)
     if isinstance(found, threads.Foreign):
         return _not_found()
     if found is not None and threads.slug_of(found) != slug:
@@ -192,7 +197,8 @@ async def _run(request, user, slug: str, asked: AguiRequest, seat: sockets.Seat)
         if found is None:
             raise ProtocolError("BAD_REQUEST", "This thread has no interrupt to resume.", "unknown thread")
         return await _resume(request, user, found, asked, seat)
-    pictures = await asyncio.to_thread(agui_images.decoded, asked.images)  # all checked before anything is made
+    # All checked before anything is made; none (most messages): no trip to a thread.
+    pictures = await asyncio.to_thread(agui_images.decoded, asked.images) if asked.images else []
     new = found is None
     conversation = found
     if conversation is None:
@@ -270,9 +276,9 @@ async def _resume(request, user, conversation: Conversation, asked: AguiRequest,
 
 
 async def _connect(request, user, slug: str, thread_id: str, seat: sockets.Seat):
-    if not await request_db(threads.agent_open)(user=user, slug=slug):
+    agent_open, found = await _open_thread(user=user, slug=slug, thread_id=thread_id)
+    if not agent_open:
         return _not_found("agent")
-    found = await request_db(threads.thread_conversation)(user=user, thread_id=thread_id)
     if found is None or isinstance(found, threads.Foreign):
         return _not_found()
     state = await request_db(threads.thread_state)(conversation=found)

@@ -68,6 +68,14 @@ def agent_open(*, user, slug: str) -> bool:
     return True
 
 
+def open_thread(*, user, slug: str, thread_id: str) -> tuple[bool, Conversation | Foreign | None]:
+    """Whether the user may run the agent `slug` and, when so, the thread's conversation
+    (thread_conversation): a request's two look-ups in one trip."""
+    if not agent_open(user=user, slug=slug):
+        return False, None
+    return True, thread_conversation(user=user, thread_id=thread_id)
+
+
 def new_thread(*, user, thread_id: str, slug: str, content: str) -> Conversation | None:
     """The conversation of a made-up thread id, made now (source "agui", titled by its first
     message); None when the user may not use the agent. Two first runs at once: one makes it."""

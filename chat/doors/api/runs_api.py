@@ -16,8 +16,9 @@ from django.db import DatabaseError
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from chat.conversations.selectors import conversation_owned, run_for_user
+from chat.conversations.selectors import run_for_user
 from chat.doors.http.json_api import json_body
+from chat.doors.http.lookups import conversation_owned_grouped
 from chat.doors.http.run_answers import request_user, run_error
 from chat.eventlog.reads import run_asked
 from chat.models import Run
@@ -55,7 +56,7 @@ async def _signed_in(request):
 async def _owned_conversation(request, conversation_id):
     """The signed-in user and their conversation; another user's answers as a missing one."""
     user = await _signed_in(request)
-    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
+    conversation = await conversation_owned_grouped(user=user, conversation_id=conversation_id)
     if conversation is None:
         raise ProtocolError("NOT_FOUND", "No such conversation.")
     return user, conversation

@@ -27,6 +27,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from chat.agent.answer import Answer
+from chat.agent.batching import GroupedCalls
 from chat.agents.profiles import MCP_VIA
 from chat.conversations.services import conversation_create, conversation_delete
 from chat.doors.mcp_server import sessions
@@ -159,20 +160,35 @@ def _result(followed: Followed, *, conversation_id, run_id: str) -> types.CallTo
     )
 
 
+def _tool_conversation(*, user, name: str, arguments) -> tuple[str, Conversation, bool] | None:
+    """A call's agent and conversation in one trip: None for a tool that names no agent of the
+    user's (before its arguments are looked at); else (content, conversation, whether it was made
+    for the call); ProtocolError for arguments or a conversation refused (_arguments, _conversation)."""
+    found = agent_of(user=user, name=name)
+    if found is None:
+        return None
+    slug, profile = found
+    content, conversation_id = _arguments(arguments)
+    conversation, new = _conversation(
+        user=user, slug=slug, profile=profile, conversation_id=conversation_id, content=content
+    )
+    return content, conversation, new
+
+
+# ... grouped with the other calls' of the moment, one trip for all (issue 55).
+_call_conversation = GroupedCalls(_tool_conversation, request_db, name="mcp-calls")
+
+
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
     caller: Caller = ctx.request.scope[CALLER]
     user, token = caller.user, caller.token
-    found = await request_db(agent_of)(user=user, name=params.name)
-    if found is None:
-        raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
-    slug, profile = found
     try:
-        content, conversation_id = _arguments(params.arguments)
-        conversation, new = await request_db(_conversation)(
-            user=user, slug=slug, profile=profile, conversation_id=conversation_id, content=content
-        )
+        found = await _call_conversation(user=user, name=params.name, arguments=params.arguments)
     except ProtocolError as exc:
         return tool_error(exc.code, exc.message)
+    if found is None:
+        raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+    content, conversation, new = found
     stream = Stream(
         conversation=conversation,
         user=user,

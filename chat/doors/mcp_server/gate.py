@@ -30,7 +30,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse, Response
 
 from chat.accounts.bearer import bearer_value
-from chat.accounts.token_lockout import token_check
+from chat.accounts.token_checks import token_check_batched
 from chat.doors.http.origins import host_allowed, origin_allowed
 from chat.doors.mcp_server import sessions
 from chat.doors.mcp_server.calls import CALLER, NO_RESULT, Caller
@@ -150,7 +150,7 @@ class McpGate:
 
     async def _serve(self, scope, receive, send) -> None:
         value = bearer_value(_header(scope, b"authorization") or "")
-        check = await request_db(token_check)(value, socket_client_address(scope)) if value else None
+        check = await token_check_batched(value, socket_client_address(scope)) if value else None
         if check is not None and check.locked:
             await _refusal(429, "rate_limited", "Too many failed token attempts; try again later.")(
                 scope, receive, send

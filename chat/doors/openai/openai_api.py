@@ -11,7 +11,6 @@ for a run.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -23,10 +22,11 @@ from django.db import DatabaseError
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_http_methods
 
+from chat.agent.batching import GroupedCalls
 from chat.agents.selectors import agent_chosen, agent_profiles_for_user
 from chat.conversations import uploads
 from chat.conversations.services import conversation_create, conversation_delete
-from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
+from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body, read_off_the_loop
 from chat.doors.http.run_answers import request_user
 from chat.doors.openai import openai_images
 from chat.doors.openai import openai_shapes as shapes
@@ -111,6 +111,14 @@ def new_conversation(*, user, checked: CheckedCall) -> tuple[Conversation, dict[
         ) from None
 
 
+# The calls' conversations made in groups, those asked while a group is made forming the next, one
+# trip to a request database thread per group, each made as alone (its own transaction): in a
+# burst, each call's was a trip of its own, 4 threads contending for the database (issue 55).
+new_conversation_grouped: GroupedCalls[tuple[Conversation, dict[str, dict[str, Any]]] | None] = GroupedCalls(
+    new_conversation, request_db, name="v1-conversations"
+)
+
+
 def discard(conversation: Conversation) -> None:
     """A conversation whose run was refused (no run was made) goes again: a refused request leaves
     nothing behind. Best effort: the database may have gone since."""
@@ -128,7 +136,7 @@ async def chat_completions(request):
     if user is None:
         return _not_signed_in()
     try:
-        checked = await asyncio.to_thread(checked_call, request)
+        checked = await read_off_the_loop(request, checked_call, request)
     except BodyTooLarge as exc:
         message = (
             f"The request is larger than {exc.limit} bytes: its messages and at most one image at the "
@@ -144,7 +152,7 @@ async def chat_completions(request):
     call = checked.call
     token = getattr(request, "api_token", None)
     try:
-        made = await request_db(new_conversation)(user=user, checked=checked)
+        made = await new_conversation_grouped(user=user, checked=checked)
         if made is None:
             return shapes.openai_error(
                 404, "model_not_found", f"The model {call.model!r} does not exist or you do not have access to it."

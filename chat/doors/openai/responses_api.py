@@ -22,12 +22,12 @@ from chat.agents.selectors import agent_chosen
 from chat.conversations import uploads
 from chat.conversations.selectors import conversation_owned
 from chat.conversations.services import conversation_delete
-from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body
+from chat.doors.http.json_api import BodyTooLarge, json_body, limited_body, read_off_the_loop
 from chat.doors.http.run_answers import request_user
 from chat.doors.http.seated import SeatedResponse
 from chat.doors.openai import openai_images
 from chat.doors.openai import openai_shapes as shapes
-from chat.doors.openai.openai_api import ENDED, CheckedCall, body_limit, discard, new_conversation, started
+from chat.doors.openai.openai_api import ENDED, CheckedCall, body_limit, discard, new_conversation_grouped, started
 from chat.doors.openai.responses_render import ResponseRender, input_items, run_id_of
 from chat.doors.openai.responses_request import ResponsesRequest, responses_request
 from chat.eventlog.reads import run_events
@@ -132,7 +132,7 @@ async def create(request):
     if user is None:
         return _not_signed_in()
     try:
-        asked, checked = await asyncio.to_thread(_checked, request)
+        asked, checked = await read_off_the_loop(request, _checked, request)
     except BodyTooLarge as exc:
         return shapes.openai_error(413, "request_too_large", f"The request is larger than {exc.limit} bytes.")
     except ValueError:
@@ -163,7 +163,7 @@ async def _create(request, user, asked: ResponsesRequest, checked: CheckedCall, 
     new = asked.previous_response_id is None and asked.conversation_id is None
     try:
         if new:
-            made = await request_db(new_conversation)(user=user, checked=checked)
+            made = await new_conversation_grouped(user=user, checked=checked)
             parent_seq = None
         else:
             made = await request_db(_existing)(user=user, asked=asked, checked=checked)

@@ -27,11 +27,11 @@ from channels.db import database_sync_to_async
 from chat.accounts.bearer import socket_bearer
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.session_users import session_users
+from chat.agent.batching import Batcher
 from chat.agent.perloop import PerLoop
 from chat.doors.socket.credentials import SignedIn, session_cookie, signed_in
 from chat.eventlog.reads import EVENT_PAGE, events_after, last_seqs, sync_states
 from chat.models import Conversation
-from chat.runtime.batching import Batcher
 
 SLICE = 500
 

@@ -20,12 +20,11 @@ from django.views.decorators.http import require_http_methods
 
 from chat.accounts import sockets
 from chat.agent.text import clean_value
-from chat.conversations.selectors import conversation_owned
+from chat.doors.http.lookups import conversation_owned_grouped
 from chat.doors.http.run_answers import not_found, not_signed_in, request_user, run_error
 from chat.doors.http.seated import SeatedResponse
 from chat.realtime.backlog import SLOW_CONSUMER, SLOW_CONSUMER_MESSAGE
 from chat.realtime.follow import Stream
-from serving.loop_middleware import request_db
 
 
 def _seq(value: str | None) -> int | None:
@@ -71,7 +70,7 @@ async def conversation_stream(request, conversation_id: uuid.UUID):
     user = await request_user(request)
     if user is None:
         return not_signed_in()
-    conversation = await request_db(conversation_owned)(user=user, conversation_id=conversation_id)
+    conversation = await conversation_owned_grouped(user=user, conversation_id=conversation_id)
     if conversation is None:
         return not_found()
     after = _seq(request.headers.get("Last-Event-ID"))

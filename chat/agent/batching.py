@@ -13,6 +13,8 @@ import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from chat.agent.perloop import PerLoop
+
 
 def server_task(coro, *, name: str) -> asyncio.Task:
     """A task of the server's own, in a context of its own rather than its caller's. A run and the
@@ -85,3 +87,33 @@ class Batcher(Generic[T, R]):
                         future.set_result(result)
         finally:
             self._task = None
+
+
+def _each(function: Callable[..., R]) -> Callable[[list[tuple[tuple, dict]]], list[R | Exception]]:
+    """The calls of a round ((args, kwargs) each), made in order; a call's exception is its own
+    result, not the round's."""
+
+    def calls(items: list[tuple[tuple, dict]]) -> list[R | Exception]:
+        out: list[R | Exception] = []
+        for args, kwargs in items:
+            try:
+                out.append(function(*args, **kwargs))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    return calls
+
+
+class GroupedCalls(Generic[R]):
+    """A blocking function called by many coroutines at once, its calls grouped: those made while
+    a round runs form the next round, and `trip` takes each round's calls in one go (for the
+    database, one trip to a thread: `trip` is then e.g. serving.loop_middleware.request_db).
+    Each call is made as it would be alone; only their trips are shared. One batcher per loop."""
+
+    def __init__(self, function: Callable[..., R], trip: Callable[[Callable], Callable], *, name: str) -> None:
+        process = trip(_each(function))
+        self._batchers: PerLoop[Batcher[tuple[tuple, dict], R]] = PerLoop(lambda: Batcher(process, name=name))
+
+    async def __call__(self, *args, **kwargs) -> R:
+        return await self._batchers.get().submit((args, kwargs))
