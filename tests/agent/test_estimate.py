@@ -3,6 +3,10 @@ characters and per other character, rounded up; 1,000 per image."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from chat.agent.estimate import IMAGE_TOKENS, estimate_usage, text_tokens
 from chat.agent.turns import Usage
 
@@ -27,3 +31,12 @@ def test_the_prompt_counts_texts_tool_calls_images_and_tool_schemas():
     prompt = -(-(40 + 8 + 4 + 2 + 2 + schema_chars) // 4) + IMAGE_TOKENS
     assert estimate_usage(messages, tools, "the answer so f") == Usage(prompt, 4, prompt + 4)
     assert estimate_usage([], [], "") == Usage(0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "plain", "naïve café", "你好, world", "emoji 🙂 and \u200b", "lone \ud800 surrogate", "\x00\x7f\x80"]
+)
+def test_text_tokens_count_each_character_as_a_loop_over_them_would(text):
+    ascii_chars = sum(1 for char in text if char.isascii())
+    expected = math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
+    assert text_tokens([text]) == expected
