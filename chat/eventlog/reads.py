@@ -197,6 +197,17 @@ def sync_state(*, conversation_id) -> tuple[Run | None, list[str], list[str], li
     return run, pending, *queue_waiting(conversation_id=conversation_id)
 
 
+def history_page(
+    *, conversation_id, after: int
+) -> tuple[list[dict[str, Any]], tuple[Run | None, list[str], list[str], list[str]] | None]:
+    """A page of the history after `after` and, once it is the last page, what `sync` says
+    (sync_state), read in one trip to the database's thread; None while more pages follow."""
+    frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
+    if len(frames) == EVENT_PAGE:
+        return frames, None
+    return frames, sync_state(conversation_id=conversation_id)
+
+
 def last_seqs(*, conversation_ids: list) -> dict[Any, int]:
     """The last seq handed out in each of these conversations (a deleted one is left out): one
     query, or one per max_query_params ids on a database that bounds them (SQLite's 999)."""

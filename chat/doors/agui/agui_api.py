@@ -213,7 +213,8 @@ async def _run(request, user, slug: str, asked: AguiRequest, seat: sockets.Seat)
     attachments: tuple[dict[str, Any], ...] = ()
     try:
         first = await anext(frames)  # joined: every event of the run comes live
-        attachments = await request_db(_stored)(conversation_id=conversation.pk, pictures=pictures)
+        if pictures:  # none (most messages): no trip to a thread
+            attachments = await request_db(_stored)(conversation_id=conversation.pk, pictures=pictures)
         start = StartRun(
             conversation,
             user,

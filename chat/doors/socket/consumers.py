@@ -31,7 +31,7 @@ from chat.agent.text import clean_value
 from chat.doors.socket import arrivals
 from chat.doors.socket.tail_watch import get_watch
 from chat.eventlog.frames import sync_frame
-from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
+from chat.eventlog.reads import EVENT_PAGE, events_after, history_page
 from chat.realtime.hub import HubConsumer
 from chat.runs import engine
 from chat.runs.client_frames import (
@@ -65,17 +65,6 @@ PONG = {"type": "pong"}
 
 # The catch-ups under way (a task nobody holds may be collected before it ends).
 _catching_up: set[asyncio.Task] = set()
-
-
-def _history_page(
-    *, conversation_id, after: int
-) -> tuple[list[dict[str, Any]], tuple[Any, list[str], list[str], list[str]] | None]:
-    """A page of the history after `after` and, once it is the last page, what `sync` says
-    (eventlog.reads.sync_state); None while more pages follow."""
-    frames = events_after(conversation_id=conversation_id, after=after, limit=EVENT_PAGE)
-    if len(frames) == EVENT_PAGE:
-        return frames, None
-    return frames, sync_state(conversation_id=conversation_id)
 
 
 class ChatConsumer(HubConsumer):
@@ -157,7 +146,7 @@ class ChatConsumer(HubConsumer):
                     await self._send_frame(frame)
                 if state is not None:
                     break
-                frames, state = await database_sync_to_async(_history_page)(
+                frames, state = await database_sync_to_async(history_page)(
                     conversation_id=conversation.pk, after=self.last_seq
                 )
         run, pending, waiting, steers = state
