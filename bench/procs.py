@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import subprocess
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -80,3 +81,16 @@ def raise_fd_limit() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def stop_all(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to every one at once (as systemd stops a service), then a wait of 10 s each before a
+    SIGKILL."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)

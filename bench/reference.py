@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import concurrency, firsttext, idle
 from .pool import Pool
+from .procs import stop_all
 from .server import ROOT, VENV_BIN, FakeModel, free_port, wait_http
 
 RELAY_APP = "bench.reference_relay:application"
@@ -56,13 +57,7 @@ class RelayStack:
         return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "-v", "0", RELAY_APP]
 
     def stop(self) -> None:
-        for process in self.servers:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        stop_all(self.servers)
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx2
 
+from .procs import stop_all
 from .query_count import STATS_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,14 +209,7 @@ class Stack:
             wait_http(self.base(index) + "/healthz", timeout=240, process=process)
 
     def _stop_servers(self) -> None:
-        for process in self.servers:
-            process.terminate()
-        for process in self.servers:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        stop_all(self.servers)
 
     def restart(self) -> None:
         """Every server stopped (SIGTERM, as systemd does) and started again on its port with the

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx2
 
+from ..procs import stop_all
 from ..server import ROOT, FakeModel, free_port, wait_http
 
 VENV = ROOT / os.environ.get("BENCH_CHAINLIT_VENV", ".venv-chainlit")
@@ -126,13 +127,7 @@ class ChainlitStack:
             return db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 (the bench's own names)
 
     def stop(self) -> None:
-        for process in self.servers:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        stop_all(self.servers)
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
