@@ -212,10 +212,25 @@ class McpGate:
         progress = isinstance(meta, dict) and meta.get("progressToken") is not None
         manager = handler.events if progress else handler.json
         began = time.monotonic()
+        touched = False
+        answer = _without_cancelled_result(scope, send)
+
+        async def touching(reply) -> None:
+            # A long request marks its session used before its answer's end goes out: the
+            # client's next request, sent once it has the answer, must not find the session
+            # idle (touched after the answer, a loaded server lost that race: "Session not found").
+            nonlocal touched
+            last = reply["type"] == "http.response.body" and not reply.get("more_body", False)
+            if last and not touched and sessions.touch_due(time.monotonic() - began):
+                touched = True
+                with anyio.CancelScope(shield=True):
+                    await self._touch(session)
+            await answer(reply)
+
         try:
-            await manager.handle_request(scope, replay, _without_cancelled_result(scope, send))
+            await manager.handle_request(scope, replay, touching)
         finally:
-            if sessions.touch_due(time.monotonic() - began):
+            if not touched and sessions.touch_due(time.monotonic() - began):  # its answer never ended
                 with anyio.CancelScope(shield=True):
                     await self._touch(session)
 
