@@ -208,7 +208,11 @@ async def test_resubscribe_mid_run_gets_exactly_the_rest(agent, streamer, alice,
     replies.set("a2a resub", slow_text_reply(text, chunks=60, delay=0.05))
     [response] = await agent.send("a2a resub", return_immediately=True)
     task = response.task
-    await asyncio.sleep(1.0)
+    # Mid-run: once part of the answer is stored (a fixed wait met a loaded CI machine's run
+    # before its first text), with most of its 3 s still to stream.
+    async with asyncio.timeout(20):
+        while not answer_of(await agent.client.get_task(GetTaskRequest(id=task.id))):
+            await asyncio.sleep(0.05)
     events = [e async for e in streamer.client.subscribe(SubscribeToTaskRequest(id=task.id))]
     snapshot = events[0].task
     assert snapshot.id == task.id and snapshot.status.state == TaskState.TASK_STATE_WORKING
