@@ -36,7 +36,7 @@ from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import REVOKED, user_group
 from chat.eventlog.compacting import turn_runs
 from chat.eventlog.frames import CHILD_KEY, sync_frame
-from chat.eventlog.reads import EVENT_PAGE, events_after, history_page, sync_state
+from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
 from chat.realtime.backlog import FELL_BEHIND, Backlog, give_up
 from chat.realtime.deletion import DELETED
 from chat.realtime.ending import to_the_end
@@ -121,22 +121,11 @@ class Stream:
                 # comes next comes live, and a batch the layer loses is read by its gap.
                 yield sync_frame(last_seq=self.last_seq, run=None, pending=[], queue=[], steers=[])
             else:
-                # One trip for the history and the state when it is one page (a stream opened
-                # with `after` at the end, as AG-UI's run on its thread and most resumes are).
-                frames, state = await request_db(history_page)(
-                    conversation_id=self.conversation.pk, after=self.last_seq
-                )
-                await self._learn_turns(frames)
-                chunks = [self._send(frame) for frame in frames if not self.done]
-                if state is None:  # more pages follow
-                    chunks += await self._from_database()
-                for chunk in chunks:
+                for chunk in await self._from_database():
                     yield chunk
                 if self.done:  # until=complete, and the complete was in the history
                     return
-                if state is None:
-                    state = await request_db(sync_state)(conversation_id=self.conversation.pk)
-                run, pending, waiting, steers = state
+                run, pending, waiting, steers = await request_db(sync_state)(conversation_id=self.conversation.pk)
                 yield sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)
             async for chunk in self._live():
                 yield chunk
