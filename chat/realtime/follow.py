@@ -34,6 +34,7 @@ from django.db import DatabaseError
 from chat.accounts import held_credentials
 from chat.accounts.held_credentials import HeldCredential
 from chat.accounts.revocation import REVOKED, user_group
+from chat.agent.batching import GroupedCalls
 from chat.eventlog.compacting import turn_runs
 from chat.eventlog.frames import CHILD_KEY, sync_frame
 from chat.eventlog.reads import EVENT_PAGE, events_after, sync_state
@@ -56,6 +57,12 @@ LAYER_BACK = "stream.layer_back"
 # The last frame of a stream whose conversation was deleted meanwhile.
 DELETED_FRAME = {"type": "error", "code": "NOT_FOUND", "message": "This conversation was deleted."}
 
+# The streams' reads, grouped with the other streams' of the moment: one trip to a request
+# database thread per group, each read made as alone. A burst of AG-UI runs on their threads
+# joined their streams with two trips each, queued on the four threads (issue 55).
+_events_after = GroupedCalls(events_after, request_db, name="stream-history")
+_sync_state = GroupedCalls(sync_state, request_db, name="stream-state")
+
 
 class Stream:
     """One open stream: a member of the hub in the conversation's and the user's groups, the
@@ -71,16 +78,21 @@ class Stream:
         after: int,
         until_complete: bool,
         new: bool = False,
+        state: bool = True,
         scope: dict[str, Any] | None = None,
     ):
         """`new`: the conversation was just made for this stream and nothing is stored in it yet
         (the OpenAI-compatible endpoint's), so that once joined it has no history to read.
+        `state`: whether the `sync` says the run in progress, its approvals, queue and steers; a
+        door that renders only stored events (AG-UI) reads none, a trip fewer, and its `sync`
+        then says none.
         `scope`: the request's, whose send buffer is given up on if the client falls behind."""
         self.conversation, self.user = conversation, user
         self.credential = HeldCredential(user.pk, token_id, session_key)
         self.last_seq = min(after, conversation.last_seq)
         self.until_complete = until_complete
         self.new = new
+        self.state = state
         self.done = False
         # Why the server ended the stream: "deleted" (the conversation), "revoked" (its credential).
         self.ended_by: str | None = None
@@ -125,7 +137,9 @@ class Stream:
                     yield chunk
                 if self.done:  # until=complete, and the complete was in the history
                     return
-                run, pending, waiting, steers = await request_db(sync_state)(conversation_id=self.conversation.pk)
+                run, pending, waiting, steers = (
+                    await _sync_state(conversation_id=self.conversation.pk) if self.state else (None, [], [], [])
+                )
                 yield sync_frame(last_seq=self.last_seq, run=run, pending=pending, queue=waiting, steers=steers)
             async for chunk in self._live():
                 yield chunk
@@ -224,7 +238,7 @@ class Stream:
         out: list[dict[str, Any]] = []
         try:
             while not self.done:
-                frames = await request_db(events_after)(
+                frames = await _events_after(
                     conversation_id=self.conversation.pk, after=self.last_seq, until=until, limit=EVENT_PAGE
                 )
                 await self._learn_turns(frames)

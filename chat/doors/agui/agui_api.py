@@ -173,6 +173,7 @@ def _stream(request, user, conversation: Conversation, *, after: int, new: bool 
         after=after,
         until_complete=True,
         new=new,
+        state=False,  # AG-UI's events are the stored events' (AguiRender): its `sync` is not rendered
         scope=request.scope,
     )
 

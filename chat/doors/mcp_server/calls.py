@@ -177,6 +177,8 @@ def _tool_conversation(*, user, name: str, arguments) -> tuple[str, Conversation
 
 # ... grouped with the other calls' of the moment, one trip for all (issue 55).
 _call_conversation = GroupedCalls(_tool_conversation, request_db, name="mcp-calls")
+# A started call's record in its session, grouped likewise: the call's answer is followed after it.
+_call_record = GroupedCalls(sessions.call_record, request_db, name="mcp-call-records")
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -216,7 +218,7 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         raise
     run_id = str(run.pk)
     try:
-        if caller.session is not None and await request_db(sessions.call_record)(
+        if caller.session is not None and await _call_record(
             session=caller.session, request_id=ctx.request_id, run_id=run.pk
         ):
             await engine.cancel(CancelRun(conversation.pk))  # its client cancelled it before it was recorded

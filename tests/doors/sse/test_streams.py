@@ -18,7 +18,10 @@ from django.conf import settings
 from chat.accounts import held_credentials
 from chat.accounts.revocation import user_group
 from chat.accounts.tokens import token_create
-from chat.eventlog.reads import events_after
+from chat.agent.batching import GroupedCalls
+from chat.conversations.services import conversation_create
+from chat.eventlog.reads import events_after, sync_state
+from chat.models import Run
 from chat.models import UserSession as Session  # the sessions of SESSION_ENGINE (chat.accounts.sessions)
 from chat.realtime import follow
 from chat.realtime.hub import get_hub
@@ -26,6 +29,7 @@ from chat.runs.requests import StartRun
 from chat.runs.starter import start_run
 from chat.runs.starts import run_start
 from chat.runtime.doorbell import conversation_group
+from serving.loop_middleware import request_db
 from tests.asgi_http import RawStream
 from tests.asgi_socket import session_cookie
 from tests.fakellm import text_reply
@@ -160,13 +164,14 @@ class Reads:
 
     def __init__(self, monkeypatch):
         self.calls: list[tuple[str, dict]] = []
+        # The streams make them grouped (follow's GroupedCalls): each call is seen as it is asked.
         for name in ("events_after", "sync_state"):
-            monkeypatch.setattr(follow, name, self._spy(name, getattr(follow, name)))
+            monkeypatch.setattr(follow, f"_{name}", self._spy(name, getattr(follow, f"_{name}")))
 
     def _spy(self, name, real):
-        def spy(**kwargs):
+        async def spy(**kwargs):
             self.calls.append((name, kwargs))
-            return real(**kwargs)
+            return await real(**kwargs)
 
         return spy
 
@@ -454,3 +459,72 @@ async def test_streams_and_sockets_of_a_user_share_one_cap(conversation, registr
     assert (await again.open())["status"] == 200
     await again.close()
     await socket.close()
+
+
+async def test_streams_opened_together_read_their_own_histories_in_shared_trips(make_user, registry, monkeypatch):
+    """Streams opening at once read their histories and states grouped (chat.realtime.follow): each
+    gets exactly its own conversation's events and state, in fewer trips to a thread than streams."""
+    trips: list[str] = []
+
+    def counted(name):
+        def trip(function):
+            made = request_db(function)
+
+            async def call(*args, **kwargs):
+                trips.append(name)
+                return await made(*args, **kwargs)
+
+            return call
+
+        return trip
+
+    monkeypatch.setattr(follow, "_events_after", GroupedCalls(events_after, counted("history"), name="t-history"))
+    monkeypatch.setattr(follow, "_sync_state", GroupedCalls(sync_state, counted("state"), name="t-state"))
+    count = 6
+    owners = [await sync_to_async(make_user)(f"user{i}") for i in range(count)]
+    conversations = [await sync_to_async(conversation_create)(owner=owner, title="t") for owner in owners]
+    for i, conversation in enumerate(conversations):
+        await sync_to_async(run_start)(
+            conversation=conversation, user=conversation.owner, content=f"message {i}", model="m", worker=""
+        )
+    streams = []
+    for conversation in conversations:
+        key = await sync_to_async(session_cookie)(conversation.owner)
+        cookie = [(b"cookie", f"sessionid={key}".encode())]
+        streams.append(RawStream(f"/api/conversations/{conversation.pk}/stream/", cookie))
+    assert [start["status"] for start in await asyncio.gather(*(s.open() for s in streams))] == [200] * count
+    for i, (stream, conversation) in enumerate(zip(streams, conversations, strict=True)):
+        message, sync = await stream.chunk(), await stream.chunk()
+        assert message.startswith(b"id: 1\nevent: user_message\n")
+        assert orjson.loads(message.split(b"\ndata: ", 1)[1])["content"] == f"message {i}"
+        state = orjson.loads(sync.split(b"\ndata: ", 1)[1])
+        run = await sync_to_async(Run.objects.get)(conversation=conversation)
+        assert state["lastSeq"] == 1 and state["runId"] == str(run.pk)  # its own run, in progress
+        await stream.close()
+    assert 1 <= trips.count("history") < count and 1 <= trips.count("state") < count
+
+
+async def test_a_stream_asked_for_no_state_reads_none(conversation, registry, monkeypatch):
+    """`state=False` (AG-UI's streams, which render stored events only): the history is read, the
+    run's state is not, and the `sync` says none, though a run is in progress."""
+    reads = Reads(monkeypatch)
+    await sync_to_async(run_start)(
+        conversation=conversation, user=conversation.owner, content="hi", model="m", worker=""
+    )
+    stream = follow.Stream(
+        conversation=conversation,
+        user=conversation.owner,
+        token_id=None,
+        session_key=None,
+        after=0,
+        until_complete=True,
+        state=False,
+    )
+    frames = stream.frames()
+    try:
+        message, sync = await anext(frames), await anext(frames)
+    finally:
+        await frames.aclose()
+    assert message["type"] == "user_message" and message["seq"] == 1
+    assert sync == {**sync, "type": "sync", "lastSeq": 1, "running": False, "runId": None}
+    assert [name for name, _ in reads.calls] == ["events_after"]
