@@ -6,6 +6,9 @@ one door at a time sending at once, the doors taking turns: the WebSocket's `mes
 synced). Per door, each step's time from the send (p50 and p95 over the bursts):
 
     http_in                  the request reached the ASGI application (the HTTP doors)
+    token_checked            its bearer token checked (grouped: chat.accounts.token_checks)
+    looked_up                its last grouped look-up before the start came back (its new
+                             conversation for `/v1`, its conversation for SSE's POST)
     hops                     the request's trips to the request database threads before its
                              start: how many, their wait for a thread and their run (sums)
     received ... headers     as burst_trace's (`received`: the run engine's start called)
@@ -41,6 +44,8 @@ RATE = 100
 DOORS = ("websocket", "v1", "sse")
 STEPS = (
     "http_in",
+    "token_checked",
+    "looked_up",
     "received",
     "orm_in",
     "orm_out",

@@ -12,8 +12,8 @@ write transaction's wait at BEGIN, its turn and SQLite's lock (`begins`: thread,
 `GET /__bench__/steps` answers them. Only this bench application wraps anything: the project's
 own server times nothing.
 
-An HTTP request (bench/door_trace.py) adds its arrival at the application (`http_in`) and, per
-run, the request's trips to the request database threads before its start (`hops`: queued,
+An HTTP request (bench/door_trace.py) adds its arrival at the application (`http_in`), its bearer
+token checked (`token_checked`), its last grouped look-up back (`looked_up`) and, per run, the request's trips to the request database threads before its start (`hops`: queued,
 began, ended; serving.loop_middleware.request_db). `POST /__bench__/profile` with `on` or `off`
 profiles the event loop's thread (cProfile); `off` answers the profile's top functions.
 """
@@ -32,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from agentsite.asgi import application as project
 from agentsite.sqlite import base as sqlite_base
-from chat.agent import llm
+from chat.accounts import bearer
+from chat.agent import batching, llm
 from chat.runs import engine, starter
 from chat.runtime import execution, head_start, registry, sink, writer
 from serving import loop_middleware
@@ -66,6 +67,9 @@ def _wrap_run_start():
         arrived = _request.get()
         if arrived is not None:
             _mark(request.conversation.pk, "http_in", at=arrived["http_in"])
+            for step in ("token_checked", "looked_up"):
+                if step in arrived:
+                    _mark(request.conversation.pk, step, at=arrived[step])
             with _lock:
                 _hops.setdefault(str(request.conversation.pk), list(arrived["hops"]))
         return await original(request)
@@ -205,6 +209,32 @@ class _TimedExecutor(ThreadPoolExecutor):
         return super().submit(timed)
 
 
+def _wrap_lookups():
+    """An HTTP request's bearer check (`token_checked`) and its last grouped look-up before its
+    start (`looked_up`: chat.agent.batching.GroupedCalls, e.g. its new conversation), when each
+    came back to the request."""
+    check = bearer.token_check_batched
+
+    async def token_check_batched(value, address):
+        try:
+            return await check(value, address)
+        finally:
+            if (arrived := _request.get()) is not None:
+                arrived["token_checked"] = time.time()
+
+    bearer.token_check_batched = token_check_batched
+    grouped = batching.GroupedCalls.__call__
+
+    async def call(self, *args, **kwargs):
+        try:
+            return await grouped(self, *args, **kwargs)
+        finally:
+            if (arrived := _request.get()) is not None:
+                arrived["looked_up"] = time.time()
+
+    batching.GroupedCalls.__call__ = call
+
+
 def _wrap_request_db():
     loop_middleware._request_db = _TimedExecutor(
         max_workers=loop_middleware.REQUEST_DB_THREADS, thread_name_prefix="request-db"
@@ -212,6 +242,7 @@ def _wrap_request_db():
 
 
 for _install in (
+    _wrap_lookups,
     _wrap_request_db,
     _wrap_run_start,
     _wrap_start_with_memory,
