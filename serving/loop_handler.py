@@ -30,6 +30,30 @@ from django.urls import set_script_prefix
 
 # Threads kept between requests (more are made for a burst and ended after it).
 KEPT_REQUEST_THREADS = 8
+# Threads running at once, each with its database connection; a request past them does its
+# blocking work on the one overflow thread. A burst of 100 sync API calls on two PostgreSQL
+# processes made a thread each, and past the server's 100 connections they failed with 503
+# ("too many clients", python -m bench --only doors, issue 55). Two processes at most use
+# 2 x (24 + 1 + the request database threads and the run engine's) connections.
+MAX_REQUEST_THREADS = 24
+
+
+class LentThread(ThreadPoolExecutor):
+    """A request's own thread, started at its first call only if the process may start one more
+    (RequestThreads.may_start); if not, every call of the request goes to the overflow thread,
+    one thread for all of them, as asgiref's thread-sensitive calls outside a request do."""
+
+    def __init__(self, lender: RequestThreads) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="request")
+        self.lender = lender
+        self.overflow: ThreadPoolExecutor | None = None
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self.overflow is None and not self._threads and not self.lender.may_start():
+            self.overflow = self.lender.overflow()
+        if self.overflow is not None:
+            return self.overflow.submit(fn, *args, **kwargs)
+        return super().submit(fn, *args, **kwargs)
 
 
 class RequestThreads:
@@ -44,21 +68,38 @@ class RequestThreads:
     connection is closed; the next use checks its health, CONN_HEALTH_CHECKS). A thread made for a
     burst closes its connection before it ends."""
 
-    def __init__(self, keep: int) -> None:
-        self.keep = keep
-        self.idle: list[ThreadPoolExecutor] = []
+    def __init__(self, keep: int, limit: int = MAX_REQUEST_THREADS) -> None:
+        self.keep, self.limit = keep, limit
+        self.idle: list[LentThread] = []
+        self.started = 0  # threads started and not yet ended, kept ones included
+        self._overflow: ThreadPoolExecutor | None = None
 
-    def lend(self, context: ThreadSensitiveContext) -> ThreadPoolExecutor:
+    def may_start(self) -> bool:
+        """Whether a lent thread may start (counted as started if so)."""
+        if self.started >= self.limit:
+            return False
+        self.started += 1
+        return True
+
+    def overflow(self) -> ThreadPoolExecutor:
+        if self._overflow is None:
+            self._overflow = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-overflow")
+        return self._overflow
+
+    def lend(self, context: ThreadSensitiveContext) -> LentThread:
         """A thread for the thread-sensitive calls made in `context` (the request's). Set as
         ThreadSensitiveContext would set the one it makes: asgiref's `executor=` would also make
         a run started by the request (a task that outlives it) fail its later thread-sensitive
         calls, where with Django's own thread they get a thread of their own."""
-        thread = self.idle.pop() if self.idle else ThreadPoolExecutor(max_workers=1, thread_name_prefix="request")
+        thread = self.idle.pop() if self.idle else LentThread(self)
         SyncToAsync.context_to_thread_executor[context] = thread
         return thread
 
-    def take_back(self, context: ThreadSensitiveContext, thread: ThreadPoolExecutor) -> None:
+    def take_back(self, context: ThreadSensitiveContext, thread: LentThread) -> None:
         SyncToAsync.context_to_thread_executor.pop(context, None)  # not the context's to shut down
+        if thread.overflow is not None:  # its calls ran on the overflow thread, after which its check runs
+            thread.overflow.submit(close_old_connections)
+            thread.overflow = None
         if not thread._threads:
             # Never used: no thread was started, so no connection is open on one. Submitting the
             # end-of-request check anyway started a thread for it, and the loop waits, blocked,
@@ -74,6 +115,7 @@ class RequestThreads:
         else:
             thread.submit(connections.close_all)
             thread.shutdown(wait=False)
+            self.started -= 1
 
 
 request_threads = RequestThreads(KEPT_REQUEST_THREADS)

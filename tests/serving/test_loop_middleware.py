@@ -264,3 +264,34 @@ def test_threads_beyond_those_kept_close_their_connection_and_end():
     for thread in threads.idle:
         thread.submit(lambda: connection.close()).result()
         thread.shutdown()
+
+
+def test_past_the_limit_a_request_works_on_the_overflow_thread():
+    """At most `limit` lent threads run at once (each holds a database connection): a request
+    lent one past them does all its blocking work on the one overflow thread, and an ended thread
+    makes room again."""
+    from serving.loop_handler import RequestThreads
+
+    threads = RequestThreads(keep=0, limit=2)
+    contexts = [ThreadSensitiveContext() for _ in range(4)]
+    lent = [threads.lend(context) for context in contexts]
+    release = threading.Event()
+
+    def held() -> str:
+        release.wait(5)
+        return threading.current_thread().name
+
+    running = [thread.submit(held) for thread in lent]
+    again = lent[3].submit(lambda: threading.current_thread().name)  # the same request's next call
+    release.set()
+    names = [future.result(5) for future in running]
+    assert [name.startswith("request-overflow") for name in names] == [False, False, True, True]
+    assert again.result(5) == names[3]
+    assert threads.started == 2
+    for context, thread in zip(contexts, lent):
+        threads.take_back(context, thread)
+    assert threads.started == 0  # none kept: both ended
+    context = ThreadSensitiveContext()
+    thread = threads.lend(context)
+    assert not thread.submit(lambda: threading.current_thread().name).result(5).startswith("request-overflow")
+    threads.take_back(context, thread)
