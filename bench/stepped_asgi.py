@@ -13,8 +13,9 @@ write transaction's wait at BEGIN, its turn and SQLite's lock (`begins`: thread,
 own server times nothing.
 
 An HTTP request (bench/door_trace.py) adds its arrival at the application (`http_in`), its bearer
-token checked (`token_checked`), its last grouped look-up back (`looked_up`) and, per run, the request's trips to the request database threads before its start (`hops`: queued,
-began, ended; serving.loop_middleware.request_db). `POST /__bench__/profile` with `on` or `off`
+token checked (`token_checked`), its last grouped look-up back (`looked_up`) and, per run, the
+request's trips to the request database threads before its start (`hops`: queued, began, ended;
+serving.loop_middleware.request_db). `POST /__bench__/profile` with `on` or `off`
 profiles the event loop's thread (cProfile); `off` answers the profile's top functions.
 """
 

@@ -40,7 +40,7 @@ MAX_REQUEST_THREADS = 24
 
 class LentThread(ThreadPoolExecutor):
     """A request's own thread, started at its first call only if the process may start one more
-    (RequestThreads.may_start); if not, every call of the request goes to the overflow thread,
+    (RequestThreads.claim_start); if not, every call of the request goes to the overflow thread,
     one thread for all of them, as asgiref's thread-sensitive calls outside a request do."""
 
     def __init__(self, lender: RequestThreads) -> None:
@@ -49,7 +49,7 @@ class LentThread(ThreadPoolExecutor):
         self.overflow: ThreadPoolExecutor | None = None
 
     def submit(self, fn, /, *args, **kwargs):
-        if self.overflow is None and not self._threads and not self.lender.may_start():
+        if self.overflow is None and not self._threads and not self.lender.claim_start():
             self.overflow = self.lender.overflow()
         if self.overflow is not None:
             return self.overflow.submit(fn, *args, **kwargs)
@@ -74,8 +74,8 @@ class RequestThreads:
         self.started = 0  # threads started and not yet ended, kept ones included
         self._overflow: ThreadPoolExecutor | None = None
 
-    def may_start(self) -> bool:
-        """Whether a lent thread may start (counted as started if so)."""
+    def claim_start(self) -> bool:
+        """A place for one more running thread: False when none is left, else True and counted."""
         if self.started >= self.limit:
             return False
         self.started += 1
